@@ -1,0 +1,97 @@
+"""Producers' cache of the placement table, refreshed every ``placement_ttl_seconds``.
+
+A placement change is data: it takes effect in every producer within one TTL, no deploy.
+When the table cannot be read the book keeps serving what it last loaded (or hashed, before
+the first load) and logs it: a misplaced job costs isolation, never correctness, because a
+worker runs any tenant from any partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from tenantq.errors import ConfigurationError
+from tenantq.partitioner.placement import HASHED, Placement
+from tenantq.store.placement import PlacementRecord
+
+logger = logging.getLogger("tenantq.placement")
+
+PlacementLoader = Callable[[str], Iterable[PlacementRecord]]
+
+
+def placement_of(record: PlacementRecord) -> Placement:
+    """A table row as a ``Placement`` (raises ``ConfigurationError`` if it makes no sense)."""
+    if record.mode == "spread":
+        return Placement.spread(record.shards or 0)
+    if record.mode == "pinned":
+        return Placement.pinned(record.partitions)
+    if record.mode == "hashed":
+        return HASHED
+    raise ConfigurationError(f"unknown placement mode {record.mode!r} for {record.tenant_id!r}")
+
+
+@dataclass
+class _QueueEntry:
+    expires_at: float
+    placements: dict[str, Placement]
+
+
+class PlacementBook:
+    """Tenant placements per queue, loaded through ``loader`` and kept ``ttl_seconds``.
+
+    ``clock`` is injectable (a monotonic number of seconds) so tests need not sleep.
+    """
+
+    def __init__(
+        self,
+        loader: PlacementLoader | None,
+        ttl_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._loader = loader
+        self._ttl = ttl_seconds
+        self._clock = clock
+        self._queues: dict[str, _QueueEntry] = {}
+        self._lock = threading.Lock()
+
+    def placement(self, queue: str, tenant_id: str) -> Placement:
+        """The placement of ``tenant_id`` in ``queue`` (hashed unless the table says else)."""
+        if self._loader is None:
+            return HASHED
+        entry = self._queues.get(queue)
+        if entry is None or self._clock() >= entry.expires_at:
+            entry = self._refresh(queue)
+        return entry.placements.get(tenant_id, HASHED)
+
+    def invalidate(self, queue: str | None = None) -> None:
+        """Forget the cache (of one queue, or all) so the next lookup reloads."""
+        with self._lock:
+            if queue is None:
+                self._queues.clear()
+            else:
+                self._queues.pop(queue, None)
+
+    def _refresh(self, queue: str) -> _QueueEntry:
+        with self._lock:
+            now = self._clock()
+            entry = self._queues.get(queue)
+            if entry is not None and now < entry.expires_at:
+                return entry  # another thread refreshed while we waited
+            assert self._loader is not None
+            try:
+                placements = {}
+                for record in self._loader(queue):
+                    try:
+                        placements[record.tenant_id] = placement_of(record)
+                    except ConfigurationError as error:
+                        logger.warning("ignoring placement of %r: %s", record.tenant_id, error)
+            except Exception as error:  # the database is down: keep serving, retry after a TTL
+                logger.warning("cannot load placements of queue %r: %s", queue, error)
+                placements = entry.placements if entry is not None else {}
+            entry = _QueueEntry(expires_at=now + self._ttl, placements=placements)
+            self._queues[queue] = entry
+            return entry

@@ -1,0 +1,149 @@
+"""SQL of the tenant placement table (``tenantq_tenant_placement``), run with psycopg 3.
+
+Named, noun-first statements, one small function each. The producer reads placements through
+``PlacementReader``, which keeps one connection and reconnects after a failure.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+PLACEMENT_LIST = """
+SELECT queue, tenant_id, mode, shards, partitions, updated_at, updated_by
+FROM tenantq_tenant_placement
+WHERE queue = %(queue)s
+ORDER BY tenant_id
+"""
+
+PLACEMENT_LIST_ALL = """
+SELECT queue, tenant_id, mode, shards, partitions, updated_at, updated_by
+FROM tenantq_tenant_placement
+ORDER BY queue, tenant_id
+"""
+
+PLACEMENT_UPSERT = """
+INSERT INTO tenantq_tenant_placement (queue, tenant_id, mode, shards, partitions, updated_by)
+VALUES (%(queue)s, %(tenant_id)s, %(mode)s, %(shards)s, %(partitions)s, %(updated_by)s)
+ON CONFLICT (queue, tenant_id) DO UPDATE
+SET mode = EXCLUDED.mode,
+    shards = EXCLUDED.shards,
+    partitions = EXCLUDED.partitions,
+    updated_by = EXCLUDED.updated_by,
+    updated_at = now()
+RETURNING queue, tenant_id, mode, shards, partitions, updated_at, updated_by
+"""
+
+PLACEMENT_DELETE = """
+DELETE FROM tenantq_tenant_placement
+WHERE queue = %(queue)s AND tenant_id = %(tenant_id)s
+"""
+
+
+@dataclass(frozen=True)
+class PlacementRecord:
+    """One row of ``tenantq_tenant_placement``."""
+
+    queue: str
+    tenant_id: str
+    mode: str
+    shards: int | None
+    partitions: tuple[int, ...]
+    updated_at: dt.datetime | None = None
+    updated_by: str | None = None
+
+
+def _record(row: Sequence[Any]) -> PlacementRecord:
+    queue, tenant_id, mode, shards, partitions, updated_at, updated_by = row
+    return PlacementRecord(
+        queue=queue,
+        tenant_id=tenant_id,
+        mode=mode,
+        shards=shards,
+        partitions=tuple(partitions or ()),
+        updated_at=updated_at,
+        updated_by=updated_by,
+    )
+
+
+def placement_list(
+    connection: psycopg.Connection[Any], queue: str | None = None
+) -> list[PlacementRecord]:
+    """The placements of ``queue``, or of every queue when ``queue`` is None."""
+    with connection.cursor() as cursor:
+        if queue is None:
+            cursor.execute(PLACEMENT_LIST_ALL)
+        else:
+            cursor.execute(PLACEMENT_LIST, {"queue": queue})
+        return [_record(row) for row in cursor.fetchall()]
+
+
+def placement_upsert(
+    connection: psycopg.Connection[Any],
+    *,
+    queue: str,
+    tenant_id: str,
+    mode: str,
+    shards: int | None = None,
+    partitions: Sequence[int] | None = None,
+    updated_by: str | None = None,
+) -> PlacementRecord:
+    """Create or replace a tenant's placement. The table's CHECK constraints refuse a spread
+    without shards or a pin without partitions."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            PLACEMENT_UPSERT,
+            {
+                "queue": queue,
+                "tenant_id": tenant_id,
+                "mode": mode,
+                "shards": shards,
+                "partitions": list(partitions) if partitions else None,
+                "updated_by": updated_by,
+            },
+        )
+        row = cursor.fetchone()
+    assert row is not None
+    return _record(row)
+
+
+def placement_delete(connection: psycopg.Connection[Any], *, queue: str, tenant_id: str) -> bool:
+    """Remove a tenant's placement (it falls back to hashed). True if a row was deleted."""
+    with connection.cursor() as cursor:
+        cursor.execute(PLACEMENT_DELETE, {"queue": queue, "tenant_id": tenant_id})
+        return cursor.rowcount > 0
+
+
+class PlacementReader:
+    """Reads placements for producers over one lazily opened autocommit connection."""
+
+    def __init__(self, database_url: str, connect_timeout_seconds: float = 5.0) -> None:
+        self._database_url = database_url
+        self._connect_timeout = max(1, int(connect_timeout_seconds))
+        self._connection: psycopg.Connection[Any] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, queue: str) -> list[PlacementRecord]:
+        with self._lock:
+            if self._connection is None or self._connection.closed:
+                self._connection = psycopg.connect(
+                    self._database_url, autocommit=True, connect_timeout=self._connect_timeout
+                )
+            try:
+                return placement_list(self._connection, queue)
+            except psycopg.OperationalError:
+                # A broken connection is replaced on the next call rather than retried here.
+                self._connection.close()
+                self._connection = None
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
