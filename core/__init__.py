@@ -1,0 +1,94 @@
+"""tenantq: background jobs over Apache Kafka, with PostgreSQL as the source of truth.
+
+The public surface::
+
+    import tenantq
+
+    app = tenantq.App()
+
+    @app.job("send_email", queue="default", max_attempts=8, timeout=30)
+    def send_email(ctx: tenantq.JobContext, payload: SendEmail) -> None: ...
+
+    with tenantq.Producer() as producer:
+        ref = producer.enqueue("send_email", tenant="acme", payload={...}).result()
+
+    tenantq.Worker(app, queues=["default"]).run()
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tenantq.app import App, JobType
+from tenantq.errors import (
+    AdmissionError,
+    AdmissionRejected,
+    ConfigurationError,
+    EnqueueFailed,
+    InvalidJobError,
+    InvalidTenantId,
+    JobConflict,
+    LatencyBudgetExceeded,
+    PayloadValidationError,
+    PermanentError,
+    QueueFull,
+    RateLimited,
+    RetryableError,
+    Snooze,
+    TenantqError,
+    UnknownJobType,
+)
+from tenantq.settings import QueueSettings, Settings, load_settings
+from tenantq.states import JobState
+
+if TYPE_CHECKING:  # the lazily imported names below, for type checkers
+    pass
+
+__version__ = "0.1.0"
+
+# Imported on first use so that `import tenantq` stays cheap and free of cycles.
+_LAZY = {
+    "Producer": ("tenantq.producer.producer", "Producer"),
+    "JobRef": ("tenantq.producer.producer", "JobRef"),
+    "Worker": ("tenantq.consumer.worker", "Worker"),
+    "JobContext": ("tenantq.consumer.context", "JobContext"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module_name, attribute = _LAZY[name]
+        return getattr(importlib.import_module(module_name), attribute)
+    raise AttributeError(f"module 'tenantq' has no attribute {name!r}")
+
+
+__all__ = [
+    "AdmissionError",
+    "AdmissionRejected",
+    "App",
+    "ConfigurationError",
+    "EnqueueFailed",
+    "InvalidJobError",
+    "InvalidTenantId",
+    "JobConflict",
+    "JobContext",
+    "JobRef",
+    "JobState",
+    "JobType",
+    "LatencyBudgetExceeded",
+    "PayloadValidationError",
+    "PermanentError",
+    "Producer",
+    "QueueFull",
+    "QueueSettings",
+    "RateLimited",
+    "RetryableError",
+    "Settings",
+    "Snooze",
+    "TenantqError",
+    "UnknownJobType",
+    "Worker",
+    "load_settings",
+]

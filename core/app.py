@@ -1,0 +1,160 @@
+"""The application: a registry of job types and their handlers.
+
+``App`` is shared by producers (to validate payloads at the call site) and workers (to run
+handlers). A service that only enqueues may use an ``App`` with models and no handlers, or
+none at all.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from tenantq.errors import ConfigurationError, UnknownJobType
+from tenantq.settings import Settings, load_settings
+
+JOB_TYPE_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+
+Handler = Callable[..., Any]
+F = TypeVar("F", bound=Handler)
+
+
+@dataclass(frozen=True)
+class JobType:
+    """One kind of job: its name, payload model, handler and execution limits."""
+
+    name: str
+    queue: str
+    handler: Handler | None
+    model: type[BaseModel] | None
+    max_attempts: int | None = None
+    timeout: float | None = None
+    concurrency: int | None = None
+    #: Exception types that are never retried (dead at once) / always retried.
+    never_retry_on: tuple[type[BaseException], ...] = ()
+    retry_on: tuple[type[BaseException], ...] = ()
+    #: Names of downstream dependencies (rate limits and circuit breakers apply per name).
+    dependencies: tuple[str, ...] = ()
+    #: Run the handler in a child process (for jobs that may hang or crash the interpreter).
+    isolated: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_async(self) -> bool:
+        return self.handler is not None and inspect.iscoroutinefunction(self.handler)
+
+
+class App:
+    """A tenantq application: settings plus the registered job types.
+
+    >>> app = App()
+    >>> @app.job("send_email", queue="default", max_attempts=8, timeout=30)
+    ... def send_email(ctx, payload): ...
+    """
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self._settings = settings
+        self._job_types: dict[str, JobType] = {}
+
+    @property
+    def settings(self) -> Settings:
+        """The settings given at construction, else loaded from ``TENANTQ_*`` on first use."""
+        if self._settings is None:
+            self._settings = load_settings()
+        return self._settings
+
+    def job(
+        self,
+        name: str,
+        *,
+        queue: str = "default",
+        model: type[BaseModel] | None = None,
+        max_attempts: int | None = None,
+        timeout: float | None = None,
+        concurrency: int | None = None,
+        never_retry_on: Iterable[type[BaseException]] = (),
+        retry_on: Iterable[type[BaseException]] = (),
+        dependencies: Iterable[str] = (),
+        isolated: bool = False,
+    ) -> Callable[[F], F]:
+        """Register the decorated function as the handler of job type ``name``.
+
+        The payload model is ``model`` or, when omitted, the annotation of the handler's
+        second parameter if it is a pydantic model.
+        """
+
+        def decorate(handler: F) -> F:
+            resolved_model = model or _model_from_annotation(handler)
+            self.register(
+                JobType(
+                    name=name,
+                    queue=queue,
+                    handler=handler,
+                    model=resolved_model,
+                    max_attempts=max_attempts,
+                    timeout=timeout,
+                    concurrency=concurrency,
+                    never_retry_on=tuple(never_retry_on),
+                    retry_on=tuple(retry_on),
+                    dependencies=tuple(dependencies),
+                    isolated=isolated,
+                )
+            )
+            return handler
+
+        return decorate
+
+    def register(self, job_type: JobType) -> None:
+        """Add a job type (with or without handler). Names are unique."""
+        if not JOB_TYPE_PATTERN.match(job_type.name):
+            raise ConfigurationError(
+                f"job type {job_type.name!r} must match {JOB_TYPE_PATTERN.pattern}"
+            )
+        if job_type.max_attempts is not None and job_type.max_attempts < 1:
+            raise ConfigurationError(f"job type {job_type.name!r}: max_attempts must be >= 1")
+        if job_type.timeout is not None and not job_type.timeout > 0:
+            raise ConfigurationError(f"job type {job_type.name!r}: timeout must be > 0")
+        if job_type.concurrency is not None and job_type.concurrency < 1:
+            raise ConfigurationError(f"job type {job_type.name!r}: concurrency must be >= 1")
+        if job_type.name in self._job_types:
+            raise ConfigurationError(f"job type {job_type.name!r} is registered twice")
+        self._job_types[job_type.name] = job_type
+
+    def job_type(self, name: str) -> JobType:
+        try:
+            return self._job_types[name]
+        except KeyError:
+            raise UnknownJobType(f"unknown job type {name!r}") from None
+
+    def find(self, name: str) -> JobType | None:
+        return self._job_types.get(name)
+
+    @property
+    def job_types(self) -> dict[str, JobType]:
+        return dict(self._job_types)
+
+    def queues(self) -> list[str]:
+        """The queues that have at least one registered handler, in registration order."""
+        seen: dict[str, None] = {}
+        for job_type in self._job_types.values():
+            if job_type.handler is not None:
+                seen.setdefault(job_type.queue)
+        return list(seen)
+
+
+def _model_from_annotation(handler: Handler) -> type[BaseModel] | None:
+    try:
+        hints = inspect.get_annotations(handler, eval_str=True)
+    except Exception:  # unresolvable forward references: no model, validated as plain JSON
+        return None
+    parameters = list(inspect.signature(handler).parameters)
+    if len(parameters) < 2:
+        return None
+    annotation = hints.get(parameters[1])
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None

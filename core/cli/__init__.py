@@ -1,0 +1,46 @@
+"""The ``tenantq`` command line. Each command group lives in its own module here."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from tenantq.cli import infra
+from tenantq.errors import TenantqError
+
+app = typer.Typer(
+    name="tenantq",
+    help="Background jobs over Apache Kafka, with PostgreSQL as the source of truth.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(infra.dev_app, name="dev")
+app.add_typer(infra.db_app, name="db")
+app.add_typer(infra.topics_app, name="topics")
+
+
+def _register_optional() -> None:
+    """Command groups of later layers; each registers itself when its module is present."""
+    import importlib
+
+    for module_name in ("enqueue", "placement", "worker", "jobs", "dlq", "stats", "demo"):
+        try:
+            module = importlib.import_module(f"tenantq.cli.{module_name}")
+        except ModuleNotFoundError as error:
+            if error.name == f"tenantq.cli.{module_name}":
+                continue
+            raise
+        module.register(app)
+
+
+_register_optional()
+
+
+def main() -> None:
+    """Entry point: a tenantq error is one line on stderr and exit code 2, not a traceback."""
+    try:
+        app()
+    except TenantqError as error:
+        typer.echo(f"tenantq: {error}", err=True)
+        sys.exit(2)

@@ -1,0 +1,157 @@
+"""Every error tenantq raises or understands, in one tree.
+
+Two families:
+
+* ``TenantqError`` and its children: what the library raises to its callers (bad settings, bad
+  input at enqueue, admission, undecodable messages, topic drift, lost leases).
+* ``JobOutcome`` and its children: what a *handler* raises to tell the worker how an attempt
+  ended (``RetryableError``, ``PermanentError``, ``RateLimited``, ``Snooze``). Any other
+  ``Exception`` from a handler is retryable unless the job type says otherwise;
+  ``BaseException`` that is not an ``Exception`` (``SystemExit``, ``KeyboardInterrupt``) is
+  never a job failure.
+"""
+
+from __future__ import annotations
+
+
+class TenantqError(Exception):
+    """Base of every error tenantq raises."""
+
+
+class ConfigurationError(TenantqError):
+    """A setting is missing or invalid. The message names the setting."""
+
+
+# -- input at enqueue ----------------------------------------------------------------------
+
+
+class InvalidJobError(TenantqError, ValueError):
+    """An enqueue request that can never succeed (bad tenant, options, payload, size)."""
+
+
+class InvalidTenantId(InvalidJobError):
+    """The tenant id is empty, too long or has characters outside ``[A-Za-z0-9._:-]``."""
+
+
+class PayloadValidationError(InvalidJobError):
+    """The payload does not fit the job type's model; the message names the field."""
+
+
+class UnknownJobType(TenantqError, LookupError):
+    """No handler (or model) is registered for this job type."""
+
+
+class JobConflict(TenantqError):
+    """The same job id or idempotency key was used with a different payload."""
+
+
+# -- admission (backpressure) ---------------------------------------------------------------
+
+
+class AdmissionError(TenantqError):
+    """The producer refused a job to protect the queue; retry later."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class QueueFull(AdmissionError):
+    """The local producer buffer stayed full past the buffer timeout."""
+
+
+class AdmissionRejected(AdmissionError):
+    """The tenant's token bucket is empty; ``retry_after`` says when a token is due."""
+
+
+class LatencyBudgetExceeded(AdmissionError):
+    """The queue's oldest waiting message is older than its latency budget."""
+
+
+class EnqueueFailed(TenantqError):
+    """Kafka did not acknowledge the write. ``possibly_persisted`` means it may still have
+    landed: retry with the same job id, which the worker deduplicates."""
+
+    def __init__(self, message: str, *, retriable: bool, possibly_persisted: bool) -> None:
+        super().__init__(message)
+        self.retriable = retriable
+        self.possibly_persisted = possibly_persisted
+
+
+# -- decoding (what the worker dead-letters without a handler) --------------------------------
+
+
+class EnvelopeError(TenantqError):
+    """A message that cannot be turned into a job. ``reason`` is a short stable code."""
+
+    reason = "undecodable"
+
+
+class MessageTooLarge(EnvelopeError):
+    reason = "oversized"
+
+
+class TruncatedMessage(EnvelopeError):
+    reason = "truncated"
+
+
+class CorruptMessage(EnvelopeError):
+    reason = "corrupt"
+
+
+class UnknownSchemaFingerprint(EnvelopeError):
+    reason = "unknown_schema"
+
+
+class EmptyMessage(EnvelopeError):
+    reason = "empty"
+
+
+# -- operations --------------------------------------------------------------------------------
+
+
+class TopicDriftError(TenantqError):
+    """An existing topic differs from its declaration (e.g. fewer partitions)."""
+
+
+class StaleResultError(TenantqError):
+    """A result was refused: the attempt is no longer the job's current lease."""
+
+
+class DevStackError(TenantqError):
+    """The local dev stack could not be started, stopped or found."""
+
+
+# -- handler outcomes ------------------------------------------------------------------------
+
+
+class JobOutcome(Exception):
+    """Base of the exceptions a handler raises to steer its job."""
+
+
+class RetryableError(JobOutcome):
+    """Try again later. ``delay`` (seconds) replaces the computed backoff when given."""
+
+    def __init__(self, message: str = "", delay: float | None = None) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class PermanentError(JobOutcome):
+    """Never try again: the job goes dead at once with this reason."""
+
+
+class RateLimited(RetryableError):
+    """The downstream throttled us (e.g. HTTP 429); retry after ``retry_after`` seconds."""
+
+    def __init__(self, retry_after: float, message: str = "rate limited") -> None:
+        super().__init__(message, delay=retry_after)
+        self.retry_after = retry_after
+
+
+class Snooze(JobOutcome):
+    """Run again after ``delay`` seconds without consuming an attempt."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(f"snoozed for {delay}s")
+        self.delay = delay

@@ -1,0 +1,284 @@
+"""The one configuration model of tenantq.
+
+Every knob is a field here, read from ``TENANTQ_*`` environment variables (nested models with
+``__``, e.g. ``TENANTQ_WORKER__LEASE_SECONDS=60``; dicts and lists as JSON) or passed in code as
+``tenantq.Settings(...)``. Environment variables are read here and in the CLI only.
+
+When neither ``TENANTQ_KAFKA_BOOTSTRAP_SERVERS`` nor ``TENANTQ_DATABASE_URL`` is set, the
+endpoints of a running dev stack (``tenantq dev up``) are used, read from its state file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from tenantq.errors import ConfigurationError
+
+#: librdkafka keys whose values are secrets: never logged, never shown in a repr.
+SECRET_KAFKA_KEY_FRAGMENTS = ("password", "secret", "key.pem", "token", "credential")
+
+DEFAULT_RETRY_DELAYS_SECONDS = (5.0, 30.0, 300.0, 1800.0)
+
+
+def default_dev_home() -> Path:
+    """Where the dev stack keeps its state file, data directories and the Kafka jar cache."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tenantq"
+
+
+class QueueSettings(BaseModel):
+    """One queue: a family of Kafka topics (main, retry tiers, DLQ) and its consumer group."""
+
+    model_config = {"extra": "forbid", "frozen": True}
+
+    partitions: int = Field(12, ge=1, le=10_000, description="Partitions of the main topic.")
+    retry_partitions: int | None = Field(
+        None,
+        ge=1,
+        le=10_000,
+        description="Partitions of each retry tier and the DLQ (default: same as the main topic).",
+    )
+    replication_factor: int = Field(
+        1, ge=1, le=32, description="Replication factor of every topic."
+    )
+    retry_delays_seconds: tuple[float, ...] = Field(
+        DEFAULT_RETRY_DELAYS_SECONDS,
+        description="Fixed delays of the retry tiers, strictly increasing.",
+    )
+    weight: int = Field(1, ge=1, le=1000, description="Share of worker attention when weighted.")
+    topic_config: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra topic configs applied at creation (e.g. retention.ms).",
+    )
+
+    @field_validator("retry_delays_seconds")
+    @classmethod
+    def _delays_increase(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if not value:
+            raise ValueError("at least one retry tier is required")
+        for delay in value:
+            if not math.isfinite(delay) or delay <= 0:
+                raise ValueError(f"retry delay {delay!r} must be a positive finite number")
+        if any(b <= a for a, b in zip(value, value[1:], strict=False)):
+            raise ValueError("retry delays must be strictly increasing")
+        return value
+
+    @property
+    def tier_partitions(self) -> int:
+        return self.retry_partitions or self.partitions
+
+
+class WorkerSettings(BaseModel):
+    """Defaults of ``tenantq worker``; each can be overridden per job type or on the CLI."""
+
+    model_config = {"extra": "forbid"}
+
+    concurrency: int = Field(32, ge=1, le=10_000, description="Handler slots per process.")
+    lease_seconds: float = Field(30.0, gt=0, le=86_400, description="Length of a job lease.")
+    heartbeat_interval_seconds: float = Field(
+        5.0, gt=0, le=3_600, description="How often leases of running jobs are extended."
+    )
+    drain_seconds: float = Field(
+        30.0, ge=0, le=86_400, description="Graceful shutdown: how long running jobs may finish."
+    )
+    revoke_grace_seconds: float = Field(
+        5.0,
+        ge=0,
+        le=3_600,
+        description="Rebalance: how long running jobs of revoked partitions may finish.",
+    )
+    read_ahead_per_partition: int = Field(
+        1_000,
+        ge=1,
+        le=1_000_000,
+        description="Messages read ahead of the commit point per partition.",
+    )
+    poll_batch: int = Field(500, ge=1, le=100_000, description="Messages taken per poll.")
+    default_timeout_seconds: float = Field(300.0, gt=0, description="Handler timeout default.")
+    default_max_attempts: int = Field(8, ge=1, le=1_000, description="Max attempts default.")
+    stale_owner_seconds: float = Field(
+        60.0, gt=0, description="A lease owner whose heartbeat is older than this is gone."
+    )
+    unknown_type_attempts: int = Field(
+        5, ge=1, le=1_000, description="Retries of a job type no worker knows, before it is dead."
+    )
+
+
+class ProducerSettings(BaseModel):
+    """Defaults of ``tenantq.Producer``; librdkafka keys in ``kafka_config`` override them."""
+
+    model_config = {"extra": "forbid"}
+
+    linger_ms: float = Field(5.0, ge=0, le=60_000, description="librdkafka linger.ms.")
+    batch_size: int = Field(1_000_000, ge=1, description="librdkafka batch.size in bytes.")
+    compression: str = Field("lz4", description="librdkafka compression.type.")
+    buffer_timeout_seconds: float = Field(
+        5.0, ge=0, description="How long enqueue blocks on a full local buffer before QueueFull."
+    )
+    tenant_rate_per_second: float | None = Field(
+        None, gt=0, description="Per-tenant admission rate (token bucket); none = unlimited."
+    )
+    tenant_burst: int = Field(1_000, ge=1, description="Per-tenant token bucket burst.")
+    tenant_rate_overrides: dict[str, float] = Field(
+        default_factory=dict, description="Per-tenant admission rates that replace the default."
+    )
+    latency_budget_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="Reject enqueues when the queue's oldest message is older than this.",
+    )
+    placement_ttl_seconds: float = Field(
+        5.0, ge=0, description="How long the placement table is cached by producers."
+    )
+
+
+class Settings(BaseSettings):
+    """All of tenantq's configuration, validated once, read from ``TENANTQ_*``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="TENANTQ_", env_nested_delimiter="__", extra="forbid", validate_default=True
+    )
+
+    kafka_bootstrap_servers: str | None = Field(
+        None, description="Kafka bootstrap servers; unset = the running dev stack's broker."
+    )
+    kafka_config: dict[str, str] = Field(
+        default_factory=dict,
+        repr=False,
+        description="librdkafka settings passed through to every client (SASL, TLS, ...), as JSON.",
+    )
+    database_url: SecretStr | None = Field(
+        None,
+        description="PostgreSQL URL (postgresql://user:pass@host:port/db?sslmode=...); "
+        "unset = the running dev stack's server.",
+    )
+    topic_prefix: str = Field(
+        "tenantq", pattern=r"^[A-Za-z0-9._-]{1,100}$", description="Prefix of every topic name."
+    )
+    queues: dict[str, QueueSettings] = Field(
+        default_factory=lambda: {"default": QueueSettings()},
+        description="Queue definitions by name, as JSON.",
+    )
+    max_message_bytes: int = Field(
+        1_000_000, ge=1_024, le=100_000_000, description="Largest envelope accepted or consumed."
+    )
+    max_payload_bytes: int = Field(
+        512_000,
+        ge=16,
+        le=100_000_000,
+        description="Largest encoded job payload accepted at enqueue.",
+    )
+    worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    producer: ProducerSettings = Field(default_factory=ProducerSettings)
+    metrics_host: str = Field(
+        "127.0.0.1", description="Bind address of /metrics (localhost default)."
+    )
+    metrics_port: int = Field(9464, ge=0, le=65_535, description="Port of /metrics; 0 = disabled.")
+    metrics_top_tenants: int = Field(
+        20,
+        ge=0,
+        le=10_000,
+        description="Tenants with their own metric label; the rest are 'other'.",
+    )
+    dev_home: Path = Field(default_factory=default_dev_home, description="Dev stack state folder.")
+    log_level: str = Field("INFO", description="Log level of the tenantq logger.")
+
+    @field_validator("queues")
+    @classmethod
+    def _queue_names(cls, value: dict[str, QueueSettings]) -> dict[str, QueueSettings]:
+        import re
+
+        if not value:
+            raise ValueError("at least one queue is required")
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+                raise ValueError(f"queue name {name!r} must match [A-Za-z0-9_-]{{1,64}}")
+        return value
+
+    @model_validator(mode="after")
+    def _fill_from_dev_stack(self) -> Settings:
+        if self.kafka_bootstrap_servers is None or self.database_url is None:
+            state = _read_dev_state(self.dev_home)
+            if state is not None:
+                if self.kafka_bootstrap_servers is None:
+                    self.kafka_bootstrap_servers = state.get("kafka_bootstrap_servers")
+                if self.database_url is None and state.get("database_url"):
+                    self.database_url = SecretStr(state["database_url"])
+        return self
+
+    # -- accessors -------------------------------------------------------------------------
+
+    def queue(self, name: str) -> QueueSettings:
+        """The settings of queue ``name``; a clear error when it is not declared."""
+        try:
+            return self.queues[name]
+        except KeyError:
+            declared = ", ".join(sorted(self.queues))
+            raise ConfigurationError(
+                f"queue {name!r} is not declared (TENANTQ_QUEUES declares: {declared})"
+            ) from None
+
+    def require_bootstrap_servers(self) -> str:
+        if not self.kafka_bootstrap_servers:
+            raise ConfigurationError(
+                "no Kafka: set TENANTQ_KAFKA_BOOTSTRAP_SERVERS or run `tenantq dev up`"
+            )
+        return self.kafka_bootstrap_servers
+
+    def require_database_url(self) -> str:
+        if self.database_url is None:
+            raise ConfigurationError(
+                "no PostgreSQL: set TENANTQ_DATABASE_URL or run `tenantq dev up`"
+            )
+        return self.database_url.get_secret_value()
+
+    def kafka_client_config(self, **overrides: Any) -> dict[str, Any]:
+        """librdkafka config for any client: bootstrap servers, then pass-through keys, then
+        the caller's overrides (the caller knows what its client needs)."""
+        config: dict[str, Any] = {"bootstrap.servers": self.require_bootstrap_servers()}
+        config.update(self.kafka_config)
+        config.update(overrides)
+        return config
+
+    def redacted_kafka_config(self) -> dict[str, str]:
+        """The pass-through keys with secret values masked, for logs and ``repr``."""
+        return {
+            key: ("***" if any(f in key.lower() for f in SECRET_KAFKA_KEY_FRAGMENTS) else value)
+            for key, value in self.kafka_config.items()
+        }
+
+    def __repr_args__(self) -> Any:
+        yield from super().__repr_args__()
+        yield "kafka_config", self.redacted_kafka_config()
+
+
+def _read_dev_state(dev_home: Path) -> dict[str, Any] | None:
+    path = dev_home / "state.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build the settings, turning a validation failure into a one-line error naming the
+    setting (``TENANTQ_WORKER__LEASE_SECONDS: Input should be greater than 0``)."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as error:
+        raise ConfigurationError(describe_validation_error(error)) from None
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        location = "__".join(str(part) for part in item["loc"])
+        parts.append(f"TENANTQ_{location.upper()}: {item['msg']}")
+    return "; ".join(parts) or str(error)

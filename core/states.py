@@ -1,0 +1,69 @@
+"""The job state machine: the seven states and every allowed transition, in one place.
+
+The store's SQL guards each transition with the same rules (``store/statements.py``), and the
+database enforces the invariants that follow from them (``finished_at`` set exactly on terminal
+states, a lease exactly on ``leased``). ``docs/state_machine.md`` draws this table.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class JobState(enum.StrEnum):
+    """Where a job is in its life. Terminal: succeeded, dead, canceled."""
+
+    PENDING = "pending"
+    RUNNABLE = "runnable"
+    LEASED = "leased"
+    SUCCEEDED = "succeeded"
+    RETRYING = "retrying"
+    DEAD = "dead"
+    CANCELED = "canceled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+
+TERMINAL_STATES = frozenset({JobState.SUCCEEDED, JobState.DEAD, JobState.CANCELED})
+
+#: The states a worker may take a lease from.
+LEASABLE_STATES = frozenset({JobState.PENDING, JobState.RUNNABLE, JobState.RETRYING})
+
+#: (from, to) -> why. The only transitions the store performs.
+TRANSITIONS: dict[tuple[JobState, JobState], str] = {
+    (JobState.PENDING, JobState.RUNNABLE): "run_after reached",
+    (JobState.PENDING, JobState.LEASED): "due message taken by a worker",
+    (JobState.PENDING, JobState.CANCELED): "canceled before it ran",
+    (JobState.RUNNABLE, JobState.LEASED): "a worker took the lease",
+    (JobState.RUNNABLE, JobState.CANCELED): "canceled before it ran",
+    (JobState.RUNNABLE, JobState.DEAD): "attempts exhausted or undecodable",
+    (JobState.RETRYING, JobState.LEASED): "retry due, a worker took the lease",
+    (JobState.RETRYING, JobState.CANCELED): "canceled between attempts",
+    (JobState.RETRYING, JobState.DEAD): "attempts exhausted at lease time",
+    (JobState.LEASED, JobState.SUCCEEDED): "handler returned",
+    (JobState.LEASED, JobState.RETRYING): "retryable failure, snooze, or lease released",
+    (JobState.LEASED, JobState.DEAD): "permanent failure or attempts exhausted",
+    (JobState.LEASED, JobState.CANCELED): "cancellation observed by the running job",
+    (JobState.LEASED, JobState.RUNNABLE): "lease released on shutdown or revoke",
+    (JobState.LEASED, JobState.LEASED): "expired lease taken over by a new owner",
+    (JobState.DEAD, JobState.RUNNABLE): "replayed from the DLQ",
+}
+
+
+class IllegalTransition(ValueError):
+    """A transition the state machine does not allow."""
+
+
+def check_transition(current: JobState, target: JobState) -> str:
+    """Return why ``current -> target`` is allowed, or raise ``IllegalTransition``."""
+    try:
+        return TRANSITIONS[(current, target)]
+    except KeyError:
+        raise IllegalTransition(f"{current.value} -> {target.value} is not allowed") from None
+
+
+def sources_of(target: JobState) -> frozenset[JobState]:
+    """Every state a job may reach ``target`` from; the store builds its guards from this."""
+    return frozenset(source for source, to in TRANSITIONS if to is target)

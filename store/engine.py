@@ -1,0 +1,45 @@
+"""Database connections: a SQLAlchemy engine for migrations and admin work, and plain psycopg
+connections for the hot path (named statements in ``tenantq.store.statements``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.engine import make_url
+from tenantq.settings import Settings
+
+
+def sqlalchemy_url(database_url: str) -> str:
+    """``postgresql://`` URLs use the psycopg 3 driver (TLS options in the query pass through)."""
+    url = make_url(database_url)
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    return url.render_as_string(hide_password=False)
+
+
+def psycopg_url(database_url: str) -> str:
+    """A libpq URL (psycopg does not accept SQLAlchemy's ``+driver`` suffix)."""
+    url = make_url(database_url)
+    if "+" in url.drivername:
+        url = url.set(drivername="postgresql")
+    return url.render_as_string(hide_password=False)
+
+
+def create_sqlalchemy_engine(settings: Settings, **kwargs: Any) -> Engine:
+    return create_engine(sqlalchemy_url(settings.require_database_url()), **kwargs)
+
+
+def connect(
+    settings: Settings, *, autocommit: bool = False, application_name: str = "tenantq"
+) -> psycopg.Connection[Any]:
+    """A psycopg connection with tenantq's session settings."""
+    return psycopg.connect(
+        psycopg_url(settings.require_database_url()),
+        autocommit=autocommit,
+        application_name=application_name,
+        connect_timeout=10,
+        # A statement that runs this long is a bug, not load: fail it rather than pile up.
+        options="-c statement_timeout=60000 -c idle_in_transaction_session_timeout=60000",
+    )

@@ -1,0 +1,192 @@
+"""The tables of tenantq, as SQLAlchemy Core metadata.
+
+Alembic migrations (``tenantq.migrations``) build exactly this schema; a test compares the two.
+Constraints carry the invariants of the state machine so that no bug in Python can store a job
+that is, say, succeeded without a finish time or leased without an owner.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Enum,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
+from tenantq.states import TERMINAL_STATES, JobState
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+job_state = Enum(
+    *[state.value for state in JobState],
+    name="job_state",
+    metadata=metadata,
+    create_type=False,
+)
+
+_terminal_list = ", ".join(f"'{state.value}'" for state in sorted(TERMINAL_STATES))
+_leasable_list = "'pending', 'runnable', 'retrying'"
+
+jobs = Table(
+    "tenantq_jobs",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("queue", Text, nullable=False),
+    Column("job_type", Text, nullable=False),
+    Column("tenant_id", Text, nullable=False),
+    Column("partition_key", Text, nullable=False),
+    Column("state", job_state, nullable=False),
+    # The encoded payload and its hash: for replay, and to tell a duplicate from a conflict.
+    Column("payload", LargeBinary, nullable=True),
+    Column("payload_sha256", LargeBinary, nullable=True),
+    # attempts is incremented when a lease is taken; the attempt number is the fencing token.
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("max_attempts", Integer, nullable=False),
+    Column("replays", Integer, nullable=False, server_default=text("0")),
+    Column("run_after", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("lease_owner", Text, nullable=True),
+    Column("lease_until", DateTime(timezone=True), nullable=True),
+    Column("heartbeat_at", DateTime(timezone=True), nullable=True),
+    Column("cancel_requested", Boolean, nullable=False, server_default=text("false")),
+    Column("last_error_class", Text, nullable=True),
+    Column("last_error_message", Text, nullable=True),
+    Column("progress", JSONB, nullable=True),
+    Column("origin_topic", Text, nullable=True),
+    Column("origin_partition", Integer, nullable=True),
+    Column("origin_offset", BigInteger, nullable=True),
+    Column("idempotency_key", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("enqueued_at", DateTime(timezone=True), nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("started_at", DateTime(timezone=True), nullable=True),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    CheckConstraint("attempts >= 0", name="attempts_not_negative"),
+    CheckConstraint("max_attempts >= 1", name="max_attempts_positive"),
+    CheckConstraint("replays >= 0", name="replays_not_negative"),
+    CheckConstraint(
+        f"(finished_at IS NOT NULL) = (state IN ({_terminal_list}))",
+        name="finished_exactly_when_terminal",
+    ),
+    CheckConstraint(
+        "(state = 'leased') = (lease_owner IS NOT NULL AND lease_until IS NOT NULL)",
+        name="lease_exactly_when_leased",
+    ),
+    CheckConstraint("char_length(tenant_id) BETWEEN 1 AND 128", name="tenant_id_length"),
+    UniqueConstraint("queue", "idempotency_key"),
+    # Oldest runnable job per queue (the headline metric) and due retries.
+    Index(
+        "ix_tenantq_jobs_waiting",
+        "queue",
+        "run_after",
+        postgresql_where=text(f"state IN ({_leasable_list})"),
+    ),
+    # Heartbeats and release by owner.
+    Index("ix_tenantq_jobs_lease_owner", "lease_owner", postgresql_where=text("state = 'leased'")),
+    # Stats by queue/tenant/state and retention pruning of finished jobs.
+    Index("ix_tenantq_jobs_queue_tenant_state", "queue", "tenant_id", "state"),
+    Index(
+        "ix_tenantq_jobs_finished_at",
+        "finished_at",
+        postgresql_where=text("finished_at IS NOT NULL"),
+    ),
+)
+
+job_attempts = Table(
+    "tenantq_job_attempts",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column(
+        "job_id",
+        UUID(as_uuid=True),
+        ForeignKey("tenantq_jobs.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("attempt", Integer, nullable=False),
+    Column("worker_id", Text, nullable=False),
+    Column("outcome", String(32), nullable=False),
+    Column("error_class", Text, nullable=True),
+    Column("error_message", Text, nullable=True),
+    Column("started_at", DateTime(timezone=True), nullable=True),
+    Column("finished_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("duration_ms", Integer, nullable=True),
+    CheckConstraint(
+        "outcome IN ('succeeded', 'retrying', 'dead', 'canceled', 'released', 'snoozed', "
+        "'timeout', 'stale')",
+        name="outcome_known",
+    ),
+    Index("ix_tenantq_job_attempts_job_id_attempt", "job_id", "attempt"),
+)
+
+workers = Table(
+    "tenantq_workers",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("hostname", Text, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("queues", ARRAY(Text), nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("heartbeat_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("stopped_at", DateTime(timezone=True), nullable=True),
+    Column("running_jobs", Integer, nullable=False, server_default=text("0")),
+    Column("slots", Integer, nullable=False, server_default=text("0")),
+)
+
+tenant_placement = Table(
+    "tenantq_tenant_placement",
+    metadata,
+    Column("queue", Text, nullable=False),
+    Column("tenant_id", Text, nullable=False),
+    Column("mode", String(16), nullable=False),
+    Column("shards", Integer, nullable=True),
+    Column("partitions", ARRAY(Integer), nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_by", Text, nullable=True),
+    PrimaryKeyConstraint("queue", "tenant_id"),
+    CheckConstraint("mode IN ('hashed', 'spread', 'pinned')", name="mode_known"),
+    CheckConstraint(
+        "(mode = 'spread') = (shards IS NOT NULL AND shards >= 2)", name="spread_has_shards"
+    ),
+    CheckConstraint(
+        "(mode = 'pinned') = (partitions IS NOT NULL AND cardinality(partitions) >= 1)",
+        name="pinned_has_partitions",
+    ),
+)
+
+replay_audit = Table(
+    "tenantq_replay_audit",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("actor", Text, nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("queue", Text, nullable=False),
+    Column("action", String(16), nullable=False),
+    Column("filter", JSONB, nullable=False),
+    Column("dry_run", Boolean, nullable=False),
+    Column("matched", Integer, nullable=False),
+    Column("replayed", Integer, nullable=False),
+    Column("job_ids", ARRAY(UUID(as_uuid=True)), nullable=True),
+    CheckConstraint("action IN ('replay', 'purge')", name="action_known"),
+)

@@ -1,0 +1,76 @@
+"""Settings: one validated model; bad values are one-line errors naming the setting; secrets
+never appear in a repr."""
+
+from __future__ import annotations
+
+import pytest
+from tenantq.errors import ConfigurationError
+from tenantq.settings import QueueSettings, Settings, load_settings
+
+
+def test_environment_is_read_with_prefix_and_nesting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TENANTQ_KAFKA_BOOTSTRAP_SERVERS", "broker:9092")
+    monkeypatch.setenv("TENANTQ_WORKER__LEASE_SECONDS", "42")
+    monkeypatch.setenv("TENANTQ_QUEUES", '{"high": {"partitions": 3}, "low": {}}')
+    settings = load_settings()
+    assert settings.kafka_bootstrap_servers == "broker:9092"
+    assert settings.worker.lease_seconds == 42
+    assert settings.queue("high").partitions == 3
+    assert settings.queue("low").retry_delays_seconds == (5.0, 30.0, 300.0, 1800.0)
+
+
+def test_bad_value_is_one_line_naming_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TENANTQ_WORKER__LEASE_SECONDS", "-3")
+    with pytest.raises(ConfigurationError) as raised:
+        load_settings()
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("TENANTQ_WORKER__LEASE_SECONDS:")
+
+
+def test_secrets_never_in_repr() -> None:
+    settings = Settings(
+        kafka_bootstrap_servers="b:9092",
+        database_url="postgresql://app:hunter2@db/jobs",
+        kafka_config={"sasl.password": "s3cret", "security.protocol": "SASL_SSL"},
+    )
+    text = repr(settings) + str(settings)
+    assert "hunter2" not in text
+    assert "s3cret" not in text
+    assert "SASL_SSL" in text
+    # ... but they pass through to the clients.
+    assert settings.kafka_client_config()["sasl.password"] == "s3cret"
+    assert settings.require_database_url().endswith("app:hunter2@db/jobs")
+
+
+def test_client_overrides_win_over_pass_through() -> None:
+    settings = Settings(kafka_bootstrap_servers="b:1", kafka_config={"linger.ms": "50"})
+    config = settings.kafka_client_config(**{"linger.ms": 1, "acks": "all"})
+    assert config == {"bootstrap.servers": "b:1", "linger.ms": 1, "acks": "all"}
+
+
+@pytest.mark.parametrize(
+    "delays", [(), (5.0, 5.0), (30.0, 5.0), (float("nan"),), (-1.0,), (float("inf"),)]
+)
+def test_retry_delays_must_increase(delays: tuple[float, ...]) -> None:
+    with pytest.raises(ValueError):
+        QueueSettings(retry_delays_seconds=delays)
+
+
+def test_unknown_queue_names_declared_ones() -> None:
+    settings = Settings(queues={"a": QueueSettings(), "b": QueueSettings()})
+    with pytest.raises(ConfigurationError, match="declares: a, b"):
+        settings.queue("c")
+
+
+def test_invalid_queue_name_rejected() -> None:
+    with pytest.raises(ValueError):
+        Settings(queues={"bad name!": QueueSettings()})
+
+
+def test_missing_servers_are_clear_errors(tmp_path: object) -> None:
+    settings = Settings(dev_home=tmp_path)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="tenantq dev up"):
+        settings.require_bootstrap_servers()
+    with pytest.raises(ConfigurationError, match="tenantq dev up"):
+        settings.require_database_url()
