@@ -1,0 +1,82 @@
+"""Delivery reports: the ``JobRef`` of an acknowledged job, or an ``EnqueueFailed``."""
+
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from confluent_kafka import KafkaError
+from tenantq.errors import EnqueueFailed
+
+
+@dataclass(frozen=True, slots=True)
+class JobRef:
+    """Where an acknowledged job was written."""
+
+    job_id: uuid.UUID
+    topic: str
+    partition: int
+    offset: int
+
+
+#: Errors raised before the message could have been sent to a broker: certainly not persisted.
+_NOT_SENT = frozenset(
+    {
+        KafkaError._PURGE_QUEUE,
+        KafkaError._QUEUE_FULL,
+        KafkaError.MSG_SIZE_TOO_LARGE,
+        KafkaError._UNKNOWN_TOPIC,
+        KafkaError._UNKNOWN_PARTITION,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.INVALID_RECORD,
+        KafkaError.RECORD_LIST_TOO_LARGE,
+        KafkaError.INVALID_MSG,
+    }
+)
+
+
+def enqueue_failure(error: KafkaError, job_id: uuid.UUID, topic: str) -> EnqueueFailed:
+    """An ``EnqueueFailed`` for a failed delivery. Anything that may have reached a broker
+    (timeouts, purged in flight, network errors) is ``possibly_persisted``: the caller should
+    retry with the same job id, which the worker deduplicates."""
+    code = error.code()
+    possibly_persisted = code not in _NOT_SENT
+    retriable = bool(error.retriable()) or code in (
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._TIMED_OUT,
+        KafkaError._PURGE_INFLIGHT,
+        KafkaError._PURGE_QUEUE,
+        KafkaError._QUEUE_FULL,
+    )
+    return EnqueueFailed(
+        f"job {job_id} was not acknowledged by {topic}: {error.name()}: {error.str()}",
+        retriable=retriable,
+        possibly_persisted=possibly_persisted,
+    )
+
+
+class DeliveryReport:
+    """The ``on_delivery`` callback of one job; resolves its future.
+
+    A small class with ``__slots__`` is cheaper than a closure with default arguments and
+    keeps the job id at hand for the error message.
+    """
+
+    __slots__ = ("future", "job_id")
+
+    def __init__(self, future: Future[JobRef], job_id: uuid.UUID) -> None:
+        self.future = future
+        self.job_id = job_id
+
+    def __call__(self, error: KafkaError | None, message: object) -> None:
+        if self.future.done():
+            return
+        if error is None:
+            self.future.set_result(
+                JobRef(self.job_id, message.topic(), message.partition(), message.offset())  # type: ignore[attr-defined]
+            )
+        else:
+            topic = message.topic() if message is not None else "?"  # type: ignore[attr-defined]
+            self.future.set_exception(enqueue_failure(error, self.job_id, topic))

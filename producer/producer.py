@@ -1,0 +1,325 @@
+"""The producer SDK: validate, admit, place and publish jobs; futures resolve on acknowledgement.
+
+Every check runs before a byte reaches Kafka; a batch is validated whole before any of it is
+published. The producer chooses the partition itself (``tenantq.partitioner``) so that placement
+overrides apply and every language agrees on the default. A background thread serves delivery
+reports; ``close()`` flushes and fails (never drops) the futures of jobs it could not deliver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from types import TracebackType
+from typing import Any
+
+import confluent_kafka
+from tenantq.app import App
+from tenantq.errors import ConfigurationError, EnqueueFailed, QueueFull
+from tenantq.partitioner.placement_book import PlacementBook
+from tenantq.producer.admission import TenantAdmission
+from tenantq.producer.config import producer_config
+from tenantq.producer.delivery import DeliveryReport, JobRef
+from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
+from tenantq.producer.request import EnqueueRequest, Outgoing, RequestPreparer
+from tenantq.settings import Settings, load_settings
+from tenantq.store.placement import PlacementReader
+from uuid6 import uuid7
+
+__all__ = ["EnqueueRequest", "JobRef", "Producer"]
+
+logger = logging.getLogger("tenantq.producer")
+
+#: Partition counts are re-read this often, so added partitions are used without a restart.
+PARTITION_COUNT_TTL_SECONDS = 60.0
+
+
+class Producer:
+    """Publishes jobs to Kafka. Use as a context manager, or call ``close()``.
+
+    ``settings`` default to ``app.settings`` or ``TENANTQ_*``; ``app`` (optional) supplies the
+    payload models and default queues of known job types. Extra keyword arguments are
+    librdkafka settings (``linger_ms=20`` or ``**{"linger.ms": 20}``) that win over both.
+    ``kafka_client`` replaces the confluent-kafka producer (tests, instrumentation).
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        app: App | None = None,
+        *,
+        placement_book: PlacementBook | None = None,
+        latency_guard: LatencyGuard | None = None,
+        kafka_client: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+        **kafka_overrides: Any,
+    ) -> None:
+        self.settings = settings or (app.settings if app is not None else load_settings())
+        self.app = app
+        self._clock = clock
+        producer_settings = self.settings.producer
+        if placement_book is None:
+            loader = None
+            if self.settings.database_url is not None:
+                loader = PlacementReader(self.settings.require_database_url())
+            placement_book = PlacementBook(loader, producer_settings.placement_ttl_seconds, clock)
+        self._placements = placement_book
+        self._admission = TenantAdmission(producer_settings, clock)
+        self._owned_probe: CommittedOffsetAgeProbe | None = None
+        if latency_guard is None and producer_settings.latency_budget_seconds is not None:
+            self._owned_probe = CommittedOffsetAgeProbe(self.settings)
+            latency_guard = LatencyGuard(
+                producer_settings.latency_budget_seconds, self._owned_probe, clock=clock
+            )
+        self._latency_guard = latency_guard
+        self._fatal_error: confluent_kafka.KafkaError | None = None
+        if kafka_client is None:
+            config = producer_config(self.settings, kafka_overrides)
+            config.setdefault("error_cb", self._on_client_error)
+            kafka_client = confluent_kafka.Producer(config)
+        self._kafka = kafka_client
+        self._partition_counts: dict[str, tuple[float, int]] = {}
+        self._preparer = RequestPreparer(
+            self.settings, app, self._placements, self.partition_count, uuid7
+        )
+        self._closed = False
+        self._stop_polling = threading.Event()
+        self._poller = threading.Thread(
+            target=self._serve_delivery_reports, name="tenantq-producer-poll", daemon=True
+        )
+        self._poller.start()
+
+    # -- public API -------------------------------------------------------------------------
+
+    def enqueue(
+        self,
+        job_type: str,
+        *,
+        tenant: str,
+        payload: Any,
+        queue: str | None = None,
+        job_id: uuid.UUID | str | None = None,
+        run_after: dt.datetime | None = None,
+        delay: float | dt.timedelta | None = None,
+        max_attempts: int | None = None,
+        idempotency_key: str | None = None,
+        trace_context: Mapping[str, str] | None = None,
+    ) -> Future[JobRef]:
+        """Validate and publish one job; the future resolves to its ``JobRef`` once Kafka has
+        acknowledged it, or fails with ``EnqueueFailed``.
+
+        Raises at once (nothing published): ``InvalidJobError`` and its children for bad
+        input, ``AdmissionRejected`` / ``LatencyBudgetExceeded`` / ``QueueFull`` for
+        backpressure.
+        """
+        request = EnqueueRequest(
+            job_type=job_type,
+            tenant=tenant,
+            payload=payload,
+            queue=queue,
+            job_id=job_id,
+            run_after=run_after,
+            delay=delay,
+            max_attempts=max_attempts,
+            idempotency_key=idempotency_key,
+            trace_context=trace_context,
+        )
+        return self.enqueue_many([request])[0]
+
+    def enqueue_many(
+        self, requests: Iterable[EnqueueRequest | Mapping[str, Any]]
+    ) -> list[Future[JobRef]]:
+        """Publish a batch: every request is validated and admitted before any is published.
+
+        Returns one future per request, in order. If the local buffer stays full past the
+        buffer timeout, ``QueueFull`` is raised when nothing was accepted yet; otherwise the
+        futures of the jobs that could not be handed over fail with ``QueueFull`` and the
+        accepted ones are kept.
+        """
+        self._check_usable()
+        outgoing = self._preparer.prepare_all(requests, dt.datetime.now(dt.UTC))
+        if not outgoing:
+            return []
+        self._admission.admit(Counter(message.tenant_id for message in outgoing))
+        if self._latency_guard is not None:
+            for queue in {message.queue for message in outgoing}:
+                self._latency_guard.check(queue)
+        return self._publish(outgoing)
+
+    async def enqueue_async(self, job_type: str, **arguments: Any) -> JobRef:
+        """``enqueue`` for asyncio code: awaits the acknowledgement and returns the ``JobRef``.
+
+        Validation and admission errors raise here; a full buffer blocks the event loop for
+        at most ``buffer_timeout_seconds``.
+        """
+        return await asyncio.wrap_future(self.enqueue(job_type, **arguments))
+
+    def flush(self, timeout: float = 30.0) -> int:
+        """Wait until every published job is acknowledged (or failed) or ``timeout`` passes.
+        Returns how many are still waiting; their futures stay pending."""
+        remaining: int = self._kafka.flush(timeout)
+        return remaining
+
+    def close(self, timeout: float = 30.0) -> int:
+        """Flush, then stop. Jobs still unacknowledged after ``timeout`` are purged and their
+        futures fail with ``EnqueueFailed`` (``possibly_persisted`` for those in flight).
+        Returns how many jobs were not delivered."""
+        if self._closed:
+            return 0
+        self._closed = True
+        remaining = self._kafka.flush(timeout)
+        if remaining:
+            logger.warning("%d jobs unacknowledged after %.1fs; failing them", remaining, timeout)
+            self._kafka.purge(in_queue=True, in_flight=True, blocking=False)
+            self._kafka.flush(min(timeout, 5.0))
+        self._stop_polling.set()
+        self._poller.join()
+        self._kafka.poll(0)
+        if self._owned_probe is not None:
+            self._owned_probe.close()
+        close_placements = getattr(self._placements, "close", None)
+        if close_placements is not None:
+            close_placements()
+        return int(remaining)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        undelivered = self.close()
+        if undelivered and exc is None:
+            raise EnqueueFailed(
+                f"{undelivered} jobs were not acknowledged before the producer closed; "
+                "their futures carry the error",
+                retriable=True,
+                possibly_persisted=True,
+            )
+
+    def partition_count(self, topic: str) -> int:
+        """Partitions of ``topic`` from cluster metadata, cached for a minute."""
+        cached = self._partition_counts.get(topic)
+        now = self._clock()
+        if cached is not None and now < cached[0]:
+            return cached[1]
+        try:
+            metadata = self._kafka.list_topics(topic, timeout=10.0)
+        except confluent_kafka.KafkaException as error:
+            if cached is not None:
+                return cached[1]  # the broker is briefly unreachable: the count rarely changes
+            raise EnqueueFailed(
+                f"cannot read the metadata of topic {topic!r}: {error}",
+                retriable=True,
+                possibly_persisted=False,
+            ) from None
+        topic_metadata = metadata.topics.get(topic)
+        if (
+            topic_metadata is None
+            or topic_metadata.error is not None
+            or not topic_metadata.partitions
+        ):
+            raise ConfigurationError(f"topic {topic!r} does not exist; run `tenantq topics ensure`")
+        count = len(topic_metadata.partitions)
+        self._partition_counts[topic] = (now + PARTITION_COUNT_TTL_SECONDS, count)
+        return count
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise EnqueueFailed("the producer is closed", retriable=False, possibly_persisted=False)
+        if self._fatal_error is not None:
+            raise EnqueueFailed(
+                f"the Kafka producer failed fatally ({self._fatal_error.str()}); create a new one",
+                retriable=True,
+                possibly_persisted=False,
+            )
+
+    def _publish(self, outgoing: list[Outgoing]) -> list[Future[JobRef]]:
+        produce = self._kafka.produce
+        futures: list[Future[JobRef]] = []
+        append = futures.append
+        for index, message in enumerate(outgoing):
+            future: Future[JobRef] = Future()
+            report = DeliveryReport(future, message.job_id)
+            try:
+                produce(
+                    message.topic,
+                    message.value,
+                    message.key,
+                    partition=message.partition,
+                    on_delivery=report,
+                    headers=message.headers,
+                )
+            except BufferError:
+                try:
+                    self._produce_when_room(message, report)
+                except QueueFull as full:
+                    if index == 0:
+                        raise
+                    append(future)
+                    for _ in outgoing[index + 1 :]:
+                        failed: Future[JobRef] = Future()
+                        failed.set_exception(QueueFull(str(full), retry_after=full.retry_after))
+                        append(failed)
+                    future.set_exception(full)
+                    return futures
+            except confluent_kafka.KafkaException as error:
+                future.set_exception(
+                    EnqueueFailed(
+                        f"job {message.job_id} refused by the client: {error}",
+                        retriable=bool(error.args[0].retriable()),
+                        possibly_persisted=False,
+                    )
+                )
+            append(future)
+        return futures
+
+    def _produce_when_room(self, message: Outgoing, report: DeliveryReport) -> None:
+        timeout = self.settings.producer.buffer_timeout_seconds
+        deadline = time.monotonic() + timeout
+        while True:
+            # Serving delivery reports is what frees room in librdkafka's queue.
+            self._kafka.poll(0.05)
+            try:
+                self._kafka.produce(
+                    message.topic,
+                    message.value,
+                    message.key,
+                    partition=message.partition,
+                    on_delivery=report,
+                    headers=message.headers,
+                )
+                return
+            except BufferError:
+                if time.monotonic() >= deadline:
+                    raise QueueFull(
+                        f"the local producer buffer stayed full for {timeout:g}s "
+                        "(buffer_timeout_seconds); Kafka is slower than the enqueue rate",
+                        retry_after=1.0,
+                    ) from None
+
+    def _serve_delivery_reports(self) -> None:
+        while not self._stop_polling.is_set():
+            try:
+                self._kafka.poll(0.1)
+            except Exception:  # a failing user callback must not stop deliveries
+                logger.exception("error while serving delivery reports")
+
+    def _on_client_error(self, error: confluent_kafka.KafkaError) -> None:
+        if error.fatal():
+            self._fatal_error = error
+            logger.error("fatal Kafka producer error: %s", error.str())
+        else:
+            logger.warning("Kafka producer: %s", error.str())

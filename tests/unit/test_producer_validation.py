@@ -1,0 +1,450 @@
+"""The producer without servers: what is checked before Kafka, and what would be published.
+
+The Kafka client is replaced by an in-memory recorder, so each test can assert both the error
+raised and that nothing was handed to Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import tenantq
+from confluent_kafka import KafkaError
+from pydantic import BaseModel, Field
+from tenantq import headers as header_names
+from tenantq.errors import (
+    AdmissionRejected,
+    ConfigurationError,
+    EnqueueFailed,
+    InvalidJobError,
+    InvalidTenantId,
+    LatencyBudgetExceeded,
+    PayloadValidationError,
+    QueueFull,
+)
+from tenantq.partitioner.murmur2 import default_partition
+from tenantq.partitioner.placement_book import PlacementBook
+from tenantq.producer.latency_guard import LatencyGuard
+from tenantq.producer.producer import EnqueueRequest, JobRef, Producer
+from tenantq.producer.scheduling import tier_for_wait
+from tenantq.schemas.envelope import SCHEMA_FINGERPRINT_HEX, decode_envelope
+from tenantq.store.placement import PlacementRecord
+
+
+class RecordingKafka:
+    """Stands in for confluent_kafka.Producer: records messages, acknowledges on poll/flush."""
+
+    def __init__(self, partitions: dict[str, int]) -> None:
+        self.partitions = partitions
+        self.produced: list[dict[str, Any]] = []
+        self.pending: list[tuple[Any, SimpleNamespace]] = []
+        self.buffer_full = False
+        self.acknowledge = True
+        self.lock = threading.Lock()
+
+    def produce(self, topic: str, value: bytes, key: bytes, **options: Any) -> None:
+        if self.buffer_full:
+            raise BufferError("Local: Queue full")
+        with self.lock:
+            offset = len(self.produced)
+            record = {"topic": topic, "value": value, "key": key, **options}
+            self.produced.append(record)
+            message = SimpleNamespace(
+                topic=lambda: topic,
+                partition=lambda: options["partition"],
+                offset=lambda: offset,
+            )
+            self.pending.append((options["on_delivery"], message))
+
+    def _deliver(self) -> int:
+        if not self.acknowledge:
+            return len(self.pending)
+        with self.lock:
+            pending, self.pending = self.pending, []
+        for callback, message in pending:
+            callback(None, message)
+        return 0
+
+    def poll(self, timeout: float) -> int:
+        time.sleep(min(timeout, 0.01))
+        self._deliver()
+        return 0
+
+    def flush(self, timeout: float) -> int:
+        return self._deliver()
+
+    def purge(self, in_queue: bool, in_flight: bool, blocking: bool) -> None:
+        with self.lock:
+            pending, self.pending = self.pending, []
+        for callback, message in pending:
+            callback(KafkaError(KafkaError._PURGE_QUEUE), message)
+
+    def list_topics(self, topic: str, timeout: float) -> SimpleNamespace:
+        count = self.partitions.get(topic)
+        if count is None:
+            error = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
+            return SimpleNamespace(topics={topic: SimpleNamespace(error=error, partitions={})})
+        partitions = {index: None for index in range(count)}
+        return SimpleNamespace(topics={topic: SimpleNamespace(error=None, partitions=partitions)})
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class SendEmail(BaseModel):
+    to: str = Field(min_length=3)
+    subject: str
+    retries: int = 0
+
+
+def make_settings(tmp_path: Path, **overrides: Any) -> tenantq.Settings:
+    fields: dict[str, Any] = {
+        "kafka_bootstrap_servers": "127.0.0.1:1",
+        "dev_home": tmp_path,
+        "topic_prefix": "unit",
+        "queues": {"default": {"partitions": 12}, "mail": {"partitions": 4, "retry_partitions": 2}},
+    }
+    fields.update(overrides)
+    return tenantq.Settings(**fields)
+
+
+TOPICS = {
+    "unit.default": 12,
+    "unit.mail": 4,
+    **{f"unit.default.retry.{tier}": 12 for tier in range(4)},
+    **{f"unit.mail.retry.{tier}": 2 for tier in range(4)},
+}
+
+
+@pytest.fixture
+def kafka() -> RecordingKafka:
+    return RecordingKafka(dict(TOPICS))
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def app() -> tenantq.App:
+    application = tenantq.App()
+
+    @application.job("send_email", queue="mail")
+    def send_email(ctx: Any, payload: SendEmail) -> None:
+        return None
+
+    return application
+
+
+@pytest.fixture
+def producer(
+    tmp_path: Path, kafka: RecordingKafka, clock: FakeClock, app: tenantq.App
+) -> Iterator[Producer]:
+    settings = make_settings(tmp_path)
+    book = PlacementBook(None, 5.0, clock)
+    with Producer(settings, app, placement_book=book, kafka_client=kafka, clock=clock) as made:
+        yield made
+
+
+def email(**changes: Any) -> dict[str, Any]:
+    payload: dict[str, Any] = {"to": "a@example.com", "subject": "hi"}
+    payload.update(changes)
+    return payload
+
+
+def test_a_valid_job_is_published_where_the_partitioner_says(
+    producer: Producer, kafka: RecordingKafka
+) -> None:
+    future = producer.enqueue("send_email", tenant="acme", payload=email(), max_attempts=3)
+    ref = future.result(timeout=5)
+    [message] = kafka.produced
+    assert message["topic"] == "unit.mail"
+    assert message["partition"] == default_partition(b"acme", 4) == ref.partition
+    assert message["key"] == b"acme"
+    headers = dict(message["headers"])
+    assert headers[header_names.JOB_ID] == str(ref.job_id)
+    assert headers[header_names.JOB_TYPE] == "send_email"
+    assert headers[header_names.TENANT] == "acme"
+    assert headers[header_names.SCHEMA_FINGERPRINT] == SCHEMA_FINGERPRINT_HEX
+    envelope = decode_envelope(message["value"], max_bytes=1_000_000)
+    assert envelope.job_id == ref.job_id and ref.job_id.version == 7
+    assert envelope.payload_json() == {"to": "a@example.com", "subject": "hi", "retries": 0}
+    assert (envelope.queue, envelope.tenant_id, envelope.max_attempts) == ("mail", "acme", 3)
+    assert envelope.run_after is None
+    assert ref == JobRef(ref.job_id, "unit.mail", ref.partition, 0)
+
+
+def test_unknown_job_types_go_to_the_default_queue_as_plain_json(
+    producer: Producer, kafka: RecordingKafka
+) -> None:
+    job_id = uuid.uuid4()
+    producer.enqueue("resize", tenant="acme", payload={"w": 3}, job_id=str(job_id)).result(5)
+    [message] = kafka.produced
+    assert message["topic"] == "unit.default"
+    envelope = decode_envelope(message["value"], max_bytes=1_000_000)
+    assert envelope.job_id == job_id
+    assert envelope.payload == b'{"w":3}'
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [({"subject": "x"}, "to: Field required"), (email(to="a"), "to: String should have at least")],
+)
+def test_payload_failing_its_model_names_the_field(
+    producer: Producer, kafka: RecordingKafka, payload: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(PayloadValidationError, match=field):
+        producer.enqueue("send_email", tenant="acme", payload=payload)
+    assert kafka.produced == []
+
+
+@pytest.mark.parametrize("payload", [{1, 2}, {"x": float("nan")}, {"x": object()}])
+def test_payload_that_is_not_json(producer: Producer, kafka: RecordingKafka, payload: Any) -> None:
+    with pytest.raises(PayloadValidationError, match="not JSON-serialisable"):
+        producer.enqueue("resize", tenant="acme", payload=payload)
+    assert kafka.produced == []
+
+
+@pytest.mark.parametrize("tenant", ["", "a b", "x" * 129, "acme#1"])
+def test_invalid_tenants_never_reach_kafka(
+    producer: Producer, kafka: RecordingKafka, tenant: str
+) -> None:
+    with pytest.raises(InvalidTenantId):
+        producer.enqueue("resize", tenant=tenant, payload={})
+    assert kafka.produced == []
+
+
+@pytest.mark.parametrize("job_type", ["", "has space", "x" * 129])
+def test_invalid_job_type_names(producer: Producer, kafka: RecordingKafka, job_type: str) -> None:
+    with pytest.raises(InvalidJobError, match="job type"):
+        producer.enqueue(job_type, tenant="acme", payload={})
+    assert kafka.produced == []
+
+
+def test_undeclared_queue(producer: Producer, kafka: RecordingKafka) -> None:
+    with pytest.raises(InvalidJobError, match="queue 'nope' is not declared"):
+        producer.enqueue("resize", tenant="acme", payload={}, queue="nope")
+
+
+def test_oversized_payload_and_envelope(tmp_path: Path, kafka: RecordingKafka) -> None:
+    settings = make_settings(tmp_path, max_payload_bytes=2000, max_message_bytes=1024)
+    book = PlacementBook(None, 5.0)
+    with Producer(settings, placement_book=book, kafka_client=kafka) as producer:
+        with pytest.raises(InvalidJobError, match="limit \\(max_payload_bytes\\) is 2000"):
+            producer.enqueue("resize", tenant="acme", payload={"x": "y" * 3000})
+        with pytest.raises(InvalidJobError, match="limit \\(max_message_bytes\\) is 1024"):
+            producer.enqueue("resize", tenant="acme", payload={"x": "y" * 1500})
+    assert kafka.produced == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"delay": float("nan")}, "finite"),
+        ({"delay": float("inf")}, "finite"),
+        ({"delay": -1}, ">= 0"),
+        ({"delay": True}, "seconds or a timedelta"),
+        ({"delay": "5"}, "seconds or a timedelta"),
+        ({"delay": 400 * 86400}, "366 days"),
+        ({"run_after": dt.datetime(2030, 1, 1)}, "no time zone"),
+        ({"run_after": dt.datetime(9999, 1, 1, tzinfo=dt.UTC)}, "366 days"),
+        ({"run_after": "2030-01-01"}, "must be a datetime"),
+        ({"delay": 1, "run_after": dt.datetime.now(dt.UTC)}, "not both"),
+        ({"max_attempts": 0}, "1..1000"),
+        ({"max_attempts": 1001}, "1..1000"),
+        ({"max_attempts": True}, "1..1000"),
+        ({"max_attempts": "3"}, "1..1000"),
+        ({"idempotency_key": ""}, "idempotency_key"),
+        ({"job_id": "not-a-uuid"}, "job_id"),
+        ({"trace_context": {"a": 1}}, "trace_context"),
+    ],
+)
+def test_absurd_options_are_refused(
+    producer: Producer, kafka: RecordingKafka, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidJobError, match=message):
+        producer.enqueue("resize", tenant="acme", payload={}, **options)
+    assert kafka.produced == []
+
+
+def test_scheduled_jobs_ride_the_tier_that_covers_the_wait(
+    producer: Producer, kafka: RecordingKafka
+) -> None:
+    before = time.time()
+    producer.enqueue("resize", tenant="acme", payload={}, delay=20).result(5)
+    producer.enqueue("resize", tenant="acme", payload={}, delay=dt.timedelta(days=10)).result(5)
+    past = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    producer.enqueue("resize", tenant="acme", payload={}, run_after=past).result(5)
+    producer.enqueue("send_email", tenant="acme", payload=email(), delay=3).result(5)
+    first, far, due, mail = kafka.produced
+    assert first["topic"] == "unit.default.retry.1"
+    due_at = int(dict(first["headers"])[header_names.DUE_AT_MS])
+    assert int(before * 1000) + 20_000 <= due_at <= time.time() * 1000 + 20_000
+    assert dict(first["headers"])[header_names.DELAY_REASON] == "scheduled"
+    envelope = decode_envelope(first["value"], max_bytes=1_000_000)
+    assert envelope.run_after is not None
+    assert abs(envelope.run_after.timestamp() * 1000 - due_at) < 1
+    assert far["topic"] == "unit.default.retry.3"
+    assert due["topic"] == "unit.default" and header_names.DUE_AT_MS not in dict(due["headers"])
+    # The mail tiers have 2 partitions: the tenant key is hashed over those.
+    assert mail["topic"] == "unit.mail.retry.0"
+    assert mail["partition"] == default_partition(b"acme", 2)
+
+
+def test_tier_for_wait() -> None:
+    delays = (5.0, 30.0, 300.0)
+    assert [tier_for_wait(wait, delays) for wait in (0.1, 5, 5.1, 30, 299, 301, 1e9)] == [
+        0,
+        0,
+        1,
+        1,
+        2,
+        2,
+        2,
+    ]
+
+
+def test_a_batch_with_one_bad_request_publishes_nothing(
+    producer: Producer, kafka: RecordingKafka
+) -> None:
+    requests: list[Any] = [
+        EnqueueRequest("resize", "acme", {"n": 1}),
+        {"job_type": "resize", "tenant": "acme", "payload": {"n": 2}},
+        {"job_type": "resize", "tenant": "bad tenant", "payload": {}},
+    ]
+    with pytest.raises(InvalidTenantId) as raised:
+        producer.enqueue_many(requests)
+    assert "request #2" in " ".join(raised.value.__notes__)
+    assert kafka.produced == []
+    with pytest.raises(InvalidJobError, match="unknown enqueue argument"):
+        producer.enqueue_many([{"job_type": "resize", "tenant": "a", "payload": {}, "prio": 1}])
+
+
+def test_enqueue_many_returns_futures_in_order(producer: Producer, kafka: RecordingKafka) -> None:
+    futures = producer.enqueue_many(
+        [EnqueueRequest("resize", f"tenant-{n}", {"n": n}) for n in range(50)]
+    )
+    refs = [future.result(5) for future in futures]
+    assert [ref.offset for ref in refs] == list(range(50))
+    for n, message in enumerate(kafka.produced):
+        assert message["partition"] == default_partition(f"tenant-{n}".encode(), 12)
+
+
+def test_tenant_token_bucket(tmp_path: Path, kafka: RecordingKafka, clock: FakeClock) -> None:
+    settings = make_settings(
+        tmp_path,
+        producer={
+            "tenant_rate_per_second": 2,
+            "tenant_burst": 2,
+            "tenant_rate_overrides": {"vip": 100},
+        },
+    )
+    book = PlacementBook(None, 5.0, clock)
+    with Producer(settings, placement_book=book, kafka_client=kafka, clock=clock) as producer:
+        producer.enqueue("resize", tenant="acme", payload={})
+        producer.enqueue("resize", tenant="acme", payload={})
+        with pytest.raises(AdmissionRejected) as raised:
+            producer.enqueue("resize", tenant="acme", payload={})
+        assert raised.value.retry_after == pytest.approx(0.5)
+        producer.enqueue("resize", tenant="other", payload={})
+        requests = [EnqueueRequest("resize", "vip", {}) for _ in range(2)]
+        with pytest.raises(AdmissionRejected, match="'other'"):
+            producer.enqueue_many([*requests, *[EnqueueRequest("resize", "other", {})] * 2])
+        # The vip tokens taken for the refused batch were given back.
+        assert len(producer.enqueue_many(requests)) == 2
+        clock.now += 0.5
+        producer.enqueue("resize", tenant="acme", payload={})
+    assert len(kafka.produced) == 6
+
+
+def test_full_buffer_raises_queue_full(tmp_path: Path, kafka: RecordingKafka) -> None:
+    settings = make_settings(tmp_path, producer={"buffer_timeout_seconds": 0.2})
+    with Producer(settings, placement_book=PlacementBook(None, 5.0), kafka_client=kafka) as made:
+        kafka.buffer_full = True
+        started = time.monotonic()
+        with pytest.raises(QueueFull, match="stayed full for 0.2s"):
+            made.enqueue("resize", tenant="acme", payload={})
+        assert 0.2 <= time.monotonic() - started < 2
+        kafka.buffer_full = False
+
+
+def test_placement_overrides_apply(tmp_path: Path, kafka: RecordingKafka) -> None:
+    rows = [PlacementRecord("default", "hot", "pinned", None, (7, 9))]
+    book = PlacementBook(lambda queue: rows, 5.0)
+    with Producer(make_settings(tmp_path), placement_book=book, kafka_client=kafka) as producer:
+        futures = producer.enqueue_many([EnqueueRequest("resize", "hot", {}) for _ in range(40)])
+        assert {future.result(5).partition for future in futures} == {7, 9}
+        rows[0] = PlacementRecord("default", "hot", "pinned", None, (12,))
+        book.invalidate()
+        with pytest.raises(ConfigurationError, match="do not exist"):
+            producer.enqueue("resize", tenant="hot", payload={})
+
+
+def test_latency_guard_rejects_past_the_budget(
+    tmp_path: Path, kafka: RecordingKafka, clock: FakeClock
+) -> None:
+    ages = {"default": 120.0}
+    guard = LatencyGuard(60.0, ages.get, cache_seconds=5.0, clock=clock)
+    book = PlacementBook(None, 5.0)
+    settings = make_settings(tmp_path)
+    with Producer(settings, placement_book=book, latency_guard=guard, kafka_client=kafka) as made:
+        with pytest.raises(LatencyBudgetExceeded, match="120.0s old, the budget is 60s"):
+            made.enqueue("resize", tenant="acme", payload={})
+        ages["default"] = 10.0
+        with pytest.raises(LatencyBudgetExceeded):  # still the cached age
+            made.enqueue("resize", tenant="acme", payload={})
+        clock.now += 5
+        made.enqueue("resize", tenant="acme", payload={}).result(5)
+    assert len(kafka.produced) == 1
+
+
+def test_missing_topic_is_a_clear_error(tmp_path: Path, kafka: RecordingKafka) -> None:
+    del kafka.partitions["unit.default"]
+    with Producer(
+        make_settings(tmp_path), placement_book=PlacementBook(None, 1), kafka_client=kafka
+    ) as made:
+        with pytest.raises(ConfigurationError, match="tenantq topics ensure"):
+            made.enqueue("resize", tenant="acme", payload={})
+
+
+def test_close_fails_what_it_could_not_deliver(tmp_path: Path, kafka: RecordingKafka) -> None:
+    made = Producer(
+        make_settings(tmp_path), placement_book=PlacementBook(None, 1), kafka_client=kafka
+    )
+    kafka.acknowledge = False
+    future = made.enqueue("resize", tenant="acme", payload={})
+    assert made.close(timeout=0.1) == 1
+    with pytest.raises(EnqueueFailed) as raised:
+        future.result(1)
+    assert raised.value.possibly_persisted is False and raised.value.retriable is True
+    with pytest.raises(EnqueueFailed, match="closed"):
+        made.enqueue("resize", tenant="acme", payload={})
+
+
+def test_context_manager_raises_when_jobs_were_lost(tmp_path: Path, kafka: RecordingKafka) -> None:
+    kafka.acknowledge = False
+    with pytest.raises(EnqueueFailed, match="1 jobs were not acknowledged"):
+        with Producer(
+            make_settings(tmp_path), placement_book=PlacementBook(None, 1), kafka_client=kafka
+        ) as made:
+            made.enqueue("resize", tenant="acme", payload={})
+
+
+def test_enqueue_async(producer: Producer, kafka: RecordingKafka) -> None:
+    ref = asyncio.run(producer.enqueue_async("resize", tenant="acme", payload={"a": 1}))
+    assert isinstance(ref, JobRef) and ref.topic == "unit.default"
