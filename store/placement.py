@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from tenantq.store.engine import psycopg_url
 
 PLACEMENT_LIST = """
 SELECT queue, tenant_id, mode, shards, partitions, updated_at, updated_by
@@ -132,7 +133,10 @@ class PlacementReader:
         with self._lock:
             if self._connection is None or self._connection.closed:
                 self._connection = psycopg.connect(
-                    self._database_url, autocommit=True, connect_timeout=self._connect_timeout
+                    psycopg_url(self._database_url),
+                    autocommit=True,
+                    connect_timeout=self._connect_timeout,
+                    application_name="tenantq-producer",
                 )
             try:
                 return placement_list(self._connection, queue)
