@@ -1,0 +1,180 @@
+"""``WorkerMetrics``: the metrics a worker process records as it runs jobs.
+
+The worker calls one method per event; each method knows which families it touches, so the
+worker never handles a metric object or a label. Tenant labels go through a ``TenantLabeler``
+and error classes and dead-letter reasons through a ``BoundedLabel``, so neither tenant count
+nor exception variety can blow up a scrape.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
+from tenantq import metrics as names
+from tenantq.metric_labels import BoundedLabel, TenantLabeler, is_identifier_label
+
+#: Outcomes of an attempt, as recorded in ``tenantq_job_attempts.outcome`` (less ``stale``,
+#: which is counted by ``stale_result_refused``).
+JOB_OUTCOMES = frozenset(
+    {"succeeded", "retrying", "dead", "canceled", "released", "snoozed", "timeout"}
+)
+
+#: Circuit breaker states and the gauge value each is exported as.
+BREAKER_STATES: dict[str, int] = {"closed": 0, "open": 1, "half_open": 2}
+
+#: Distinct error classes / dead-letter reasons kept per process before ``other``.
+ERROR_LABEL_LIMIT = 50
+
+
+def _non_negative(value: float) -> float:
+    # Clocks of producer, database and worker differ slightly: a negative wait is skew, not
+    # news, and a NaN would poison the histogram's sum forever.
+    if math.isnan(value) or value < 0:
+        return 0.0
+    return value
+
+
+class WorkerMetrics:
+    """The worker-side metric families, registered on ``registry`` (a fresh
+    ``CollectorRegistry`` when none is given, so tests and several workers in one process
+    never collide on the global registry).
+
+    ``top_tenants`` tenants keep their own label (``Settings.metrics_top_tenants``); the
+    rest are ``other``. Methods raise ``ValueError`` for an unknown outcome or breaker state:
+    both are closed lists, and a typo should fail a test rather than invent a series.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None, top_tenants: int = 20) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.tenants = TenantLabeler(top_tenants)
+        self.error_classes = BoundedLabel(ERROR_LABEL_LIMIT, is_identifier_label)
+        self.reasons = BoundedLabel(ERROR_LABEL_LIMIT, is_identifier_label)
+        self._families: dict[str, MetricWrapperBase] = {}
+        for spec in names.SPECS:
+            if spec.source == "worker":
+                self._families[spec.name] = _build(spec, self.registry)
+
+    def _family(self, name: str) -> Any:
+        return self._families[name]
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def job_started(
+        self, queue: str, job_type: str, tenant: str, wait_seconds: float | None
+    ) -> None:
+        """An attempt started; ``wait_seconds`` is how long the job waited since it was due
+        (None when unknown, e.g. a job whose enqueue time was not recorded)."""
+        tenant_label = self.tenants.label(tenant)
+        self._family(names.JOBS_STARTED).labels(queue, job_type, tenant_label).inc()
+        if wait_seconds is not None:
+            self._family(names.ENQUEUE_TO_START).labels(queue, job_type).observe(
+                _non_negative(wait_seconds)
+            )
+
+    def job_finished(
+        self,
+        queue: str,
+        job_type: str,
+        tenant: str,
+        outcome: str,
+        duration_seconds: float,
+        attempts: int,
+    ) -> None:
+        """An attempt ended with ``outcome`` (one of ``JOB_OUTCOMES``) after
+        ``duration_seconds``; ``attempts`` is the job's attempt count, observed as attempts
+        per success when the outcome is ``succeeded``."""
+        if outcome not in JOB_OUTCOMES:
+            raise ValueError(f"unknown outcome {outcome!r}; expected one of {sorted(JOB_OUTCOMES)}")
+        tenant_label = self.tenants.label(tenant)
+        self._family(names.JOBS_FINISHED).labels(queue, job_type, tenant_label, outcome).inc()
+        self._family(names.JOB_DURATION).labels(queue, job_type, outcome).observe(
+            _non_negative(duration_seconds)
+        )
+        if outcome == "succeeded":
+            self._family(names.ATTEMPTS_PER_SUCCESS).labels(queue, job_type).observe(
+                max(1, attempts)
+            )
+
+    def retried(self, queue: str, job_type: str, error_class: str) -> None:
+        """A failed attempt was scheduled to run again."""
+        label = self.error_classes.label(error_class)
+        self._family(names.RETRIES).labels(queue, job_type, label).inc()
+
+    def dead_lettered(self, queue: str, job_type: str, reason: str) -> None:
+        """A job was written to the dead-letter topic (``reason``: the error class, or
+        ``max_attempts``, ``undecodable``...)."""
+        label = self.reasons.label(reason)
+        self._family(names.DEAD_LETTERED).labels(queue, job_type, label).inc()
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def lease_takeover(self, queue: str) -> None:
+        """This worker took over a lease another owner let expire."""
+        self._family(names.LEASE_TAKEOVERS).labels(queue).inc()
+
+    def lease_expired(self, queue: str) -> None:
+        """A lease this worker held expired before its job finished."""
+        self._family(names.LEASE_EXPIRATIONS).labels(queue).inc()
+
+    def stale_result_refused(self, queue: str, count: int = 1) -> None:
+        """The store refused ``count`` results of attempts that no longer held the lease."""
+        if count > 0:
+            self._family(names.STALE_RESULTS_REFUSED).labels(queue).inc(count)
+
+    # -- capacity ---------------------------------------------------------------------------
+
+    def utilization(self, busy: int, slots: int) -> None:
+        """``busy`` of ``slots`` handler slots are running a job."""
+        self._family(names.WORKER_BUSY_SLOTS).set(max(0, busy))
+        self._family(names.WORKER_SLOTS).set(max(0, slots))
+        ratio = min(1.0, max(0, busy) / slots) if slots > 0 else 0.0
+        self._family(names.WORKER_UTILIZATION).set(ratio)
+
+    # -- dependencies -----------------------------------------------------------------------
+
+    def dependency_call(self, dependency: str, seconds: float) -> None:
+        """A call to ``dependency`` took ``seconds``."""
+        self._family(names.DEPENDENCY_LATENCY).labels(dependency).observe(_non_negative(seconds))
+
+    def dependency_throttled(self, dependency: str) -> None:
+        """``dependency`` throttled a call (429, or its local token bucket was empty)."""
+        self._family(names.DEPENDENCY_THROTTLES).labels(dependency).inc()
+
+    def breaker_state(self, dependency: str, state: str) -> None:
+        """The circuit breaker of ``dependency`` is now ``state`` (closed, open, half_open)."""
+        try:
+            value = BREAKER_STATES[state]
+        except KeyError:
+            raise ValueError(
+                f"unknown breaker state {state!r}; expected one of {sorted(BREAKER_STATES)}"
+            ) from None
+        self._family(names.BREAKER_STATE).labels(dependency).set(value)
+
+    # -- consumer ---------------------------------------------------------------------------
+
+    def consumer_lag(self, topic: str, partition: int, lag: int) -> None:
+        """The consumer is ``lag`` messages behind the log end of ``topic``/``partition``."""
+        self._family(names.CONSUMER_LAG).labels(topic, str(partition)).set(max(0, lag))
+
+    def partition_revoked(self, topic: str, partition: int) -> None:
+        """Forget the lag of a partition this worker no longer owns, so its series does not
+        linger at the last value after a rebalance."""
+        try:
+            self._family(names.CONSUMER_LAG).remove(topic, str(partition))
+        except KeyError:
+            pass
+
+    def committed_message_age(self, queue: str, seconds: float) -> None:
+        """The message at the committed offset of ``queue`` was produced ``seconds`` ago."""
+        self._family(names.COMMITTED_MESSAGE_AGE).labels(queue).set(_non_negative(seconds))
+
+
+def _build(spec: names.MetricSpec, registry: CollectorRegistry) -> MetricWrapperBase:
+    if spec.kind == "counter":
+        return Counter(spec.name, spec.help, spec.labels, registry=registry)
+    if spec.kind == "histogram":
+        return Histogram(spec.name, spec.help, spec.labels, registry=registry, buckets=spec.buckets)
+    return Gauge(spec.name, spec.help, spec.labels, registry=registry)
