@@ -90,7 +90,8 @@ class PlacementBook:
                     except ConfigurationError as error:
                         logger.warning("ignoring placement of %r: %s", record.tenant_id, error)
             except Exception as error:  # the database is down: keep serving, retry after a TTL
-                logger.warning("cannot load placements of queue %r: %s", queue, error)
+                reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+                logger.warning("cannot load placements of queue %r: %s", queue, reason)
                 placements = entry.placements if entry is not None else {}
             entry = _QueueEntry(expires_at=now + self._ttl, placements=placements)
             self._queues[queue] = entry

@@ -1,0 +1,143 @@
+"""``tenantq placement``: show and change where hot tenants' jobs go (no deploy needed).
+
+Producers pick a change up within ``placement_ttl_seconds``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from tenantq.errors import ConfigurationError
+from tenantq.partitioner.placement import Placement
+from tenantq.partitioner.tenant_id import validate_tenant_id
+from tenantq.settings import Settings, load_settings
+from tenantq.store.engine import connect
+from tenantq.store.placement import placement_delete, placement_list, placement_upsert
+
+console = Console()
+placement_app = typer.Typer(
+    help="Tenant placement: hashed (default), spread over K keys, or pinned to partitions.",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``tenantq placement`` to the command line."""
+    app.add_typer(placement_app, name="placement")
+
+
+def _actor() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:  # no login name in some containers
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def _declared_queue(settings: Settings, queue: str) -> int:
+    return settings.queue(queue).partitions
+
+
+@placement_app.command("show")
+def placement_show(
+    queue: str | None = typer.Option(None, "--queue", "-q", help="Only this queue."),
+) -> None:
+    """List every tenant whose placement is not the default."""
+    settings = load_settings()
+    with connect(settings, autocommit=True, application_name="tenantq-cli") as connection:
+        records = placement_list(connection, queue)
+    if not records:
+        console.print("every tenant is hashed (no placements)")
+        return
+    table = Table("queue", "tenant", "placement", "updated", "by")
+    for record in records:
+        placement = Placement(
+            record.mode,  # type: ignore[arg-type]
+            shards=record.shards,
+            partitions=record.partitions,
+        )
+        updated = record.updated_at.isoformat(timespec="seconds") if record.updated_at else ""
+        table.add_row(
+            record.queue, record.tenant_id, placement.describe(), updated, record.updated_by or ""
+        )
+    console.print(table)
+
+
+@placement_app.command("set")
+def placement_set(
+    tenant: str = typer.Argument(..., help="The tenant id."),
+    queue: str = typer.Option("default", "--queue", "-q", help="The queue."),
+    spread: int | None = typer.Option(None, "--spread", help="Spread over K keys (K >= 2)."),
+    pinned: str | None = typer.Option(None, "--pinned", help="Pin to partitions, e.g. 1,2,3."),
+    hashed: bool = typer.Option(False, "--hashed", help="Explicitly hashed (the default)."),
+) -> None:
+    """Set the placement of TENANT in a queue: exactly one of --spread, --pinned, --hashed."""
+    validate_tenant_id(tenant)
+    chosen = [
+        name
+        for name, given in (
+            ("--spread", spread is not None),
+            ("--pinned", pinned),
+            ("--hashed", hashed),
+        )
+        if given
+    ]
+    if len(chosen) != 1:
+        raise ConfigurationError(
+            "give exactly one of --spread K, --pinned P1,P2 or --hashed"
+            + (f" (got {' and '.join(chosen)})" if chosen else "")
+        )
+    settings = load_settings()
+    partitions = _declared_queue(settings, queue)
+    if spread is not None:
+        placement = Placement.spread(spread)
+    elif pinned:
+        placement = Placement.pinned(_parse_partitions(pinned))
+        placement.check_partition_count(partitions)
+    else:
+        placement = Placement()
+    with connect(settings, autocommit=True, application_name="tenantq-cli") as connection:
+        placement_upsert(
+            connection,
+            queue=queue,
+            tenant_id=tenant,
+            mode=placement.mode,
+            shards=placement.shards,
+            partitions=list(placement.partitions) or None,
+            updated_by=_actor(),
+        )
+    console.print(
+        f"{tenant} in {queue}: {placement.describe()} (producers apply it within "
+        f"{settings.producer.placement_ttl_seconds:g}s)",
+        highlight=False,
+    )
+
+
+@placement_app.command("clear")
+def placement_clear(
+    tenant: str = typer.Argument(..., help="The tenant id."),
+    queue: str = typer.Option("default", "--queue", "-q", help="The queue."),
+) -> None:
+    """Return TENANT to the default (hashed) placement."""
+    validate_tenant_id(tenant)
+    settings = load_settings()
+    _declared_queue(settings, queue)
+    with connect(settings, autocommit=True, application_name="tenantq-cli") as connection:
+        deleted = placement_delete(connection, queue=queue, tenant_id=tenant)
+    console.print(
+        f"{tenant} in {queue}: " + ("back to hashed" if deleted else "already hashed"),
+        highlight=False,
+    )
+
+
+def _parse_partitions(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigurationError(
+            f"--pinned {text!r} must be partition numbers separated by commas"
+        ) from None
