@@ -1,0 +1,193 @@
+"""The producer SDK on the real broker and database: every acknowledged job is readable where
+the partitioner said, placement changes apply within their TTL, admission refuses as specified,
+and invalid jobs never reach Kafka."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+import tenantq
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import Producer as KafkaProducer
+from tenantq import headers as header_names
+from tenantq.errors import (
+    AdmissionRejected,
+    InvalidJobError,
+    InvalidTenantId,
+    LatencyBudgetExceeded,
+    PayloadValidationError,
+    QueueFull,
+)
+from tenantq.partitioner.placement import key_partition
+from tenantq.producer.producer import EnqueueRequest, JobRef, Producer
+from tenantq.schemas.envelope import decode_envelope
+from tenantq.store.placement import placement_delete, placement_upsert
+
+pytestmark = pytest.mark.integration
+
+
+def read_all(settings: tenantq.Settings, topic: str, expected: int) -> dict[tuple[int, int], Any]:
+    """Every message of ``topic`` by (partition, offset), read with a plain consumer."""
+    consumer = Consumer(
+        settings.kafka_client_config(
+            **{"group.id": f"reader-{uuid.uuid4().hex}", "enable.auto.commit": False}
+        )
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=10)
+        consumer.assign(
+            [TopicPartition(topic, p, OFFSET_BEGINNING) for p in metadata.topics[topic].partitions]
+        )
+        found: dict[tuple[int, int], Any] = {}
+        deadline = time.monotonic() + 30
+        while len(found) < expected and time.monotonic() < deadline:
+            for message in consumer.consume(500, timeout=0.5):
+                if message.error() is None:
+                    found[(message.partition(), message.offset())] = message
+        return found
+    finally:
+        consumer.close()
+
+
+def total_messages(settings: tenantq.Settings, topic: str) -> int:
+    consumer = Consumer(settings.kafka_client_config(**{"group.id": f"count-{uuid.uuid4().hex}"}))
+    try:
+        metadata = consumer.list_topics(topic, timeout=10)
+        total = 0
+        for partition in metadata.topics[topic].partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+            total += high - low
+        return total
+    finally:
+        consumer.close()
+
+
+def test_every_acknowledged_job_is_where_the_partitioner_said(settings: tenantq.Settings) -> None:
+    requests = [
+        EnqueueRequest("resize", f"tenant-{index % 17}", {"index": index}) for index in range(300)
+    ]
+    with Producer(settings) as producer:
+        refs = [future.result(30) for future in producer.enqueue_many(requests)]
+    topic = f"{settings.topic_prefix}.default"
+    messages = read_all(settings, topic, len(refs))
+    for request, ref in zip(requests, refs, strict=True):
+        assert ref.topic == topic
+        assert ref.partition == key_partition(request.tenant, 4)
+        message = messages[(ref.partition, ref.offset)]
+        assert dict(message.headers())[header_names.JOB_ID] == str(ref.job_id).encode()
+        envelope = decode_envelope(message.value(), max_bytes=settings.max_message_bytes)
+        assert envelope.job_id == ref.job_id
+        assert envelope.tenant_id == request.tenant
+        assert envelope.payload_json() == request.payload
+
+
+def test_placement_changes_apply_within_the_ttl(
+    make_settings: Callable[..., tenantq.Settings], db: psycopg.Connection[Any]
+) -> None:
+    settings = make_settings(producer={"placement_ttl_seconds": 1.0})
+    hashed = key_partition("hot", 4)
+    pinned = (hashed + 1) % 4
+    with Producer(settings) as producer:
+
+        def partition_now() -> int:
+            return producer.enqueue("resize", tenant="hot", payload={}).result(30).partition
+
+        assert partition_now() == hashed
+        placement_upsert(db, queue="default", tenant_id="hot", mode="pinned", partitions=[pinned])
+        changed_at = time.monotonic()
+        while partition_now() != pinned:
+            assert time.monotonic() - changed_at < 1.0 + 0.5, "placement not applied in its TTL"
+            time.sleep(0.05)
+        placement_upsert(db, queue="default", tenant_id="hot", mode="spread", shards=4)
+        time.sleep(1.1)
+        futures = producer.enqueue_many([EnqueueRequest("resize", "hot", {}) for _ in range(200)])
+        spread = {future.result(30).partition for future in futures}
+        assert spread == {key_partition(f"hot#{shard}", 4) for shard in range(4)}
+        placement_delete(db, queue="default", tenant_id="hot")
+        time.sleep(1.1)
+        assert partition_now() == hashed
+
+
+def test_tenant_rate_limit_rejects_with_retry_after(
+    make_settings: Callable[..., tenantq.Settings],
+) -> None:
+    settings = make_settings(producer={"tenant_rate_per_second": 1, "tenant_burst": 3})
+    with Producer(settings) as producer:
+        for _ in range(3):
+            producer.enqueue("resize", tenant="acme", payload={}).result(30)
+        with pytest.raises(AdmissionRejected) as raised:
+            producer.enqueue("resize", tenant="acme", payload={})
+        assert raised.value.retry_after is not None and 0 < raised.value.retry_after <= 1.0
+        producer.enqueue("resize", tenant="globex", payload={}).result(30)
+
+
+def test_full_local_buffer_raises_queue_full(
+    make_settings: Callable[..., tenantq.Settings],
+) -> None:
+    settings = make_settings(producer={"buffer_timeout_seconds": 0.3, "linger_ms": 5000})
+    with Producer(settings, queue_buffering_max_messages=1) as producer:
+        first = producer.enqueue("resize", tenant="acme", payload={})
+        started = time.monotonic()
+        with pytest.raises(QueueFull):
+            producer.enqueue("resize", tenant="acme", payload={})
+        assert time.monotonic() - started >= 0.3
+        producer.flush(30)
+        assert isinstance(first.result(30), JobRef)
+
+
+def test_latency_guard_rejects_when_the_oldest_job_is_too_old(
+    make_settings: Callable[..., tenantq.Settings],
+) -> None:
+    settings = make_settings(producer={"latency_budget_seconds": 1.0})
+    raw = KafkaProducer(settings.kafka_client_config())
+    raw.produce(f"{settings.topic_prefix}.default", b"waiting", partition=0)
+    assert raw.flush(30) == 0
+    time.sleep(1.5)
+    with Producer(settings) as producer:
+        with pytest.raises(LatencyBudgetExceeded, match="budget is 1s"):
+            producer.enqueue("resize", tenant="acme", payload={})
+
+
+def test_invalid_jobs_never_reach_kafka(settings: tenantq.Settings) -> None:
+    app = tenantq.App(settings)
+
+    from pydantic import BaseModel
+
+    class Resize(BaseModel):
+        width: int
+
+    app.job("resize", model=Resize)(lambda ctx, payload: None)
+    with Producer(settings, app) as producer:
+        with pytest.raises(InvalidTenantId):
+            producer.enqueue("resize", tenant="bad tenant", payload={"width": 1})
+        with pytest.raises(PayloadValidationError, match="width"):
+            producer.enqueue("resize", tenant="acme", payload={"width": "wide"})
+        with pytest.raises(InvalidJobError):
+            producer.enqueue("resize", tenant="acme", payload={"width": 1}, max_attempts=0)
+        with pytest.raises(InvalidJobError):
+            producer.enqueue_many(
+                [EnqueueRequest("resize", "acme", {"width": 1})] * 5
+                + [EnqueueRequest("resize", "acme", {"width": 1}, delay=float("nan"))]
+            )
+        producer.flush(30)
+    assert total_messages(settings, f"{settings.topic_prefix}.default") == 0
+
+
+def test_scheduled_job_lands_in_its_retry_tier(settings: tenantq.Settings) -> None:
+    with Producer(settings) as producer:
+        ref = asyncio.run(
+            producer.enqueue_async("resize", tenant="acme", payload={"a": 1}, delay=2.0)
+        )
+    # Test tiers are 1 s, 3 s, 10 s: a 2 s wait rides the 3 s tier.
+    assert ref.topic == f"{settings.topic_prefix}.default.retry.1"
+    [message] = read_all(settings, ref.topic, 1).values()
+    headers = dict(message.headers())
+    assert headers[header_names.DELAY_REASON] == b"scheduled"
+    due_at_ms = int(headers[header_names.DUE_AT_MS])
+    assert abs(due_at_ms / 1000 - (time.time() + 2.0)) < 5
