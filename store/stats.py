@@ -80,7 +80,10 @@ SELECT f.queue,
        sum(f.retrying)::bigint,
        sum(f.dead_last_hour)::bigint,
        sum(f.succeeded_last_minute)::bigint,
-       extract(epoch FROM greatest(now() - min(f.oldest_due), interval '0'))::float8
+       -- greatest() skips NULLs, so "nothing due" must stay NULL explicitly, not become 0.
+       CASE WHEN min(f.oldest_due) IS NOT NULL
+            THEN extract(epoch FROM greatest(now() - min(f.oldest_due), interval '0'))::float8
+       END
 FROM facts AS f
 JOIN ranked AS r USING (queue, tenant_id)
 GROUP BY 1, 2, 3
@@ -91,7 +94,9 @@ ORDER BY 1, 2, 3
 #: ix_tenantq_jobs_waiting (queue, run_after), whatever the backlog. NULL = nothing is due.
 JOB_OLDEST_RUNNABLE_AGE = """
 SELECT q.queue,
-       extract(epoch FROM greatest(now() - oldest.run_after, interval '0'))::float8
+       CASE WHEN oldest.run_after IS NOT NULL
+            THEN extract(epoch FROM greatest(now() - oldest.run_after, interval '0'))::float8
+       END
 FROM unnest(%(queues)s::text[]) AS q(queue)
 LEFT JOIN LATERAL (
     SELECT run_after

@@ -1,0 +1,160 @@
+"""``tenantq stats``: depth, oldest runnable age and throughput per queue and tenant.
+
+The same numbers the metrics collector exports (``tenantq.store.stats``), at a terminal:
+a table per queue, ``--watch`` to refresh it in place, ``--json`` for scripts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from typing import Any
+
+import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from tenantq.settings import Settings, load_settings
+from tenantq.store import stats
+from tenantq.store.engine import connect
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``tenantq stats`` to the command line."""
+    app.command("stats")(stats_command)
+
+
+def stats_command(
+    queue: list[str] | None = typer.Option(
+        None, "--queue", "-q", help="Only this queue (repeatable); default: the declared queues."
+    ),
+    top: int | None = typer.Option(
+        None, "--top", min=0, help="Tenants shown by name per queue (default: metrics_top_tenants)."
+    ),
+    watch: bool = typer.Option(False, "--watch", "-w", help="Refresh in place until Ctrl-C."),
+    interval: float = typer.Option(2.0, "--interval", min=0.2, help="Seconds between refreshes."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+) -> None:
+    """Per queue and tenant: depth, oldest runnable age, running, retrying, dead in the last
+    hour and throughput per minute, read from Postgres."""
+    settings = load_settings()
+    queues = queue or sorted(settings.queues)
+    top_tenants = settings.metrics_top_tenants if top is None else top
+    with connect(settings, autocommit=True, application_name="tenantq-stats") as connection:
+
+        def snapshot() -> dict[str, Any]:
+            return take_snapshot(connection, settings, queues, top_tenants)
+
+        if as_json and not watch:
+            typer.echo(json.dumps(snapshot(), indent=2))
+            return
+        if as_json:
+            _watch_json(snapshot, interval)
+            return
+        console = Console()
+        if not watch:
+            console.print(render(snapshot()))
+            return
+        with Live(render(snapshot()), console=console, auto_refresh=False) as live:
+            try:
+                while True:
+                    time.sleep(interval)
+                    live.update(render(snapshot()), refresh=True)
+            except KeyboardInterrupt:
+                pass
+
+
+def take_snapshot(
+    connection: Any, settings: Settings, queues: list[str], top_tenants: int
+) -> dict[str, Any]:
+    """The stats as plain data: what ``--json`` prints and the tables show."""
+    queue_stats = stats.job_stats_by_tenant(connection, queues=queues, top_tenants=top_tenants)
+    workers = stats.worker_summary(
+        connection, stale_after_seconds=settings.worker.stale_owner_seconds
+    )
+    return {
+        "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "top_tenants": top_tenants,
+        "workers": {
+            "alive": workers.alive,
+            "stale": workers.stale,
+            "slots": workers.slots,
+            "busy_slots": workers.busy_slots,
+        },
+        "queues": [
+            {
+                "queue": item.queue,
+                **item.totals.as_dict(),
+                "tenants": [
+                    {
+                        "tenant": tenant.tenant,
+                        **tenant.totals.as_dict(),
+                        "job_types": {
+                            name: counts.as_dict() for name, counts in tenant.job_types.items()
+                        },
+                    }
+                    for tenant in item.tenants.values()
+                ],
+            }
+            for item in queue_stats
+        ],
+    }
+
+
+def _watch_json(snapshot: Any, interval: float) -> None:
+    # One JSON document per line, so `--watch --json | jq` streams.
+    try:
+        while True:
+            typer.echo(json.dumps(snapshot(), separators=(",", ":")))
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
+
+
+def format_age(seconds: float | None) -> str:
+    """``-`` when nothing is due, else a short age: ``850ms``, ``42s``, ``7m05s``, ``3h12m``."""
+    if seconds is None:
+        return "-"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
+
+
+_COLUMNS = ("depth", "oldest runnable", "running", "retrying", "dead 1h", "done/min")
+
+
+def _cells(counts: dict[str, Any]) -> list[str]:
+    return [
+        str(counts["depth"]),
+        format_age(counts["oldest_runnable_age_seconds"]),
+        str(counts["leased"]),
+        str(counts["retrying"]),
+        str(counts["dead_last_hour"]),
+        str(counts["succeeded_last_minute"]),
+    ]
+
+
+def render(snapshot: dict[str, Any]) -> Group:
+    """A table per queue (tenants, then the queue's total) and a line about workers."""
+    tables: list[Any] = []
+    for item in snapshot["queues"]:
+        table = Table(title=f"queue {item['queue']}", title_justify="left")
+        table.add_column("tenant")
+        for column in _COLUMNS:
+            table.add_column(column, justify="right")
+        for tenant in item["tenants"]:
+            table.add_row(tenant["tenant"], *_cells(tenant))
+        table.add_section()
+        table.add_row("[bold]total[/]", *_cells(item))
+        tables.append(table)
+    workers = snapshot["workers"]
+    tables.append(
+        f"workers: {workers['alive']} alive, {workers['stale']} stale, "
+        f"{workers['busy_slots']}/{workers['slots']} slots busy  ({snapshot['at']})"
+    )
+    return Group(*tables)
