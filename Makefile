@@ -23,7 +23,7 @@ lint: install
 	$(BIN)/ruff format --check .
 
 typecheck: install
-	$(BIN)/mypy core partitioner producer consumer store schemas migrations
+	$(BIN)/mypy -p tenantq
 
 unit: install
 	$(BIN)/pytest tests/unit -q

@@ -149,6 +149,11 @@ class RateLimited(RetryableError):
         self.retry_after = retry_after
 
 
+class JobCanceled(JobOutcome):
+    """Raised by ``ctx.raise_if_cancelled()``: the job was asked to stop (by an operator, a
+    shutdown or a rebalance) and did."""
+
+
 class Snooze(JobOutcome):
     """Run again after ``delay`` seconds without consuming an attempt."""
 

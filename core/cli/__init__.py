@@ -24,7 +24,7 @@ def _register_optional() -> None:
     """Command groups of later layers; each registers itself when its module is present."""
     import importlib
 
-    for module_name in ("enqueue", "placement", "worker", "jobs", "dlq", "stats", "demo"):
+    for module_name in ("enqueue", "placement", "worker", "dlq", "stats", "demo"):
         try:
             module = importlib.import_module(f"tenantq.cli.{module_name}")
         except ModuleNotFoundError as error:

@@ -1,0 +1,107 @@
+"""What a handler gets besides its payload: who and which attempt it is, and ways to cooperate
+with the worker (cancellation, heartbeats, saved progress)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenantq.errors import JobCanceled
+
+
+@dataclass
+class JobContext:
+    """The context of one attempt of one job.
+
+    ``job_id`` is the idempotency key for the handler's side effects: an attempt may run more
+    than once (at-least-once delivery), but always with the same job id.
+    """
+
+    job_id: uuid.UUID
+    queue: str
+    job_type: str
+    tenant: str
+    attempt: int
+    max_attempts: int
+    #: ``time.monotonic()`` value at which the worker stops waiting for this attempt.
+    deadline: float
+    #: What the previous attempt saved with ``checkpoint()``, or None.
+    progress: Any = None
+    replays: int = 0
+    idempotency_key: str | None = None
+    _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+    _cancel_reason: str | None = field(default=None, repr=False)
+    _cancelled_at: float | None = field(default=None, repr=False)
+    _heartbeat: Callable[[], bool] | None = field(default=None, repr=False)
+    _checkpoint: Callable[[Any], bool] | None = field(default=None, repr=False)
+
+    # -- cancellation -------------------------------------------------------------------------
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the job was asked to stop (operator cancel, shutdown, revoke, timeout)."""
+        return self._cancel.is_set()
+
+    @property
+    def cancel_reason(self) -> str | None:
+        """``operator``, ``shutdown``, ``revoked``, ``timeout`` or ``lease_lost``."""
+        return self._cancel_reason
+
+    def raise_if_cancelled(self) -> None:
+        """Raise ``JobCanceled`` when the job was asked to stop."""
+        if self._cancel.is_set():
+            raise JobCanceled(f"job {self.job_id} canceled ({self._cancel_reason})")
+
+    def wait_cancelled(self, timeout: float | None = None) -> bool:
+        """Block up to ``timeout`` seconds for a cancellation; True if one came."""
+        return self._cancel.wait(timeout)
+
+    async def sleep(self, seconds: float) -> None:
+        """``asyncio.sleep`` that ends early, raising ``JobCanceled``, on cancellation."""
+        end = time.monotonic() + seconds
+        while not self._cancel.is_set():
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                return
+            await asyncio.sleep(min(remaining, 0.05))
+        self.raise_if_cancelled()
+
+    def signal_cancel(self, reason: str) -> None:
+        """Worker side: ask the handler to stop. The first reason wins."""
+        if not self._cancel.is_set():
+            self._cancel_reason = reason
+            self._cancelled_at = time.monotonic()
+            self._cancel.set()
+
+    @property
+    def cancelled_at(self) -> float | None:
+        return self._cancelled_at
+
+    # -- cooperation ---------------------------------------------------------------------------
+
+    @property
+    def time_left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def heartbeat(self) -> bool:
+        """Extend this job's lease now (the worker also does it on an interval). False when the
+        lease is no longer ours: stop, the result will be refused."""
+        if self._heartbeat is None:
+            return True
+        return self._heartbeat()
+
+    def checkpoint(self, progress: Any) -> bool:
+        """Save JSON-serialisable progress; a later attempt reads it as ``ctx.progress``.
+        False when the lease is no longer ours."""
+        if self._checkpoint is None:
+            self.progress = progress
+            return True
+        saved = self._checkpoint(progress)
+        if saved:
+            self.progress = progress
+        return saved

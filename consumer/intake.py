@@ -1,0 +1,362 @@
+"""From polled messages to leased work: decode, wait for due retries, claim in one statement,
+and sort out what the claim did not take.
+
+| message / job row                              | what happens                                  |
+| ---------------------------------------------- | --------------------------------------------- |
+| undecodable, oversized, unknown schema, empty  | DLQ with the raw bytes and the reason         |
+| invalid tenant id                              | DLQ (never a metric label)                    |
+| retry-tier message not yet due                 | partition paused until due, re-read then      |
+| due but past the last tier's delay             | hops into the tier that covers the rest       |
+| claimed                                        | queued for fair dispatch (or, unknown job     |
+|                                                | type, sent round the tiers within a budget)   |
+| job already terminal / ours already            | offset done                                   |
+| cancel requested before it ran                 | canceled, offset done                         |
+| attempts used up at lease time                 | dead with the reason, DLQ, offset done        |
+| same job id, different payload                 | DLQ as a conflict; the original is kept       |
+| leased by another live worker                  | parked, claimed again when the lease ends     |
+| waiting, not due, main topic                   | offset done: its retry message owns the wait  |
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from confluent_kafka import Message
+from tenantq import headers
+from tenantq.consumer.outcomes import Verdict
+from tenantq.consumer.publisher import Outgoing, dead_letter, retry_message
+from tenantq.consumer.work import WorkItem
+from tenantq.errors import EnvelopeError, InvalidTenantId
+from tenantq.partitioner.tenant_id import validate_tenant_id
+from tenantq.schemas.envelope import decode_envelope
+from tenantq.states import JobState
+
+if TYPE_CHECKING:
+    from tenantq.consumer.worker import Worker
+
+log = logging.getLogger("tenantq.worker")
+
+#: How often a parked job (leased by another live worker) is tried again at most.
+PARK_RECHECK_SECONDS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Polled:
+    """A consumed record with the fields the client types as optional made definite."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+    timestamp_ms: int
+
+    @classmethod
+    def of(cls, message: Message) -> Polled:
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        assert topic is not None and partition is not None and offset is not None
+        listed = message.headers() or []
+        pairs = listed.items() if isinstance(listed, dict) else listed
+        raw_headers = [
+            (str(k), v if isinstance(v, bytes) else str(v).encode())
+            for k, v in pairs
+            if v is not None
+        ]
+        key = message.key()
+        value = message.value()
+        return cls(
+            topic,
+            partition,
+            offset,
+            key if isinstance(key, bytes) or key is None else str(key).encode(),
+            value if isinstance(value, bytes) or value is None else str(value).encode(),
+            raw_headers,
+            message.timestamp()[1],
+        )
+
+
+class Intake:
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.parked: list[WorkItem] = []
+
+    # -- messages ----------------------------------------------------------------------------
+
+    def take(self, messages: list[Message]) -> None:
+        worker = self.worker
+        dead_letters: list[tuple[Outgoing, tuple[str, int, int]]] = []
+        hops: list[tuple[Outgoing, tuple[str, int, int]]] = []
+        items: list[WorkItem] = []
+        now_wall = time.time()
+        for message in map(Polled.of, messages):
+            topic, partition, offset = message.topic, message.partition, message.offset
+            partitions = worker.partitions
+            if partitions.held(topic, partition) or not partitions.owns(topic, partition):
+                continue  # a rewound or revoked partition: its messages come again
+            queue_name, tier = worker.queue_of_topic[topic]
+            raw_headers = message.headers
+            if tier is not None:
+                due_ms = _due_ms(raw_headers)
+                if due_ms is not None and due_ms > now_wall * 1000:
+                    delay = worker.settings.queue(queue_name).retry_delays_seconds[tier]
+                    written_ms = message.timestamp_ms
+                    release_ms = float(due_ms)
+                    if written_ms > 0:
+                        release_ms = min(due_ms, written_ms + delay * 1000)
+                    if release_ms > now_wall * 1000:
+                        wait = (release_ms - now_wall * 1000) / 1000
+                        worker.partitions.hold(
+                            worker.consumer, topic, partition, offset, time.monotonic() + wait
+                        )
+                        continue
+                    # The tier's delay has passed but the job is not due: hop onwards.
+                    worker.partitions.take(topic, partition, offset)
+                    hop = self._hop(message, queue_name, raw_headers, due_ms)
+                    hops.append((hop, (topic, partition, offset)))
+                    continue
+            if not worker.partitions.take(topic, partition, offset):
+                continue
+            value = message.value
+            try:
+                envelope = decode_envelope(value, max_bytes=worker.settings.max_message_bytes)
+                validate_tenant_id(envelope.tenant_id)
+            except (EnvelopeError, InvalidTenantId) as error:
+                reason = getattr(error, "reason", "invalid_tenant")
+                log.warning("undecodable message %s[%d]@%d: %s", topic, partition, offset, error)
+                dead_letters.append(
+                    (
+                        dead_letter(
+                            worker.topics[queue_name],
+                            key=message.key,
+                            value=value,
+                            base_headers=raw_headers,
+                            error_class=f"Undecodable:{reason}",
+                            error_message=str(error),
+                            attempts=0,
+                            worker=worker.worker_id,
+                            source=(topic, partition, offset),
+                            max_body_bytes=worker.settings.max_message_bytes,
+                        ),
+                        (topic, partition, offset),
+                    )
+                )
+                continue
+            job_type = worker.app.find(envelope.job_type)
+            max_attempts = (
+                envelope.max_attempts
+                or (job_type.max_attempts if job_type else None)
+                or worker.settings.worker.default_max_attempts
+            )
+            items.append(
+                WorkItem(
+                    topic=topic,
+                    partition=partition,
+                    offset=offset,
+                    key=message.key,
+                    value=value or b"",
+                    headers=raw_headers,
+                    timestamp_ms=message.timestamp_ms,
+                    queue=queue_name,
+                    envelope=envelope,
+                    max_attempts=max_attempts,
+                    tier=tier,
+                )
+            )
+        self._publish_and_mark(dead_letters + hops)
+        if worker.metrics is not None:
+            for outgoing, (topic, _, _) in dead_letters:
+                worker.metrics.dead_lettered(
+                    worker.queue_of_topic[topic][0],
+                    "(undecodable)",
+                    dict(outgoing.headers)[headers.ERROR_CLASS].decode(),
+                )
+        self.claim(items)
+
+    def _hop(
+        self, message: Polled, queue_name: str, raw_headers: list[tuple[str, bytes]], due_ms: int
+    ) -> Outgoing:
+        worker = self.worker
+        definition = worker.settings.queue(queue_name)
+        wait = max(0.0, due_ms / 1000 - time.time())
+        reason = dict(raw_headers).get(headers.DELAY_REASON, b"retry").decode(errors="replace")
+        return retry_message(
+            worker.topics[queue_name],
+            definition.retry_delays_seconds,
+            key=message.key,
+            value=message.value or b"",
+            base_headers=raw_headers,
+            wait_seconds=wait,
+            reason=reason,
+            partition=message.partition % definition.tier_partitions,
+        )
+
+    def _publish_and_mark(self, outgoing: list[tuple[Outgoing, tuple[str, int, int]]]) -> None:
+        if not outgoing:
+            return
+        acknowledged = self.worker.publisher.publish([message for message, _ in outgoing])
+        for (_, (topic, partition, offset)), ok in zip(outgoing, acknowledged, strict=True):
+            if ok:
+                self.worker.partitions.done(topic, partition, offset)
+            else:
+                # Not written: rewind so the message is read (and routed) again.
+                self.worker.partitions.hold(
+                    self.worker.consumer, topic, partition, offset, time.monotonic() + 1.0
+                )
+
+    # -- claims ------------------------------------------------------------------------------
+
+    def claim(self, items: list[WorkItem]) -> None:
+        if not items:
+            return
+        worker = self.worker
+        unique: dict[uuid.UUID, WorkItem] = {}
+        for item in items:
+            if item.envelope.job_id in unique:
+                # The same job twice in one batch (a producer retry): the first one stands,
+                # and its lower offset holds the commit point until it is durable.
+                worker.partitions.done(item.topic, item.partition, item.offset)
+            else:
+                unique[item.envelope.job_id] = item
+        settings = worker.settings.worker
+        leases = worker.store.claim_batch(
+            [item.claim_request() for item in unique.values()],
+            settings.lease_seconds,
+            settings.stale_owner_seconds,
+        )
+        for job_id, lease in leases.items():
+            item = unique[job_id]
+            item.lease = lease
+            worker.hold(item)
+            if not lease.inserted and worker.metrics is not None and item.tier is None:
+                worker.metrics.lease_takeover(item.queue)
+            job_type = worker.job_type_of(item.job_type)
+            if job_type is None:
+                worker.complete_without_running(item, self._unknown_type_verdict(item))
+            else:
+                worker.dispatcher.push(item)
+        rest = [item for job_id, item in unique.items() if job_id not in leases]
+        if rest:
+            self._sort_out(rest)
+
+    def _unknown_type_verdict(self, item: WorkItem) -> Verdict:
+        """No handler here: maybe a deploy is rolling out. Retry within a budget, then dead."""
+        worker = self.worker
+        assert item.lease is not None
+        budget = min(item.lease.max_attempts, worker.settings.worker.unknown_type_attempts)
+        message = f"unknown job type {item.job_type!r} (no handler in this worker group)"
+        if item.lease.attempt >= budget:
+            return Verdict("dead", JobState.DEAD, "UnknownJobType", message)
+        delay = worker.retry_policy.delay(item.lease.attempt)
+        return Verdict(
+            "retrying", JobState.RETRYING, "UnknownJobType", message, delay_seconds=delay
+        )
+
+    def _sort_out(self, items: list[WorkItem]) -> None:
+        worker = self.worker
+        statuses = worker.store.states_of(item.envelope.job_id for item in items)
+        now = time.monotonic()
+        to_cancel, to_bury, conflicts = [], [], []
+        for item in items:
+            status = statuses.get(item.envelope.job_id)  # type: ignore[call-overload]
+            done = True
+            if status is None:
+                # Not inserted: its idempotency key belongs to another job. The original
+                # stands; this copy is a duplicate by key.
+                log.info(
+                    "job %s: idempotency key %r already used",
+                    item.envelope.job_id,
+                    item.envelope.idempotency_key,
+                )
+            elif status.state.terminal:
+                pass
+            elif status.payload_sha256 not in (None, item.payload_sha256):
+                conflicts.append(item)
+                done = False
+            elif status.cancel_requested and status.state is not JobState.LEASED:
+                to_cancel.append(item)
+            elif status.attempts >= status.max_attempts and (
+                status.state is not JobState.LEASED or status.lease_left_seconds <= 0
+            ):
+                to_bury.append(item)
+                done = False
+            elif status.state is JobState.LEASED and status.lease_owner == worker.worker_id:
+                pass  # already running here: the lower offset holds the commit point
+            elif status.state is JobState.LEASED:
+                item.retry_claim_at = now + min(
+                    PARK_RECHECK_SECONDS, max(0.05, status.lease_left_seconds)
+                )
+                self.parked.append(item)
+                done = False
+            elif not status.due and item.tier is not None:
+                # Due by the worker's clock, not yet by the database's: wait the difference.
+                item.retry_claim_at = now + 0.2
+                self.parked.append(item)
+                done = False
+            if done:
+                worker.partitions.done(item.topic, item.partition, item.offset)
+        if to_cancel:
+            worker.store.cancel_waiting(item.envelope.job_id for item in to_cancel)
+        buried = worker.store.bury_exhausted(item.envelope.job_id for item in to_bury)
+        self._dead_letter_items(
+            [i for i in to_bury if i.envelope.job_id in buried],
+            "AttemptsExhausted",
+            "max attempts reached at lease time (the handler never finished: crash, kill or hang)",
+        )
+        for item in to_bury:
+            if item.envelope.job_id not in buried:
+                worker.partitions.done(item.topic, item.partition, item.offset)
+        self._dead_letter_items(
+            conflicts, "JobConflict", "same job id with a different payload; the original is kept"
+        )
+
+    def _dead_letter_items(self, items: list[WorkItem], error_class: str, message: str) -> None:
+        worker = self.worker
+        outgoing = [
+            (
+                dead_letter(
+                    worker.topics[item.queue],
+                    key=item.key,
+                    value=item.value,
+                    base_headers=item.headers,
+                    error_class=error_class,
+                    error_message=message,
+                    attempts=item.max_attempts,
+                    worker=worker.worker_id,
+                    source=item.source,
+                ),
+                item.source,
+            )
+            for item in items
+        ]
+        self._publish_and_mark(outgoing)
+
+    # -- parked ----------------------------------------------------------------------------------
+
+    def retry_parked(self) -> None:
+        if not self.parked:
+            return
+        now = time.monotonic()
+        due = [item for item in self.parked if item.retry_claim_at <= now]
+        if not due:
+            return
+        self.parked = [item for item in self.parked if item.retry_claim_at > now]
+        self.claim(due)
+
+    def drop_parked(self, predicate: Callable[[WorkItem], bool]) -> None:
+        self.parked = [item for item in self.parked if not predicate(item)]
+
+
+def _due_ms(raw_headers: list[tuple[str, bytes]]) -> int | None:
+    for key, value in raw_headers:
+        if key == headers.DUE_AT_MS:
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None

@@ -1,0 +1,51 @@
+"""Per-partition offset bookkeeping: messages finish out of order, the committed offset only
+ever moves up to the lowest offset whose job has not reached a durable state."""
+
+from __future__ import annotations
+
+from collections import deque
+
+
+class PartitionOffsets:
+    """Offsets taken from one partition and which of them are durably done.
+
+    ``commit_position`` is what Kafka should store: the next offset to read after a restart,
+    i.e. the lowest unfinished offset, or one past the last taken when all are done.
+    """
+
+    __slots__ = ("_taken", "_done", "_next")
+
+    def __init__(self) -> None:
+        self._taken: deque[int] = deque()
+        self._done: set[int] = set()
+        self._next: int | None = None
+
+    def take(self, offset: int) -> None:
+        if self._taken and offset <= self._taken[-1]:
+            # A redelivery after a seek: already tracked.
+            return
+        self._taken.append(offset)
+        self._next = offset + 1 if self._next is None else max(self._next, offset + 1)
+
+    def done(self, offset: int) -> None:
+        self._done.add(offset)
+        taken, finished = self._taken, self._done
+        while taken and taken[0] in finished:
+            finished.discard(taken.popleft())
+
+    def forget_from(self, offset: int) -> None:
+        """Drop every offset >= ``offset`` (the partition was rewound to re-read them)."""
+        while self._taken and self._taken[-1] >= offset:
+            self._done.discard(self._taken.pop())
+        if self._next is not None and self._next > offset:
+            self._next = offset
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._taken)
+
+    @property
+    def commit_position(self) -> int | None:
+        if self._taken:
+            return self._taken[0]
+        return self._next

@@ -1,0 +1,165 @@
+"""The partitions a worker owns: their offsets, read-ahead windows and pauses.
+
+A partition is paused when its read-ahead window is full (too many messages taken and not yet
+durably done) and resumed when half of it has drained, so a slow partition never makes the
+worker buffer without bound and the poll loop never blocks. Retry-tier partitions are also
+paused until their head message is due (``hold_until``), then resumed; the rest keep flowing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from tenantq.consumer.offsets import PartitionOffsets
+
+log = logging.getLogger("tenantq.worker")
+
+Key = tuple[str, int]
+
+
+@dataclass
+class PartitionState:
+    offsets: PartitionOffsets = field(default_factory=PartitionOffsets)
+    paused_full: bool = False
+    #: Monotonic time until which the partition waits for its head message to become due.
+    hold_until: float | None = None
+    revoked: bool = False
+    stored: int | None = None
+    committed: int | None = None
+
+
+class Partitions:
+    def __init__(self, window: int) -> None:
+        self.window = window
+        self.states: dict[Key, PartitionState] = {}
+        self._paused_all = False
+
+    def assigned(self, partitions: list[TopicPartition]) -> None:
+        for p in partitions:
+            # A fresh state on every assignment: positions come from the committed offsets,
+            # never from a stale paused position (librdkafka #4686).
+            self.states[(p.topic, p.partition)] = PartitionState()
+
+    def owns(self, topic: str, partition: int) -> bool:
+        state = self.states.get((topic, partition))
+        return state is not None and not state.revoked
+
+    def take(self, topic: str, partition: int, offset: int) -> bool:
+        state = self.states.get((topic, partition))
+        if state is None or state.revoked:
+            return False
+        state.offsets.take(offset)
+        return True
+
+    def done(self, topic: str, partition: int, offset: int) -> None:
+        state = self.states.get((topic, partition))
+        if state is not None:
+            state.offsets.done(offset)
+
+    def hold(
+        self, consumer: Consumer, topic: str, partition: int, offset: int, until: float
+    ) -> None:
+        """Rewind to ``offset`` and pause until ``until`` (monotonic): the head is not due."""
+        state = self.states.get((topic, partition))
+        if state is None or state.revoked:
+            return
+        state.offsets.forget_from(offset)
+        state.hold_until = until
+        tp = TopicPartition(topic, partition, offset)
+        try:
+            consumer.pause([tp])
+            consumer.seek(tp)
+        except KafkaException as error:
+            log.debug("pause/seek of %s[%d] failed: %s", topic, partition, error)
+
+    def held(self, topic: str, partition: int) -> bool:
+        state = self.states.get((topic, partition))
+        return state is not None and state.hold_until is not None
+
+    def apply_flow_control(self, consumer: Consumer) -> None:
+        if self._paused_all:
+            return
+        now = time.monotonic()
+        pause: list[TopicPartition] = []
+        resume: list[TopicPartition] = []
+        for (topic, partition), state in self.states.items():
+            if state.revoked:
+                continue
+            in_flight = state.offsets.in_flight
+            if state.hold_until is not None:
+                if now >= state.hold_until:
+                    state.hold_until = None
+                    if not state.paused_full:
+                        resume.append(TopicPartition(topic, partition))
+                continue
+            if not state.paused_full and in_flight >= self.window:
+                state.paused_full = True
+                pause.append(TopicPartition(topic, partition))
+            elif state.paused_full and in_flight <= self.window // 2:
+                state.paused_full = False
+                resume.append(TopicPartition(topic, partition))
+        try:
+            if pause:
+                consumer.pause(pause)
+            if resume:
+                consumer.resume(resume)
+        except KafkaException as error:
+            log.debug("pause/resume failed: %s", error)
+
+    def pause_all(self, consumer: Consumer) -> None:
+        self._paused_all = True
+        try:
+            assignment = consumer.assignment()
+            if assignment:
+                consumer.pause(assignment)
+        except KafkaException as error:
+            log.debug("pause_all failed: %s", error)
+
+    def store(self, consumer: Consumer) -> None:
+        """Store the commit position of every partition that moved (committed by the client's
+        auto-commit, or by ``commit`` on revoke and shutdown)."""
+        to_store = []
+        for (topic, partition), state in self.states.items():
+            position = state.offsets.commit_position
+            if state.revoked or position is None or position == state.stored:
+                continue
+            state.stored = position
+            to_store.append(TopicPartition(topic, partition, position))
+        if not to_store:
+            return
+        try:
+            consumer.store_offsets(offsets=to_store)
+        except KafkaException as error:
+            # _STATE: a partition is no longer ours (lost in a rebalance): not a crash.
+            log.debug("store_offsets: %s", error)
+
+    def commit(self, consumer: Consumer, keys: set[Key] | None) -> None:
+        """Synchronously commit the stored positions of ``keys`` (all when None)."""
+        offsets = []
+        for key, state in self.states.items():
+            if keys is not None and key not in keys:
+                continue
+            position = state.offsets.commit_position
+            if position is not None and position != state.committed:
+                offsets.append(TopicPartition(key[0], key[1], position))
+                state.committed = position
+        if not offsets:
+            return
+        try:
+            consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as error:
+            # REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID: ownership moved on.
+            log.info("commit refused (%s); the next owner re-reads from the last commit", error)
+
+    def mark_revoked(self, keys: set[Key]) -> None:
+        for key in keys:
+            state = self.states.get(key)
+            if state is not None:
+                state.revoked = True
+
+    def forget(self, keys: set[Key]) -> None:
+        for key in keys:
+            self.states.pop(key, None)

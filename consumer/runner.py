@@ -1,0 +1,197 @@
+"""Running handlers off the poll thread, with hard timeouts enforced from outside.
+
+Sync handlers run on a set of handler threads; async handlers on one event-loop thread. A
+handler that overruns its timeout is given up on: its context is cancelled, its result posted
+as a timeout, and (for a sync handler, whose thread cannot be killed) a replacement thread is
+started so capacity does not leak. Whatever the abandoned handler returns later is dropped; the
+store would refuse it anyway, since the attempt is fenced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenantq.app import JobType
+from tenantq.consumer.context import JobContext
+from tenantq.errors import PayloadValidationError
+
+
+@dataclass(eq=False)
+class Task:
+    """One attempt being run."""
+
+    job_type: JobType
+    payload: bytes
+    context: JobContext
+    deadline: float
+    item: Any = None
+    started: float = field(default_factory=time.monotonic)
+    finished: float | None = None
+    error: BaseException | None = None
+    timed_out: bool = False
+    _future: concurrent.futures.Future[Any] | None = field(default=None, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def duration(self) -> float:
+        return (self.finished or time.monotonic()) - self.started
+
+
+def decode_payload(job_type: JobType, payload: bytes) -> Any:
+    """The handler's payload object: the job type's model, or plain JSON."""
+    if job_type.model is not None:
+        try:
+            return job_type.model.model_validate_json(payload)
+        except Exception as error:  # pydantic.ValidationError, bad JSON
+            raise PayloadValidationError(
+                f"payload of {job_type.name!r} does not fit its model: {error}"
+            ) from None
+    try:
+        return json.loads(payload)
+    except ValueError as error:
+        raise PayloadValidationError(f"payload of {job_type.name!r} is not JSON: {error}") from None
+
+
+class HandlerRunner:
+    """Runs tasks; finished ones are handed to ``on_finished`` (from any thread)."""
+
+    def __init__(self, slots: int, on_finished: Callable[[Task], None]) -> None:
+        self.slots = slots
+        self._on_finished = on_finished
+        self._lock = threading.Lock()
+        self._work: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
+        self._running: set[Task] = set()
+        self._threads: set[threading.Thread] = set()
+        # Threads stuck in a handler past its timeout: they exit when (if) it returns.
+        self._abandoned: set[threading.Thread] = set()
+        self._loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(
+            target=self._loop.run_forever, name="tenantq-async-handlers", daemon=True
+        )
+        self._loop_thread.start()
+        for _ in range(slots):
+            self._spawn_thread()
+
+    # -- public ------------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> int:
+        with self._lock:
+            return len(self._running)
+
+    def running(self) -> list[Task]:
+        with self._lock:
+            return list(self._running)
+
+    def submit(self, task: Task) -> None:
+        with self._lock:
+            self._running.add(task)
+        if task.job_type.is_async:
+            task._future = asyncio.run_coroutine_threadsafe(self._run_async(task), self._loop)
+        else:
+            self._work.put(task)
+
+    def expire(self, now: float | None = None) -> list[Task]:
+        """Give up on tasks past their deadline; returns them (already handed over)."""
+        now = time.monotonic() if now is None else now
+        expired = [task for task in self.running() if task.deadline <= now]
+        for task in expired:
+            task.context.signal_cancel("timeout")
+            if self._finish(task, None, timed_out=True):
+                if task._future is not None:
+                    task._future.cancel()
+                elif task._thread is not None:
+                    with self._lock:
+                        self._abandoned.add(task._thread)
+                    self._spawn_thread()
+        return expired
+
+    def abandon(self, task: Task) -> bool:
+        """Stop waiting for ``task`` (revoke, shutdown): its late result will be dropped.
+        True when it was still running."""
+        with self._lock:
+            if task not in self._running:
+                return False
+            self._running.discard(task)
+            if task._thread is not None:
+                self._abandoned.add(task._thread)
+        if task._future is not None:
+            task._future.cancel()
+        elif task._thread is not None:
+            self._spawn_thread()
+        return True
+
+    def stop(self, timeout: float = 5.0) -> None:
+        with self._lock:
+            threads = list(self._threads)
+        for _ in threads:
+            self._work.put(None)
+        deadline = time.monotonic() + timeout
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._loop_thread.join(max(0.0, deadline - time.monotonic()))
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _finish(self, task: Task, error: BaseException | None, *, timed_out: bool = False) -> bool:
+        with self._lock:
+            if task not in self._running:
+                return False  # already timed out: this late result is dropped
+            self._running.discard(task)
+        task.finished = time.monotonic()
+        task.error = error
+        task.timed_out = timed_out
+        self._on_finished(task)
+        return True
+
+    def _spawn_thread(self) -> None:
+        thread = threading.Thread(target=self._thread_main, name="tenantq-handler", daemon=True)
+        with self._lock:
+            self._threads.add(thread)
+        thread.start()
+
+    def _thread_main(self) -> None:
+        me = threading.current_thread()
+        while True:
+            task = self._work.get()
+            if task is None:
+                break
+            task._thread = me
+            self._run_sync(task)
+            with self._lock:
+                if me in self._abandoned:
+                    self._abandoned.discard(me)
+                    break
+        with self._lock:
+            self._threads.discard(me)
+
+    def _run_sync(self, task: Task) -> None:
+        error: BaseException | None = None
+        try:
+            handler = task.job_type.handler
+            assert handler is not None
+            handler(task.context, decode_payload(task.job_type, task.payload))
+        except BaseException as raised:  # noqa: BLE001 - classified by the worker
+            error = raised
+        self._finish(task, error)
+
+    async def _run_async(self, task: Task) -> None:
+        error: BaseException | None = None
+        try:
+            handler = task.job_type.handler
+            assert handler is not None
+            await handler(task.context, decode_payload(task.job_type, task.payload))
+        except asyncio.CancelledError as cancelled:
+            error = cancelled
+        except BaseException as raised:  # noqa: BLE001 - classified by the worker
+            error = raised
+        self._finish(task, error)

@@ -1,0 +1,78 @@
+"""``tenantq worker --processes P``: P worker processes, each one group member, restarted when
+one dies (a handler that calls ``os._exit`` or is killed by the OOM killer takes its process,
+not the pool). SIGTERM/SIGINT are passed on, so each child drains gracefully."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+
+log = logging.getLogger("tenantq.supervisor")
+
+#: A child that dies sooner than this after starting is restarted with a growing delay.
+FAST_DEATH_SECONDS = 5.0
+
+
+class Supervisor:
+    def __init__(self, child_arguments: Sequence[str], processes: int) -> None:
+        self.child_arguments = list(child_arguments)
+        self.processes = processes
+        self.children: dict[int, tuple[subprocess.Popen[bytes], float]] = {}
+        self.restarts = 0
+        self._stopping = False
+        self._signals = 0
+
+    def _spawn(self, slot: int) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "tenantq.cli",
+            "worker",
+            *self.child_arguments,
+            "--processes",
+            "1",
+        ]
+        self.children[slot] = (subprocess.Popen(command), time.monotonic())
+
+    def _forward(self, number: int, _frame: object) -> None:
+        self._stopping = True
+        self._signals += 1
+        for process, _ in self.children.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM if self._signals == 1 else signal.SIGINT)
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._forward)
+        signal.signal(signal.SIGINT, self._forward)
+        for slot in range(self.processes):
+            self._spawn(slot)
+        delays = dict.fromkeys(range(self.processes), 0.5)
+        while True:
+            time.sleep(0.2)
+            alive = 0
+            for slot, (process, started) in list(self.children.items()):
+                code = process.poll()
+                if code is None:
+                    alive += 1
+                    continue
+                if self._stopping:
+                    continue
+                lived = time.monotonic() - started
+                delays[slot] = 0.5 if lived > FAST_DEATH_SECONDS else min(delays[slot] * 2, 30.0)
+                log.warning(
+                    "worker process %d exited with %s after %.1fs; restarting in %.1fs",
+                    process.pid,
+                    code,
+                    lived,
+                    delays[slot],
+                )
+                time.sleep(delays[slot])
+                self.restarts += 1
+                self._spawn(slot)
+                alive += 1
+            if self._stopping and alive == 0:
+                return 0

@@ -1,0 +1,66 @@
+"""The unit the worker moves around: one Kafka message, its decoded envelope and its lease."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from tenantq.schemas.envelope import Envelope
+from tenantq.store.job_store import ClaimRequest, Lease
+
+
+@dataclass(eq=False, slots=True)
+class WorkItem:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    headers: list[tuple[str, bytes]]
+    timestamp_ms: int | None
+    queue: str
+    envelope: Envelope
+    max_attempts: int
+    tier: int | None = None
+    lease: Lease | None = None
+    #: For jobs leased by another live worker: when to try the claim again.
+    retry_claim_at: float = 0.0
+    payload_sha256: bytes = field(default=b"")
+
+    def __post_init__(self) -> None:
+        if not self.payload_sha256:
+            self.payload_sha256 = hashlib.sha256(self.envelope.payload).digest()
+
+    @property
+    def tenant_id(self) -> str:
+        return self.envelope.tenant_id
+
+    @property
+    def job_type(self) -> str:
+        return self.envelope.job_type
+
+    @property
+    def job_id(self) -> object:
+        return self.envelope.job_id
+
+    @property
+    def source(self) -> tuple[str, int, int]:
+        return (self.topic, self.partition, self.offset)
+
+    def claim_request(self) -> ClaimRequest:
+        env = self.envelope
+        return ClaimRequest(
+            job_id=env.job_id,
+            queue=self.queue,
+            job_type=env.job_type,
+            tenant_id=env.tenant_id,
+            partition_key=env.partition_key,
+            payload=env.payload,
+            payload_sha256=self.payload_sha256,
+            max_attempts=self.max_attempts,
+            idempotency_key=env.idempotency_key,
+            origin_topic=self.topic,
+            origin_partition=self.partition,
+            origin_offset=self.offset,
+            enqueued_at=env.created_at,
+        )

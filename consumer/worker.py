@@ -1,0 +1,560 @@
+"""The worker: one Kafka consumer-group member per process that runs handlers, with Postgres as
+the truth.
+
+One thread (the poll loop) owns the consumer: it polls, claims, dispatches, writes results,
+stores offsets and reacts to rebalances; it never waits on a handler. Handlers run on the
+``HandlerRunner``; leases are extended by the ``Heartbeat`` thread.
+
+Per poll batch: decode every message (undecodable ones go to the DLQ), claim all of them in one
+statement, sort out the rest (already terminal: done; leased by a live worker: parked; attempts
+used up: dead), and queue the leases for fair dispatch. Results are written in batches fenced
+by (job id, attempt, owner); retries and dead letters are acknowledged by Kafka before their
+job row moves and before the source offset is marked done. Offsets are stored only up to the
+lowest offset of each partition whose job has not reached a durable state.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from tenantq.app import App, JobType
+from tenantq.consumer.context import JobContext
+from tenantq.consumer.dispatcher import FairDispatcher
+from tenantq.consumer.heartbeat import Heartbeat
+from tenantq.consumer.intake import Intake
+from tenantq.consumer.outcomes import Verdict, classify, released
+from tenantq.consumer.partitions import Partitions
+from tenantq.consumer.publisher import Outgoing, Publisher, dead_letter, retry_message
+from tenantq.consumer.retry_policy import RetryPolicy
+from tenantq.consumer.runner import HandlerRunner, Task
+from tenantq.consumer.work import WorkItem
+from tenantq.settings import Settings
+from tenantq.states import JobState
+from tenantq.store.job_store import JobStore, Result
+from tenantq.topic_admin import queue_topics
+from tenantq.topics import QueueTopics, consumer_group
+
+log = logging.getLogger("tenantq.worker")
+
+
+class Completion:
+    """A verdict waiting to be written: from a finished task, or decided without running."""
+
+    __slots__ = ("item", "verdict", "duration", "started_wall")
+
+    def __init__(
+        self, item: WorkItem, verdict: Verdict, duration: float, started_wall: Any
+    ) -> None:
+        self.item = item
+        self.verdict = verdict
+        self.duration = duration
+        self.started_wall = started_wall
+
+
+class Worker:
+    """Runs the handlers of ``app`` for ``queues`` as one member of each queue's group.
+
+    Several queues are served by weight (``TENANTQ_QUEUES`` weights) or, with
+    ``strict_priority=True``, strictly in the order given.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        queues: list[str] | None = None,
+        *,
+        settings: Settings | None = None,
+        concurrency: int | None = None,
+        strict_priority: bool = False,
+        worker_id: str | None = None,
+        retry_policy: RetryPolicy | None = None,
+        install_signal_handlers: bool = True,
+    ) -> None:
+        self.app = app
+        self.settings = settings or app.settings
+        self.queues = queues or app.queues() or ["default"]
+        self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.slots = concurrency or self.settings.worker.concurrency
+        self.retry_policy = retry_policy or RetryPolicy()
+        self.install_signal_handlers = install_signal_handlers
+        self.topics: dict[str, QueueTopics] = {
+            q: queue_topics(self.settings, q) for q in self.queues
+        }
+        self.queue_of_topic: dict[str, tuple[str, int | None]] = {}
+        for name, topics in self.topics.items():
+            self.queue_of_topic[topics.main] = (name, None)
+            for tier, topic in enumerate(topics.retries):
+                self.queue_of_topic[topic] = (name, tier)
+        weights = {q: self.settings.queue(q).weight for q in self.queues}
+        self.dispatcher: FairDispatcher[WorkItem] = FairDispatcher(weights, strict=strict_priority)
+        self._finished: queue.SimpleQueue[Task] = queue.SimpleQueue()
+        self._pending: list[Completion] = []
+        self._tasks: dict[uuid.UUID, Task] = {}
+        self._held_lock = threading.Lock()
+        self._held: dict[uuid.UUID, WorkItem] = {}
+        self._type_running: dict[str, int] = {}
+        self._stop_requested = threading.Event()
+        self._drain_deadline: float | None = None
+        self.stats: dict[str, int] = {"succeeded": 0, "stale_refused": 0, "executed": 0}
+        self.metrics: Any = None
+
+    # -- lifecycle --
+
+    @property
+    def group_id(self) -> str:
+        """One consumer per process joins one group: the queue's own, or for a worker of
+        several queues, the group of that queue set (run every worker of those queues with the
+        same set)."""
+        return consumer_group(self.settings.topic_prefix, "+".join(sorted(self.queues)))
+
+    def stop(self, *, immediately: bool = False) -> None:
+        """Ask for a graceful stop (thread-safe); ``immediately`` skips the drain window."""
+        if self._stop_requested.is_set() or immediately:
+            self._drain_deadline = time.monotonic()
+        self._stop_requested.set()
+
+    def run(self) -> None:
+        """Run until ``stop()`` or SIGTERM/SIGINT (a second signal shortens the drain)."""
+        self._start()
+        try:
+            while not self._stop_requested.is_set():
+                self._loop_once()
+            self._drain()
+        finally:
+            self._close()
+
+    def _start(self) -> None:
+        settings = self.settings
+        self.store = JobStore.open(settings, self.worker_id)
+        self.side_store = JobStore.open(settings, self.worker_id)
+        self.side_lock = threading.Lock()
+        self.store.register_worker(socket.gethostname(), os.getpid(), self.queues, self.slots)
+        self.metrics = _make_metrics(settings)
+        self.publisher = Publisher(settings, f"tenantq-worker-{self.worker_id}")
+        self.runner = HandlerRunner(self.slots, self._finished.put)
+        self.partitions = Partitions(self.settings.worker.read_ahead_per_partition)
+        self.intake = Intake(self)
+        self.heartbeat = Heartbeat(
+            self.side_store,
+            self.side_lock,
+            interval=settings.worker.heartbeat_interval_seconds,
+            lease_seconds=settings.worker.lease_seconds,
+            held=self._held_ids,
+            usage=lambda: (self.runner.busy, self.slots),
+            on_cancel=lambda job_id: self._signal(job_id, "operator"),
+            on_lost=lambda job_id: self._signal(job_id, "lease_lost"),
+        )
+        self.heartbeat.start()
+        config = settings.kafka_client_config(
+            **{
+                "group.id": self.group_id,
+                "client.id": f"tenantq-{self.worker_id}",
+                "partition.assignment.strategy": "cooperative-sticky",
+                "enable.auto.commit": True,
+                "auto.commit.interval.ms": 1000,
+                # Offsets are stored by hand, only behind durable job state.
+                "enable.auto.offset.store": False,
+                "auto.offset.reset": "earliest",
+                "enable.partition.eof": False,
+                "session.timeout.ms": 10000,
+                "heartbeat.interval.ms": 1000,
+                "max.poll.interval.ms": 300000,
+                "fetch.max.bytes": 16 * 1024 * 1024,
+            }
+        )
+        self.consumer = Consumer(config)
+        topics = [t for q in self.queues for t in (self.topics[q].main, *self.topics[q].retries)]
+        self.consumer.subscribe(
+            topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+        if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, lambda *_: self.stop())
+            signal.signal(signal.SIGINT, lambda *_: self.stop())
+        log.info("worker %s started: queues=%s slots=%d", self.worker_id, self.queues, self.slots)
+
+    # -- the poll loop --
+
+    def _loop_once(self) -> None:
+        busy = self.runner.busy or len(self.dispatcher) or self._pending
+        messages = self.consumer.consume(
+            num_messages=self.settings.worker.poll_batch, timeout=0.02 if busy else 0.1
+        )
+        if messages:
+            self.intake.take([m for m in messages if self._usable(m)])
+        self.intake.retry_parked()
+        self._expire()
+        self._collect_finished()
+        self._write_completions()
+        self._dispatch()
+        self.partitions.apply_flow_control(self.consumer)
+
+    def _usable(self, message: Message) -> bool:
+        error = message.error()
+        if error is None:
+            return True
+        if error.code() != KafkaError._PARTITION_EOF:
+            log.warning("consumer error: %s", error)
+        return False
+
+    def _dispatch(self) -> None:
+        if self._drain_deadline is not None or self._stop_requested.is_set():
+            return
+        while self.runner.busy < self.slots and len(self.dispatcher):
+            item = self.dispatcher.pop(self._type_has_room)
+            if item is None:
+                return
+            self._start_task(item)
+
+    def _type_has_room(self, item: WorkItem) -> bool:
+        job_type = self.app.find(item.job_type)
+        limit = job_type.concurrency if job_type else None
+        return limit is None or self._type_running.get(item.job_type, 0) < limit
+
+    def _start_task(self, item: WorkItem) -> None:
+        job_type = self.app.job_type(item.job_type)
+        lease = item.lease
+        assert lease is not None
+        timeout = job_type.timeout or self.settings.worker.default_timeout_seconds
+        job_id = item.envelope.job_id
+        context = JobContext(
+            job_id=job_id,
+            queue=item.queue,
+            job_type=item.job_type,
+            tenant=item.tenant_id,
+            attempt=lease.attempt,
+            max_attempts=lease.max_attempts,
+            deadline=time.monotonic() + timeout,
+            progress=lease.progress,
+            replays=lease.replays,
+            idempotency_key=item.envelope.idempotency_key,
+            _heartbeat=lambda: self.heartbeat.renew_one(job_id),
+            _checkpoint=lambda progress: self.heartbeat.checkpoint(job_id, lease.attempt, progress),
+        )
+        task = Task(job_type, item.envelope.payload, context, context.deadline, item=item)
+        self._tasks[job_id] = task
+        self.dispatcher.started(item)
+        self._type_running[item.job_type] = self._type_running.get(item.job_type, 0) + 1
+        self.stats["executed"] += 1
+        if self.metrics is not None:
+            wait = (
+                time.time() - item.envelope.created_at.timestamp() if lease.attempt == 1 else None
+            )
+            self.metrics.job_started(item.queue, item.job_type, item.tenant_id, wait)
+        self.runner.submit(task)
+
+    def _expire(self) -> None:
+        for task in self.runner.expire():
+            log.warning("job %s timed out", task.context.job_id)
+
+    # -- results --
+
+    def _collect_finished(self) -> None:
+        while True:
+            try:
+                task = self._finished.get_nowait()
+            except queue.Empty:
+                return
+            item: WorkItem = task.item
+            self._task_done(item)
+            lease = item.lease
+            assert lease is not None
+            verdict = classify(
+                task.error,
+                job_type=task.job_type,
+                attempt=lease.attempt,
+                max_attempts=lease.max_attempts,
+                policy=self.retry_policy,
+                cancel_reason=_effective_cancel_reason(task),
+                timed_out=task.timed_out,
+            )
+            self._pending.append(Completion(item, verdict, task.duration, None))
+
+    def _task_done(self, item: WorkItem) -> None:
+        self._tasks.pop(item.envelope.job_id, None)  # type: ignore[arg-type]
+        self.dispatcher.finished(item)
+        count = self._type_running.get(item.job_type, 1) - 1
+        self._type_running[item.job_type] = max(0, count)
+
+    def complete_without_running(self, item: WorkItem, verdict: Verdict) -> None:
+        """Decide a leased job's fate without a handler (unknown type, released, ...)."""
+        self._pending.append(Completion(item, verdict, 0.0, None))
+
+    def _write_completions(self) -> None:
+        if not self._pending:
+            return
+        batch, self._pending = self._pending, []
+        outgoing: list[Outgoing] = []
+        needs_ack: list[tuple[Completion, int]] = []
+        for completion in batch:
+            message = self._next_step_message(completion)
+            if message is not None:
+                needs_ack.append((completion, len(outgoing)))
+                outgoing.append(message)
+        acknowledged = self.publisher.publish(outgoing)
+        ready = [c for c in batch if c not in {c2 for c2, _ in needs_ack}]
+        for completion, index in needs_ack:
+            if acknowledged[index]:
+                ready.append(completion)
+            else:
+                # Kafka did not take the next step: keep the lease and try again.
+                self._pending.append(completion)
+        self._write_results(ready)
+
+    def _next_step_message(self, completion: Completion) -> Outgoing | None:
+        item, verdict = completion.item, completion.verdict
+        topics = self.topics[item.queue]
+        partition = item.partition % self.settings.queue(item.queue).tier_partitions
+        if verdict.state is JobState.RETRYING:
+            return retry_message(
+                topics,
+                self.settings.queue(item.queue).retry_delays_seconds,
+                key=item.key,
+                value=item.value,
+                base_headers=item.headers,
+                wait_seconds=verdict.delay_seconds or 0.0,
+                reason=verdict.outcome,
+                partition=partition,
+            )
+        if verdict.state is JobState.DEAD:
+            lease = item.lease
+            return dead_letter(
+                topics,
+                key=item.key,
+                value=item.value,
+                base_headers=item.headers,
+                error_class=verdict.error_class or "Dead",
+                error_message=verdict.error_message or "",
+                attempts=lease.attempt if lease else 0,
+                worker=self.worker_id,
+                source=(item.topic, item.partition, item.offset),
+            )
+        return None
+
+    def _write_results(self, completions: list[Completion]) -> None:
+        if not completions:
+            return
+        results = []
+        for completion in completions:
+            item, verdict = completion.item, completion.verdict
+            assert item.lease is not None
+            results.append(
+                Result(
+                    job_id=item.envelope.job_id,
+                    attempt=item.lease.attempt,
+                    outcome=verdict.outcome,
+                    state=verdict.state,
+                    error_class=verdict.error_class,
+                    error_message=verdict.error_message,
+                    delay_seconds=verdict.delay_seconds,
+                    give_back=verdict.give_back,
+                    duration_ms=int(completion.duration * 1000),
+                )
+            )
+        applied = self.store.complete_batch(results)
+        for completion in completions:
+            item = completion.item
+            job_id = item.envelope.job_id
+            with self._held_lock:
+                self._held.pop(job_id, None)
+            if job_id not in applied:
+                self.stats["stale_refused"] += 1
+                if self.metrics is not None:
+                    self.metrics.stale_result_refused(item.queue)
+                log.warning(
+                    "stale result refused: job %s attempt %s",
+                    job_id,
+                    item.lease.attempt if item.lease else "?",
+                )
+            else:
+                if completion.verdict.state is JobState.SUCCEEDED:
+                    self.stats["succeeded"] += 1
+                self._observe(completion)
+            self.partitions.done(item.topic, item.partition, item.offset)
+        self.partitions.store(self.consumer)
+
+    def _observe(self, completion: Completion) -> None:
+        if self.metrics is None:
+            return
+        item, verdict = completion.item, completion.verdict
+        attempts = item.lease.attempt if item.lease else 0
+        self.metrics.job_finished(
+            item.queue,
+            item.job_type,
+            item.tenant_id,
+            verdict.outcome,
+            completion.duration,
+            attempts,
+        )
+        if verdict.state is JobState.RETRYING:
+            self.metrics.retried(item.queue, item.job_type, verdict.error_class or "unknown")
+        elif verdict.state is JobState.DEAD:
+            self.metrics.dead_lettered(item.queue, item.job_type, verdict.error_class or "dead")
+
+    # -- leases --
+
+    def hold(self, item: WorkItem) -> None:
+        with self._held_lock:
+            self._held[item.envelope.job_id] = item
+
+    def _held_ids(self) -> list[uuid.UUID]:
+        with self._held_lock:
+            return list(self._held)
+
+    def _signal(self, job_id: uuid.UUID, reason: str) -> None:
+        task = self._tasks.get(job_id)
+        if task is not None:
+            task.context.signal_cancel(reason)
+
+    def release(self, items: Iterable[WorkItem], reason: str) -> None:
+        """Give leases back (shutdown, revoke): the job is runnable again, attempt returned."""
+        completions = [
+            Completion(item, released(reason), 0.0, None)
+            for item in items
+            if item.lease is not None
+        ]
+        self._write_results(completions)
+
+    # -- rebalance --
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        try:
+            self.partitions.assigned(partitions)
+            log.info("assigned %s", [(p.topic, p.partition) for p in partitions])
+        except Exception:  # callbacks never raise into the client
+            log.exception("on_assign failed")
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        try:
+            self._give_up_partitions(partitions, lost=False)
+        except Exception:
+            log.exception("on_revoke failed")
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        try:
+            self._give_up_partitions(partitions, lost=True)
+        except Exception:
+            log.exception("on_lost failed")
+
+    def _give_up_partitions(self, partitions: list[TopicPartition], *, lost: bool) -> None:
+        keys = {(p.topic, p.partition) for p in partitions}
+        if not keys:
+            return
+        log.info("%s %s", "lost" if lost else "revoked", sorted(keys))
+
+        def ours(item: WorkItem) -> bool:
+            return (item.topic, item.partition) in keys
+
+        self.partitions.mark_revoked(keys)
+        self.intake.drop_parked(ours)
+        waiting = self.dispatcher.remove(ours)
+        self._pending, kept = [], self._pending
+        self._pending = [c for c in kept if not ours(c.item)]
+        finishing = [c for c in kept if ours(c.item)]
+        if not lost:
+            # Results already decided are written; their offsets can be committed.
+            self._pending.extend(finishing)
+            self._write_completions()
+            deadline = time.monotonic() + self.settings.worker.revoke_grace_seconds
+            while time.monotonic() < deadline and any(ours(t.item) for t in self.runner.running()):
+                time.sleep(0.02)
+                self._expire()
+                self._collect_finished()
+                self._write_completions()
+        unfinished = [t for t in self.runner.running() if ours(t.item)]
+        for task in unfinished:
+            task.context.signal_cancel("revoked")
+        abandoned = [t.item for t in unfinished if self.runner.abandon(t)]
+        for item in abandoned:
+            self._task_done(item)
+        self.release([*waiting, *abandoned], "partition revoked" if not lost else "partition lost")
+        if not lost:
+            self.partitions.commit(self.consumer, keys)
+        self.partitions.forget(keys)
+
+    # -- shutdown --
+
+    def _drain(self) -> None:
+        """The deploy contract: no new leases, running jobs finish within the drain window (their
+        leases kept alive), the rest are released, offsets committed, then the group is left."""
+        settings = self.settings.worker
+        if self._drain_deadline is None:
+            self._drain_deadline = time.monotonic() + settings.drain_seconds
+        log.info("draining %d running jobs", self.runner.busy)
+        self.partitions.pause_all(self.consumer)
+        self.release(self.dispatcher.remove(lambda item: True), "worker shutting down")
+        self.intake.drop_parked(lambda item: True)
+        while self.runner.busy and time.monotonic() < self._drain_deadline:
+            self.consumer.consume(num_messages=1, timeout=0.05)  # stay in the group
+            self._expire()
+            self._collect_finished()
+            self._write_completions()
+        for task in self.runner.running():
+            task.context.signal_cancel("shutdown")
+        time.sleep(0.2 if self.runner.busy else 0)
+        self._collect_finished()
+        self._write_completions()
+        abandoned = [t.item for t in self.runner.running() if self.runner.abandon(t)]
+        for item in abandoned:
+            self._task_done(item)
+        self.release(abandoned, "worker shut down before the job finished")
+        for _ in range(3):
+            if not self._pending:
+                break
+            self._write_completions()
+        self.partitions.commit(self.consumer, None)
+
+    def _close(self) -> None:
+        steps: list[Callable[[], object]] = [
+            lambda: self.consumer.close(),
+            lambda: self.heartbeat.stop(),
+            lambda: self.store.stop_worker(),
+            lambda: self.publisher.close(),
+            lambda: self.runner.stop(timeout=1.0),
+            lambda: self.store.close(),
+            lambda: self.side_store.close(),
+        ]
+        for step in steps:
+            try:
+                step()
+            except Exception:
+                log.exception("error while stopping the worker")
+        log.info("worker %s stopped", self.worker_id)
+
+    # -- helpers for Intake --
+
+    def job_type_of(self, name: str) -> JobType | None:
+        job_type = self.app.find(name)
+        return job_type if job_type is not None and job_type.handler is not None else None
+
+
+def _effective_cancel_reason(task: Task) -> str | None:
+    """An operator's cancel counts only if it came before the handler returned."""
+    context = task.context
+    reason = context.cancel_reason
+    if reason is None:
+        return None
+    if task.error is None and context.cancelled_at is not None and task.finished is not None:
+        if context.cancelled_at > task.finished:
+            return None
+    return reason
+
+
+def _make_metrics(settings: Settings) -> Any:
+    try:
+        from tenantq.metrics import WorkerMetrics
+    except ImportError:
+        return None
+    return WorkerMetrics(top_tenants=settings.metrics_top_tenants)
+
+
+__all__ = ["Worker", "KafkaException"]

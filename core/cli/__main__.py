@@ -1,0 +1,5 @@
+"""``python -m tenantq.cli``."""
+
+from tenantq.cli import main
+
+main()

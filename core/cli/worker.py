@@ -1,0 +1,136 @@
+"""``tenantq worker MODULE:APP``: run handlers as members of the queues' consumer groups, and
+``tenantq jobs show | cancel``."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import sys
+import uuid
+
+import typer
+from rich.console import Console
+from tenantq.app import App
+from tenantq.errors import ConfigurationError
+from tenantq.settings import load_settings
+
+console = Console()
+jobs_app = typer.Typer(help="Inspect and cancel single jobs.")
+
+
+def load_app(reference: str) -> App:
+    """Import ``module:attribute`` and return the ``tenantq.App`` it names."""
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise ConfigurationError(f"expected MODULE:APP, got {reference!r}")
+    sys.path.insert(0, "")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ConfigurationError(f"cannot import {module_name!r}: {error}") from None
+    app = getattr(module, attribute, None)
+    if not isinstance(app, App):
+        raise ConfigurationError(f"{reference!r} is not a tenantq.App")
+    return app
+
+
+def worker_command(
+    app_reference: str = typer.Argument(..., metavar="MODULE:APP"),
+    queues: str = typer.Option(None, "--queues", "-q", help="Comma-separated queues to serve."),
+    concurrency: int = typer.Option(None, "--concurrency", "-c", min=1, help="Handler slots."),
+    processes: int = typer.Option(1, "--processes", "-p", min=1, help="Worker processes."),
+    strict_priority: bool = typer.Option(
+        False, "--strict-priority", help="Serve queues strictly in the order given."
+    ),
+) -> None:
+    """Run a worker (or a supervised pool with --processes)."""
+    settings = load_settings()
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    if processes > 1:
+        from tenantq.consumer.supervisor import Supervisor
+
+        arguments = [app_reference]
+        if queues:
+            arguments += ["--queues", queues]
+        if concurrency:
+            arguments += ["--concurrency", str(concurrency)]
+        if strict_priority:
+            arguments.append("--strict-priority")
+        raise typer.Exit(Supervisor(arguments, processes).run())
+    from tenantq.consumer.worker import Worker
+
+    app = load_app(app_reference)
+    queue_list = [q.strip() for q in queues.split(",")] if queues else None
+    for name in queue_list or []:
+        settings.queue(name)
+    Worker(
+        app,
+        queue_list,
+        settings=settings,
+        concurrency=concurrency,
+        strict_priority=strict_priority,
+    ).run()
+
+
+def _job_id(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise ConfigurationError(f"{value!r} is not a job id (a UUID)") from None
+
+
+@jobs_app.command("show")
+def jobs_show(
+    job_id: str,
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Show a job's state, attempts, lease, last error and progress."""
+    from tenantq.store.engine import connect
+    from tenantq.store.job_admin import get_job, list_attempts
+
+    with connect(load_settings(), autocommit=True) as connection:
+        job = get_job(connection, _job_id(job_id))
+        if job is None:
+            console.print(f"no job {job_id}")
+            raise typer.Exit(1)
+        attempts = list_attempts(connection, job["id"])
+    job.pop("payload", None)
+    if as_json:
+        typer.echo(json.dumps({"job": job, "attempts": attempts}, default=str, indent=2))
+        return
+    for key, value in job.items():
+        if value is not None:
+            console.print(f"[bold]{key:>20}[/] {value}")
+    for attempt in attempts:
+        console.print(
+            f"  attempt {attempt['attempt']}: {attempt['outcome']} by {attempt['worker_id']}"
+            f" {attempt['error_class'] or ''} {attempt['error_message'] or ''}"
+        )
+
+
+@jobs_app.command("cancel")
+def jobs_cancel(
+    job_id: str,
+    queue: str = typer.Option("default", "--queue", help="Queue of a job no worker saw yet."),
+) -> None:
+    """Cancel a job: it never runs if it has not started; a running job is asked to stop."""
+    from tenantq.store.engine import connect
+    from tenantq.store.job_admin import cancel_job
+
+    with connect(load_settings(), autocommit=True) as connection:
+        state = cancel_job(connection, _job_id(job_id), queue)
+    if state is None:
+        console.print(f"job {job_id} had already ended; nothing to cancel")
+        raise typer.Exit(1)
+    if state == "canceled":
+        console.print(f"job {job_id} canceled")
+    else:
+        console.print(f"job {job_id} is running: cancellation requested")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("worker")(worker_command)
+    app.add_typer(jobs_app, name="jobs")

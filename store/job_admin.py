@@ -1,0 +1,32 @@
+"""Operator actions on single jobs (`tenantq jobs show | cancel`)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from tenantq.store import statements
+
+
+def cancel_job(connection: psycopg.Connection[Any], job_id: uuid.UUID, queue: str) -> str | None:
+    """Request cancellation. Returns the job's state afterwards: ``canceled`` when it had not
+    started (or no worker had seen it yet), ``leased`` when a running job was asked to stop,
+    None when it had already ended."""
+    with connection.transaction(), connection.cursor() as cursor:
+        cursor.execute(statements.JOB_CANCEL, {"id": job_id, "queue": queue})
+        row = cursor.fetchone()
+    return None if row is None else str(row[1])
+
+
+def get_job(connection: psycopg.Connection[Any], job_id: uuid.UUID) -> dict[str, Any] | None:
+    with connection.cursor(row_factory=dict_row) as cursor:
+        cursor.execute(statements.JOB_GET, {"id": job_id})
+        return cursor.fetchone()
+
+
+def list_attempts(connection: psycopg.Connection[Any], job_id: uuid.UUID) -> list[dict[str, Any]]:
+    with connection.cursor(row_factory=dict_row) as cursor:
+        cursor.execute(statements.ATTEMPT_LIST, {"id": job_id})
+        return cursor.fetchall()

@@ -1,0 +1,223 @@
+"""The hot-path SQL of tenantq, as named statements (noun first).
+
+Every state change is one guarded statement: the WHERE clause states which transitions of
+``tenantq.states.TRANSITIONS`` it performs, and results are fenced by (job id, attempt, lease
+owner). Batches travel as arrays through ``unnest`` so one round trip serves a whole poll batch.
+All times come from the database clock (``now()``), never a worker's clock.
+"""
+
+from __future__ import annotations
+
+#: Claim every job of a poll batch in one statement: insert the row on first sight (leased,
+#: attempt 1), or take the lease where the job is leasable and due, or leased by an owner whose
+#: lease expired or whose heartbeat went stale. Attempts are incremented here, at lease time, so
+#: a handler that kills its process still moves its job toward dead. The payload hash must
+#: match: the same job id with another payload is a conflict, never a takeover.
+JOB_CLAIM_BATCH = """
+WITH incoming AS (
+    SELECT *
+    FROM unnest(
+        %(ids)s::uuid[], %(queues)s::text[], %(job_types)s::text[], %(tenant_ids)s::text[],
+        %(partition_keys)s::text[], %(payloads)s::bytea[], %(payload_hashes)s::bytea[],
+        %(max_attempts)s::int[], %(idempotency_keys)s::text[], %(origin_topics)s::text[],
+        %(origin_partitions)s::int[], %(origin_offsets)s::bigint[], %(enqueued_ats)s::timestamptz[]
+    ) AS t(id, queue, job_type, tenant_id, partition_key, payload, payload_sha256,
+           max_attempts, idempotency_key, origin_topic, origin_partition, origin_offset,
+           enqueued_at)
+    -- A different job already owns this idempotency key: not ours to insert.
+    WHERE t.idempotency_key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM tenantq_jobs other
+        WHERE other.queue = t.queue AND other.idempotency_key = t.idempotency_key
+          AND other.id <> t.id
+    )
+)
+INSERT INTO tenantq_jobs AS j (
+    id, queue, job_type, tenant_id, partition_key, state, payload, payload_sha256, attempts,
+    max_attempts, run_after, lease_owner, lease_until, heartbeat_at, idempotency_key,
+    origin_topic, origin_partition, origin_offset, enqueued_at, started_at
+)
+SELECT id, queue, job_type, tenant_id, partition_key, 'leased', payload, payload_sha256, 1,
+       max_attempts, now(), %(owner)s, now() + make_interval(secs => %(lease_seconds)s), now(),
+       idempotency_key, origin_topic, origin_partition, origin_offset, enqueued_at, now()
+FROM incoming
+ON CONFLICT (id) DO UPDATE SET
+    state = 'leased',
+    attempts = j.attempts + 1,
+    lease_owner = %(owner)s,
+    lease_until = now() + make_interval(secs => %(lease_seconds)s),
+    heartbeat_at = now(),
+    started_at = coalesce(j.started_at, now()),
+    updated_at = now()
+WHERE j.attempts < j.max_attempts
+  AND NOT j.cancel_requested
+  AND j.payload_sha256 IS NOT DISTINCT FROM excluded.payload_sha256
+  AND (
+        (j.state IN ('pending', 'runnable', 'retrying') AND j.run_after <= now())
+     OR (j.state = 'leased' AND j.lease_owner <> %(owner)s AND (
+            j.lease_until < now()
+         OR NOT EXISTS (
+                SELECT 1 FROM tenantq_workers w
+                WHERE w.id = j.lease_owner AND w.stopped_at IS NULL
+                  AND w.heartbeat_at > now() - make_interval(secs => %(stale_owner_seconds)s))))
+  )
+RETURNING j.id, j.attempts, j.max_attempts, j.progress, j.replays,
+          (xmax = 0) AS inserted, j.lease_until
+"""
+
+#: What became of the jobs the claim did not take (terminal, leased elsewhere, conflict, ...).
+JOB_STATE_BATCH = """
+SELECT j.id, j.state::text, j.lease_owner, j.lease_until, j.attempts, j.max_attempts,
+       j.run_after <= now() AS due, j.cancel_requested, j.payload_sha256, j.last_error_class,
+       j.last_error_message,
+       GREATEST(0, EXTRACT(EPOCH FROM (j.lease_until - now())))::float8 AS lease_left_seconds
+FROM tenantq_jobs j
+WHERE j.id = ANY(%(ids)s::uuid[])
+"""
+
+#: A job found leasable with its attempts used up goes dead at lease time, with the reason.
+JOB_BURY_EXHAUSTED = """
+UPDATE tenantq_jobs
+SET state = 'dead', finished_at = now(), updated_at = now(), lease_owner = NULL,
+    lease_until = NULL,
+    last_error_class = 'AttemptsExhausted',
+    last_error_message = 'max attempts (' || max_attempts || ') reached; last error: '
+        || coalesce(last_error_class || ': ' || last_error_message, 'none recorded')
+WHERE id = ANY(%(ids)s::uuid[])
+  AND attempts >= max_attempts
+  AND (state IN ('pending', 'runnable', 'retrying')
+       OR (state = 'leased' AND lease_until < now()))
+RETURNING id
+"""
+
+#: Cancellation requested before any worker ran the job: it never runs.
+JOB_CANCEL_WAITING = """
+UPDATE tenantq_jobs
+SET state = 'canceled', finished_at = now(), updated_at = now()
+WHERE id = ANY(%(ids)s::uuid[]) AND cancel_requested
+  AND state IN ('pending', 'runnable', 'retrying')
+RETURNING id
+"""
+
+#: Write a batch of results in one statement, each fenced by (job id, attempt, owner), with
+#: the attempt rows in the same statement. ``give_back`` returns the attempt (shutdown,
+#: revoke, snooze: they never consume one). Results of stale attempts match no job row: they
+#: are refused, recorded as 'stale' attempt rows, and reported back.
+JOB_COMPLETE_BATCH = """
+WITH results AS (
+    SELECT *
+    FROM unnest(
+        %(ids)s::uuid[], %(attempts)s::int[], %(outcomes)s::text[], %(states)s::job_state[],
+        %(error_classes)s::text[], %(error_messages)s::text[], %(delays)s::float8[],
+        %(give_backs)s::bool[], %(durations)s::int[], %(started_ats)s::timestamptz[]
+    ) AS t(id, attempt, outcome, state, error_class, error_message, delay_seconds, give_back,
+           duration_ms, started_at)
+),
+applied AS (
+    UPDATE tenantq_jobs j
+    SET state = r.state,
+        attempts = j.attempts - CASE WHEN r.give_back THEN 1 ELSE 0 END,
+        lease_owner = NULL,
+        lease_until = NULL,
+        run_after = CASE WHEN r.delay_seconds IS NULL THEN j.run_after
+                         ELSE now() + make_interval(secs => r.delay_seconds) END,
+        finished_at = CASE WHEN r.state IN ('succeeded', 'dead', 'canceled') THEN now() END,
+        last_error_class = CASE WHEN r.outcome = 'succeeded' THEN j.last_error_class
+                                ELSE coalesce(r.error_class, j.last_error_class) END,
+        last_error_message = CASE WHEN r.outcome = 'succeeded' THEN j.last_error_message
+                                  ELSE coalesce(r.error_message, j.last_error_message) END,
+        updated_at = now()
+    FROM results r
+    WHERE j.id = r.id AND j.attempts = r.attempt AND j.lease_owner = %(owner)s
+      AND j.state = 'leased'
+    RETURNING j.id
+),
+attempt_rows AS (
+    INSERT INTO tenantq_job_attempts (job_id, attempt, worker_id, outcome, error_class,
+                                      error_message, started_at, duration_ms)
+    SELECT r.id, r.attempt, %(owner)s,
+           CASE WHEN a.id IS NULL THEN 'stale' ELSE r.outcome END,
+           r.error_class, r.error_message, r.started_at, r.duration_ms
+    FROM results r
+    LEFT JOIN applied a ON a.id = r.id
+    WHERE EXISTS (SELECT 1 FROM tenantq_jobs x WHERE x.id = r.id)
+)
+SELECT id FROM applied
+"""
+
+#: Extend the leases of every job a worker runs, and refresh its registry row, in one
+#: statement. Returns the jobs still ours and whether an operator asked to cancel them.
+LEASE_RENEW = """
+WITH renewed AS (
+    UPDATE tenantq_jobs
+    SET lease_until = now() + make_interval(secs => %(lease_seconds)s), heartbeat_at = now()
+    WHERE id = ANY(%(ids)s::uuid[]) AND state = 'leased' AND lease_owner = %(owner)s
+    RETURNING id, cancel_requested
+),
+registry AS (
+    UPDATE tenantq_workers
+    SET heartbeat_at = now(), running_jobs = %(running)s, slots = %(slots)s
+    WHERE id = %(owner)s
+)
+SELECT id, cancel_requested FROM renewed
+"""
+
+#: Save a running job's progress so that a later attempt can resume (fenced).
+JOB_CHECKPOINT = """
+UPDATE tenantq_jobs SET progress = %(progress)s, heartbeat_at = now(), updated_at = now()
+WHERE id = %(id)s AND attempts = %(attempt)s AND lease_owner = %(owner)s AND state = 'leased'
+RETURNING id
+"""
+
+#: Ask for a job to be canceled. Jobs not yet running end canceled at once; a running job
+#: sees the request through its heartbeat. A job no worker has seen yet gets a canceled row
+#: so that it never runs when its message arrives.
+JOB_CANCEL = """
+WITH requested AS (
+    UPDATE tenantq_jobs
+    SET cancel_requested = true, updated_at = now(),
+        state = CASE WHEN state IN ('pending', 'runnable', 'retrying') THEN 'canceled'::job_state
+                     ELSE state END,
+        finished_at = CASE WHEN state IN ('pending', 'runnable', 'retrying') THEN now()
+                           ELSE finished_at END
+    WHERE id = %(id)s AND state NOT IN ('succeeded', 'dead', 'canceled')
+    RETURNING id, state::text
+),
+unseen AS (
+    INSERT INTO tenantq_jobs (id, queue, job_type, tenant_id, partition_key, state,
+                              max_attempts, cancel_requested, finished_at,
+                              last_error_class, last_error_message)
+    SELECT %(id)s, %(queue)s, '(unseen)', '(unseen)', '', 'canceled', 1, true, now(),
+           'Canceled', 'canceled before any worker saw it'
+    WHERE NOT EXISTS (SELECT 1 FROM tenantq_jobs WHERE id = %(id)s)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id, state::text
+)
+SELECT id, state FROM requested UNION ALL SELECT id, state FROM unseen
+"""
+
+JOB_GET = """
+SELECT id, queue, job_type, tenant_id, partition_key, state::text, attempts, max_attempts,
+       replays, run_after, lease_owner, lease_until, heartbeat_at, cancel_requested,
+       last_error_class, last_error_message, progress, origin_topic, origin_partition,
+       origin_offset, idempotency_key, created_at, enqueued_at, started_at, finished_at,
+       payload
+FROM tenantq_jobs WHERE id = %(id)s
+"""
+
+ATTEMPT_LIST = """
+SELECT attempt, worker_id, outcome, error_class, error_message, started_at, finished_at,
+       duration_ms
+FROM tenantq_job_attempts WHERE job_id = %(id)s ORDER BY id
+"""
+
+WORKER_REGISTER = """
+INSERT INTO tenantq_workers (id, hostname, pid, queues, slots)
+VALUES (%(id)s, %(hostname)s, %(pid)s, %(queues)s, %(slots)s)
+ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), stopped_at = NULL,
+    queues = excluded.queues, slots = excluded.slots
+"""
+
+WORKER_STOP = """
+UPDATE tenantq_workers SET stopped_at = now(), running_jobs = 0, heartbeat_at = now()
+WHERE id = %(id)s
+"""

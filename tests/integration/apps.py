@@ -1,0 +1,55 @@
+"""Job types the integration scenarios run, importable by worker subprocesses as
+``apps:APP``. Handlers record each execution in ``test_executions`` so tests can count
+duplicate runs across processes."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import psycopg
+import tenantq
+from pydantic import BaseModel
+
+APP = tenantq.App()
+
+
+class Work(BaseModel):
+    seconds: float = 0.0
+    n: int = 0
+
+
+def record(ctx: tenantq.JobContext, note: str = "") -> None:
+    url = os.environ["TENANTQ_DATABASE_URL"]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS test_executions (job_id uuid, attempt int, pid int, "
+            "note text, at timestamptz DEFAULT now())"
+        )
+        conn.execute(
+            "INSERT INTO test_executions (job_id, attempt, pid, note) VALUES (%s, %s, %s, %s)",
+            (ctx.job_id, ctx.attempt, os.getpid(), note),
+        )
+
+
+@APP.job("sleepy", max_attempts=5, timeout=120)
+def sleepy(ctx: tenantq.JobContext, payload: Work) -> None:
+    """Sleeps ``seconds`` in small steps (cooperating with cancellation), then records."""
+    end = time.monotonic() + payload.seconds
+    while time.monotonic() < end:
+        if ctx.cancelled:
+            ctx.raise_if_cancelled()
+        time.sleep(min(0.05, max(0.0, end - time.monotonic())))
+    record(ctx, "done")
+
+
+@APP.job("uncooperative", max_attempts=5, timeout=120)
+def uncooperative(ctx: tenantq.JobContext, payload: Work) -> None:
+    """Sleeps without looking at cancellation, then records."""
+    time.sleep(payload.seconds)
+    record(ctx, "done")
+
+
+def _unused(_: Any) -> None:  # keeps the module importable without side effects
+    return None
