@@ -11,6 +11,7 @@ import json
 import time
 from typing import Any
 
+import psycopg
 import typer
 from rich.console import Console, Group
 from rich.live import Live
@@ -27,13 +28,23 @@ def register(app: typer.Typer) -> None:
 
 def stats_command(
     queue: list[str] | None = typer.Option(
-        None, "--queue", "-q", help="Only this queue (repeatable); default: the declared queues."
+        None,
+        "--queue",
+        "-q",
+        metavar="QUEUE",
+        help="Only this queue (repeatable); default: the declared queues.",
     ),
     top: int | None = typer.Option(
-        None, "--top", min=0, help="Tenants shown by name per queue (default: metrics_top_tenants)."
+        None,
+        "--top",
+        min=0,
+        metavar="N",
+        help="Tenants shown by name per queue (default: metrics_top_tenants).",
     ),
     watch: bool = typer.Option(False, "--watch", "-w", help="Refresh in place until Ctrl-C."),
-    interval: float = typer.Option(2.0, "--interval", min=0.2, help="Seconds between refreshes."),
+    interval: float = typer.Option(
+        2.0, "--interval", min=0.2, metavar="SECONDS", help="Seconds between refreshes."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ) -> None:
     """Per queue and tenant: depth, oldest runnable age, running, retrying, dead in the last
@@ -41,6 +52,26 @@ def stats_command(
     settings = load_settings()
     queues = queue or sorted(settings.queues)
     top_tenants = settings.metrics_top_tenants if top is None else top
+    try:
+        _run(settings, queues, top_tenants, watch=watch, interval=interval, as_json=as_json)
+    except psycopg.errors.UndefinedTable:
+        typer.echo("tenantq: the job tables are missing; run `tenantq db upgrade`", err=True)
+        raise typer.Exit(2) from None
+    except psycopg.OperationalError as error:
+        # libpq's message names host and port, never the password.
+        typer.echo(f"tenantq: cannot read PostgreSQL: {error}".rstrip(), err=True)
+        raise typer.Exit(2) from None
+
+
+def _run(
+    settings: Settings,
+    queues: list[str],
+    top_tenants: int,
+    *,
+    watch: bool,
+    interval: float,
+    as_json: bool,
+) -> None:
     with connect(settings, autocommit=True, application_name="tenantq-stats") as connection:
 
         def snapshot() -> dict[str, Any]:

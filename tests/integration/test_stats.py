@@ -271,6 +271,7 @@ def test_collector_exposes_the_numbers_on_a_scrape(
     }
     dead = sum(v for (n, _), v in samples.items() if n == "tenantq_jobs_dead_last_hour")
     assert dead == expected["dead_last_hour"]
+    assert collector.busiest_tenants == ["acme", "globex"]
 
 
 def _free_port() -> int:
