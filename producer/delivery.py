@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from concurrent.futures import Future
-from dataclasses import dataclass
+from concurrent.futures import Future, InvalidStateError
+from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError
 from tenantq.errors import EnqueueFailed
 
 
-@dataclass(frozen=True, slots=True)
-class JobRef:
-    """Where an acknowledged job was written."""
+class JobRef(NamedTuple):
+    """Where an acknowledged job was written (a named tuple: cheap to make per delivery)."""
 
     job_id: uuid.UUID
     topic: str
@@ -70,13 +69,14 @@ class DeliveryReport:
         self.future = future
         self.job_id = job_id
 
-    def __call__(self, error: KafkaError | None, message: object) -> None:
-        if self.future.done():
-            return
-        if error is None:
-            self.future.set_result(
-                JobRef(self.job_id, message.topic(), message.partition(), message.offset())  # type: ignore[attr-defined]
-            )
-        else:
-            topic = message.topic() if message is not None else "?"  # type: ignore[attr-defined]
-            self.future.set_exception(enqueue_failure(error, self.job_id, topic))
+    def __call__(self, error: KafkaError | None, message: Any) -> None:
+        try:
+            if error is None:
+                self.future.set_result(
+                    JobRef(self.job_id, message.topic(), message.partition(), message.offset())
+                )
+            else:
+                topic = message.topic() if message is not None else "?"
+                self.future.set_exception(enqueue_failure(error, self.job_id, topic))
+        except InvalidStateError:
+            pass  # already failed by close(); the first outcome stands

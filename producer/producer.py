@@ -23,6 +23,7 @@ from typing import Any
 import confluent_kafka
 from tenantq.app import App
 from tenantq.errors import ConfigurationError, EnqueueFailed, QueueFull
+from tenantq.job_ids import new_job_id
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.admission import TenantAdmission
 from tenantq.producer.config import producer_config
@@ -31,7 +32,6 @@ from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.request import EnqueueRequest, Outgoing, RequestPreparer
 from tenantq.settings import Settings, load_settings
 from tenantq.store.placement import PlacementReader
-from uuid6 import uuid7
 
 __all__ = ["EnqueueRequest", "JobRef", "Producer"]
 
@@ -87,7 +87,7 @@ class Producer:
         self._kafka = kafka_client
         self._partition_counts: dict[str, tuple[float, int]] = {}
         self._preparer = RequestPreparer(
-            self.settings, app, self._placements, self.partition_count, uuid7
+            self.settings, app, self._placements, self.partition_count, new_job_id
         )
         self._closed = False
         self._stop_polling = threading.Event()
@@ -147,11 +147,16 @@ class Producer:
         outgoing = self._preparer.prepare_all(requests, dt.datetime.now(dt.UTC))
         if not outgoing:
             return []
-        self._admission.admit(Counter(message.tenant_id for message in outgoing))
+        if self._admission.enabled:
+            self._admission.admit(Counter(message.tenant_id for message in outgoing))
         if self._latency_guard is not None:
             for queue in {message.queue for message in outgoing}:
                 self._latency_guard.check(queue)
-        return self._publish(outgoing)
+        futures = self._publish(outgoing)
+        # Serve the delivery reports that are ready in this thread, which holds the GIL
+        # anyway: fewer hand-offs to the background thread, which then mostly idles.
+        self._kafka.poll(0)
+        return futures
 
     async def enqueue_async(self, job_type: str, **arguments: Any) -> JobRef:
         """``enqueue`` for asyncio code: awaits the acknowledgement and returns the ``JobRef``.

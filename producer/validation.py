@@ -24,6 +24,9 @@ IDEMPOTENCY_KEY_MAX_LENGTH = 256
 TRACE_CONTEXT_MAX_ENTRIES = 32
 TRACE_CONTEXT_MAX_CHARS = 1024
 
+# One encoder for all payloads: ``json.dumps`` with options builds a new encoder per call.
+_JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
 
 def check_job_type_name(name: object) -> str:
     if not isinstance(name, str) or not JOB_TYPE_PATTERN.match(name):
@@ -52,9 +55,7 @@ def encode_payload(
             encoded = payload.model_dump_json(by_alias=True).encode()
         else:
             try:
-                text = json.dumps(
-                    payload, ensure_ascii=False, allow_nan=False, separators=(",", ":")
-                )
+                text = _JSON_ENCODER.encode(payload)
             except (TypeError, ValueError) as error:
                 raise PayloadValidationError(
                     f"payload of {job_type!r} is not JSON-serialisable: {error}"
