@@ -155,22 +155,27 @@ class Worker:
             on_lost=lambda job_id: self._signal(job_id, "lease_lost"),
         )
         self.heartbeat.start()
+        # Defaults first, then the user's librdkafka keys, then what correctness needs.
+        config: dict[str, Any] = {
+            "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 1000,
+            "max.poll.interval.ms": 300000,
+            "auto.commit.interval.ms": 1000,
+            "fetch.max.bytes": 16 * 1024 * 1024,
+            "auto.offset.reset": "earliest",
+        }
+        config.update(settings.kafka_config)
         config = settings.kafka_client_config(
+            **config,
             **{
                 "group.id": self.group_id,
                 "client.id": f"tenantq-{self.worker_id}",
                 "partition.assignment.strategy": "cooperative-sticky",
                 "enable.auto.commit": True,
-                "auto.commit.interval.ms": 1000,
                 # Offsets are stored by hand, only behind durable job state.
                 "enable.auto.offset.store": False,
-                "auto.offset.reset": "earliest",
                 "enable.partition.eof": False,
-                "session.timeout.ms": 10000,
-                "heartbeat.interval.ms": 1000,
-                "max.poll.interval.ms": 300000,
-                "fetch.max.bytes": 16 * 1024 * 1024,
-            }
+            },
         )
         self.consumer = Consumer(config)
         topics = [t for q in self.queues for t in (self.topics[q].main, *self.topics[q].retries)]
@@ -379,7 +384,10 @@ class Worker:
                 if completion.verdict.state is JobState.SUCCEEDED:
                     self.stats["succeeded"] += 1
                 self._observe(completion)
-            self.partitions.done(item.topic, item.partition, item.offset)
+            if completion.verdict.outcome != "released":
+                # A released job has no other message: its offset stays unfinished so the
+                # partition's next owner reads it again and runs the job.
+                self.partitions.done(item.topic, item.partition, item.offset)
         self.partitions.store(self.consumer)
 
     def _observe(self, completion: Completion) -> None:

@@ -13,6 +13,8 @@ import tenantq
 from pydantic import BaseModel
 
 APP = tenantq.App()
+#: Where executions are recorded when the worker runs in the test's own process.
+RECORD_URL: str | None = None
 
 
 class Work(BaseModel):
@@ -21,12 +23,9 @@ class Work(BaseModel):
 
 
 def record(ctx: tenantq.JobContext, note: str = "") -> None:
-    url = os.environ["TENANTQ_DATABASE_URL"]
+    url = os.environ.get("TENANTQ_DATABASE_URL") or RECORD_URL
+    assert url, "no database to record executions in"
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS test_executions (job_id uuid, attempt int, pid int, "
-            "note text, at timestamptz DEFAULT now())"
-        )
         conn.execute(
             "INSERT INTO test_executions (job_id, attempt, pid, note) VALUES (%s, %s, %s, %s)",
             (ctx.job_id, ctx.attempt, os.getpid(), note),

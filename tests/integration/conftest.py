@@ -69,6 +69,12 @@ def database_url(servers: tuple[str, str]) -> Iterator[str]:
         migrate.upgrade(engine)
     finally:
         engine.dispose()
+    with psycopg.connect(psycopg_url(url), autocommit=True) as conn:
+        # Test handlers (tests/integration/apps.py) record each execution here.
+        conn.execute(
+            "CREATE TABLE test_executions (job_id uuid, attempt int, pid int, note text, "
+            "at timestamptz DEFAULT now())"
+        )
     yield url
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

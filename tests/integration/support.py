@@ -28,6 +28,9 @@ def running_worker(
     app: tenantq.App, settings: tenantq.Settings, **options: Any
 ) -> Iterator[Worker]:
     """A worker in a thread of this process; stopped gracefully on exit."""
+    import apps
+
+    apps.RECORD_URL = settings.require_database_url()
     worker = Worker(app, settings=settings, install_signal_handlers=False, **options)
     errors: list[BaseException] = []
 

@@ -1,0 +1,67 @@
+"""Guarantee: a stale worker (frozen with SIGSTOP past its lease, then resumed) has its result
+refused: the job's state comes from the member that took the lease over, and the stale
+attempt is recorded as such."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import psycopg
+import tenantq
+from apps import APP
+from support import WorkerProcess, all_in, running_worker, wait_for
+
+
+def test_result_of_a_frozen_worker_is_refused(
+    make_settings: Any, db: psycopg.Connection[Any]
+) -> None:
+    settings = make_settings(
+        worker={
+            "lease_seconds": 2.0,
+            "heartbeat_interval_seconds": 0.5,
+            "stale_owner_seconds": 2.0,
+        },
+        kafka_config={"session.timeout.ms": "6000"},
+    )
+    with tenantq.Producer(settings) as producer:
+        job_id = (
+            producer.enqueue("uncooperative", tenant="acme", payload={"seconds": 4.0})
+            .result(30)
+            .job_id
+        )
+    frozen = WorkerProcess(settings, "apps:APP")
+    try:
+        wait_for(lambda: all_in(db, [job_id], {"leased"}), timeout=60, what="first lease")
+        owner = db.execute(
+            "SELECT lease_owner FROM tenantq_jobs WHERE id = %s", (job_id,)
+        ).fetchone()
+        frozen.signal(signal.SIGSTOP)
+        with running_worker(APP, settings, concurrency=2) as successor:
+            wait_for(lambda: all_in(db, [job_id], {"succeeded"}), timeout=90, what="takeover")
+            frozen.signal(signal.SIGCONT)
+            wait_for(
+                lambda: (
+                    db.execute(
+                        "SELECT count(*) FROM tenantq_job_attempts WHERE job_id = %s AND outcome = 'stale'",
+                        (job_id,),
+                    ).fetchone()
+                    == (1,)
+                ),
+                timeout=60,
+                what="the stale result to be refused",
+            )
+            assert successor.stats["succeeded"] == 1
+    finally:
+        frozen.signal(signal.SIGCONT)
+        frozen.kill()
+    job = db.execute(
+        "SELECT state::text, attempts, lease_owner FROM tenantq_jobs WHERE id = %s", (job_id,)
+    ).fetchone()
+    assert job == ("succeeded", 2, None)
+    attempts = db.execute(
+        "SELECT attempt, worker_id, outcome FROM tenantq_job_attempts WHERE job_id = %s ORDER BY id",
+        (job_id,),
+    ).fetchall()
+    assert (2, successor.worker_id, "succeeded") in attempts
+    assert (1, owner[0] if owner else None, "stale") in attempts
