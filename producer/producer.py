@@ -28,6 +28,7 @@ from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.admission import TenantAdmission
 from tenantq.producer.config import producer_config
 from tenantq.producer.delivery import DeliveryReport, JobRef
+from tenantq.producer.job_future import JobFuture
 from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.request import EnqueueRequest, Outgoing, RequestPreparer
 from tenantq.settings import Settings, load_settings
@@ -256,7 +257,7 @@ class Producer:
         futures: list[Future[JobRef]] = []
         append = futures.append
         for index, message in enumerate(outgoing):
-            future: Future[JobRef] = Future()
+            future: Future[JobRef] = JobFuture()
             report = DeliveryReport(future, message.job_id)
             try:
                 produce(
@@ -275,7 +276,7 @@ class Producer:
                         raise
                     append(future)
                     for _ in outgoing[index + 1 :]:
-                        failed: Future[JobRef] = Future()
+                        failed: Future[JobRef] = JobFuture()
                         failed.set_exception(QueueFull(str(full), retry_after=full.retry_after))
                         append(failed)
                     future.set_exception(full)
