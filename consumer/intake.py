@@ -176,7 +176,7 @@ class Intake:
                     "(undecodable)",
                     dict(outgoing.headers)[headers.ERROR_CLASS].decode(),
                 )
-        self.claim(items)
+        self.admit(items)
 
     def _hop(
         self, message: Polled, queue_name: str, raw_headers: list[tuple[str, bytes]], due_ms: int
@@ -211,15 +211,23 @@ class Intake:
 
     # -- claims ------------------------------------------------------------------------------
 
-    def claim(self, items: list[WorkItem]) -> None:
+    def admit(self, items: list[WorkItem]) -> None:
+        """Queue decoded messages for fair dispatch; they are claimed when chosen to run, so
+        an attempt is only spent on a job that is about to start."""
+        for item in items:
+            self.worker.dispatcher.push(item)
+
+    def claim(self, items: list[WorkItem]) -> list[WorkItem]:
+        """Claim the chosen items in one statement; returns those now leased to us. The rest
+        are sorted out (done, parked, buried, dead-lettered)."""
         if not items:
-            return
+            return []
         worker = self.worker
         unique: dict[uuid.UUID, WorkItem] = {}
         for item in items:
             if item.envelope.job_id in unique:
-                # The same job twice in one batch (a producer retry): the first one stands,
-                # and its lower offset holds the commit point until it is durable.
+                # The same job twice (a producer retry): the first one stands, and its lower
+                # offset holds the commit point until it is durable.
                 worker.partitions.done(item.topic, item.partition, item.offset)
             else:
                 unique[item.envelope.job_id] = item
@@ -229,22 +237,20 @@ class Intake:
             settings.lease_seconds,
             settings.stale_owner_seconds,
         )
+        claimed = []
         for job_id, lease in leases.items():
             item = unique[job_id]
             item.lease = lease
             worker.hold(item)
             if not lease.inserted and worker.metrics is not None and item.tier is None:
                 worker.metrics.lease_takeover(item.queue)
-            job_type = worker.job_type_of(item.job_type)
-            if job_type is None:
-                worker.complete_without_running(item, self._unknown_type_verdict(item))
-            else:
-                worker.dispatcher.push(item)
+            claimed.append(item)
         rest = [item for job_id, item in unique.items() if job_id not in leases]
         if rest:
             self._sort_out(rest)
+        return claimed
 
-    def _unknown_type_verdict(self, item: WorkItem) -> Verdict:
+    def unknown_type_verdict(self, item: WorkItem) -> Verdict:
         """No handler here: maybe a deploy is rolling out. Retry within a budget, then dead."""
         worker = self.worker
         assert item.lease is not None
@@ -346,7 +352,8 @@ class Intake:
         if not due:
             return
         self.parked = [item for item in self.parked if item.retry_claim_at > now]
-        self.claim(due)
+        for item in due:
+            self.worker.dispatcher.push(item)
 
     def drop_parked(self, predicate: Callable[[WorkItem], bool]) -> None:
         self.parked = [item for item in self.parked if not predicate(item)]

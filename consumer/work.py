@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import uuid
 from dataclasses import dataclass, field
 
 from tenantq.schemas.envelope import Envelope
@@ -40,7 +41,7 @@ class WorkItem:
         return self.envelope.job_type
 
     @property
-    def job_id(self) -> object:
+    def job_id(self) -> uuid.UUID:
         return self.envelope.job_id
 
     @property

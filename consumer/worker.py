@@ -212,13 +212,36 @@ class Worker:
         return False
 
     def _dispatch(self) -> None:
+        """Choose the next jobs fairly, claim them in one statement, start the claimed ones."""
         if self._drain_deadline is not None or self._stop_requested.is_set():
             return
-        while self.runner.busy < self.slots and len(self.dispatcher):
-            item = self.dispatcher.pop(self._type_has_room)
-            if item is None:
+        for _ in range(4):
+            free = self.slots - self.runner.busy
+            if free <= 0 or not len(self.dispatcher):
                 return
-            self._start_task(item)
+            chosen: list[WorkItem] = []
+            while len(chosen) < free:
+                item = self.dispatcher.pop(self._type_has_room)
+                if item is None:
+                    break
+                self._reserve(item)
+                chosen.append(item)
+            if not chosen:
+                return
+            claimed = self.intake.claim(chosen)
+            for item in chosen:
+                if item.lease is None:
+                    self._task_done(item)
+            for item in claimed:
+                if self.job_type_of(item.job_type) is None:
+                    self._task_done(item)
+                    self.complete_without_running(item, self.intake.unknown_type_verdict(item))
+                else:
+                    self._start_task(item)
+
+    def _reserve(self, item: WorkItem) -> None:
+        self.dispatcher.started(item)
+        self._type_running[item.job_type] = self._type_running.get(item.job_type, 0) + 1
 
     def _type_has_room(self, item: WorkItem) -> bool:
         job_type = self.app.find(item.job_type)
@@ -247,8 +270,6 @@ class Worker:
         )
         task = Task(job_type, item.envelope.payload, context, context.deadline, item=item)
         self._tasks[job_id] = task
-        self.dispatcher.started(item)
-        self._type_running[item.job_type] = self._type_running.get(item.job_type, 0) + 1
         self.stats["executed"] += 1
         if self.metrics is not None:
             wait = (
@@ -285,7 +306,7 @@ class Worker:
             self._pending.append(Completion(item, verdict, task.duration, None))
 
     def _task_done(self, item: WorkItem) -> None:
-        self._tasks.pop(item.envelope.job_id, None)  # type: ignore[arg-type]
+        self._tasks.pop(item.envelope.job_id, None)
         self.dispatcher.finished(item)
         count = self._type_running.get(item.job_type, 1) - 1
         self._type_running[item.job_type] = max(0, count)
