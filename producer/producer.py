@@ -27,7 +27,7 @@ from tenantq.job_ids import new_job_id
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.admission import TenantAdmission
 from tenantq.producer.config import producer_config
-from tenantq.producer.delivery import DeliveryReport, JobRef
+from tenantq.producer.delivery import DeliveryFuture, JobRef
 from tenantq.producer.job_future import JobFuture
 from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.request import EnqueueRequest, Outgoing, RequestPreparer
@@ -257,20 +257,19 @@ class Producer:
         futures: list[Future[JobRef]] = []
         append = futures.append
         for index, message in enumerate(outgoing):
-            future: Future[JobRef] = JobFuture()
-            report = DeliveryReport(future, message.job_id)
+            future = DeliveryFuture(message.job_id)
             try:
                 produce(
                     message.topic,
                     message.value,
                     message.key,
                     partition=message.partition,
-                    on_delivery=report,
+                    on_delivery=future,
                     headers=message.headers,
                 )
             except BufferError:
                 try:
-                    self._produce_when_room(message, report)
+                    self._produce_when_room(message, future)
                 except QueueFull as full:
                     if index == 0:
                         raise
@@ -292,7 +291,7 @@ class Producer:
             append(future)
         return futures
 
-    def _produce_when_room(self, message: Outgoing, report: DeliveryReport) -> None:
+    def _produce_when_room(self, message: Outgoing, future: DeliveryFuture) -> None:
         timeout = self.settings.producer.buffer_timeout_seconds
         deadline = time.monotonic() + timeout
         while True:
@@ -304,7 +303,7 @@ class Producer:
                     message.value,
                     message.key,
                     partition=message.partition,
-                    on_delivery=report,
+                    on_delivery=future,
                     headers=message.headers,
                 )
                 return

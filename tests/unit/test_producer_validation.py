@@ -448,3 +448,22 @@ def test_context_manager_raises_when_jobs_were_lost(tmp_path: Path, kafka: Recor
 def test_enqueue_async(producer: Producer, kafka: RecordingKafka) -> None:
     ref = asyncio.run(producer.enqueue_async("resize", tenant="acme", payload={"a": 1}))
     assert isinstance(ref, JobRef) and ref.topic == "unit.default"
+
+
+def test_cyclic_payload_is_refused(producer: Producer, kafka: RecordingKafka) -> None:
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    with pytest.raises(PayloadValidationError, match="not JSON-serialisable"):
+        producer.enqueue("resize", tenant="acme", payload=cyclic)
+    assert kafka.produced == []
+
+
+@pytest.mark.parametrize(
+    "value", [{"a": 1, "b": [1, 2.5, None, True], "c": 'é"\n\u2028'}, [], "x", 3, None, {1: 2}]
+)
+def test_payload_json_is_compact_standard_json(value: Any) -> None:
+    import json
+
+    from tenantq.producer.validation import encode_json
+
+    assert encode_json(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
