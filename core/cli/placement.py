@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import getpass
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
+import psycopg
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -30,6 +34,20 @@ def register(app: typer.Typer) -> None:
     app.add_typer(placement_app, name="placement")
 
 
+@contextmanager
+def _database(settings: Settings) -> Iterator[psycopg.Connection[Any]]:
+    """A connection for one command; database errors become one-line tenantq errors."""
+    try:
+        with connect(settings, autocommit=True, application_name="tenantq-cli") as connection:
+            yield connection
+    except psycopg.Error as error:
+        first_line = (str(error).splitlines() or [type(error).__name__])[0]
+        raise ConfigurationError(
+            f"placement table not usable: {first_line} (is the database migrated? "
+            "`tenantq db upgrade`)"
+        ) from None
+
+
 def _actor() -> str:
     try:
         user = getpass.getuser()
@@ -48,7 +66,7 @@ def placement_show(
 ) -> None:
     """List every tenant whose placement is not the default."""
     settings = load_settings()
-    with connect(settings, autocommit=True, application_name="tenantq-cli") as connection:
+    with _database(settings) as connection:
         records = placement_list(connection, queue)
     if not records:
         console.print("every tenant is hashed (no placements)")
@@ -100,7 +118,7 @@ def placement_set(
         placement.check_partition_count(partitions)
     else:
         placement = Placement()
-    with connect(settings, autocommit=True, application_name="tenantq-cli") as connection:
+    with _database(settings) as connection:
         placement_upsert(
             connection,
             queue=queue,
@@ -126,7 +144,7 @@ def placement_clear(
     validate_tenant_id(tenant)
     settings = load_settings()
     _declared_queue(settings, queue)
-    with connect(settings, autocommit=True, application_name="tenantq-cli") as connection:
+    with _database(settings) as connection:
         deleted = placement_delete(connection, queue=queue, tenant_id=tenant)
     console.print(
         f"{tenant} in {queue}: " + ("back to hashed" if deleted else "already hashed"),

@@ -191,3 +191,31 @@ def test_scheduled_job_lands_in_its_retry_tier(settings: tenantq.Settings) -> No
     assert headers[header_names.DELAY_REASON] == b"scheduled"
     due_at_ms = int(headers[header_names.DUE_AT_MS])
     assert abs(due_at_ms / 1000 - (time.time() + 2.0)) < 5
+
+
+def test_cli_enqueue_and_placement(
+    settings: tenantq.Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tenantq.cli import app
+    from typer.testing import CliRunner
+
+    monkeypatch.setenv("TENANTQ_KAFKA_BOOTSTRAP_SERVERS", settings.require_bootstrap_servers())
+    monkeypatch.setenv("TENANTQ_DATABASE_URL", settings.require_database_url())
+    monkeypatch.setenv("TENANTQ_TOPIC_PREFIX", settings.topic_prefix)
+    monkeypatch.setenv("TENANTQ_QUEUES", '{"default": {"partitions": 4}}')
+    runner = CliRunner()
+    pinned = (key_partition("cli-tenant", 4) + 2) % 4
+    result = runner.invoke(app, ["placement", "set", "cli-tenant", "--pinned", str(pinned)])
+    assert result.exit_code == 0, result.output
+    assert "pinned to" in runner.invoke(app, ["placement", "show"]).output
+    result = runner.invoke(
+        app, ["enqueue", "resize", "--tenant", "cli-tenant", "--payload", '{"a": 1}', "-n", "3"]
+    )
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 3
+    assert all(f"{settings.topic_prefix}.default[{pinned}]@" in line for line in lines)
+    result = runner.invoke(app, ["placement", "clear", "cli-tenant"])
+    assert result.exit_code == 0 and "back to hashed" in result.output
+    result = runner.invoke(app, ["placement", "set", "cli-tenant", "--pinned", "9"])
+    assert isinstance(result.exception, tenantq.ConfigurationError)
