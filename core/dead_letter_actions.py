@@ -1,0 +1,148 @@
+"""The DLQ operations behind `tenantq dlq`, callable from code: select, replay, purge.
+
+Each replay, purge or dry run writes one ``tenantq_replay_audit`` row, even when it stops
+early or fails half-way (then with what was done until then), so "who replayed what" always
+has an answer.
+"""
+
+from __future__ import annotations
+
+import getpass
+import itertools
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Literal
+
+from tenantq.dead_letter_filter import DeadLetterFilter
+from tenantq.dead_letter_purge import PurgePlan, execute_purge, plan_purge
+from tenantq.dead_letter_reader import DeadLetterReader
+from tenantq.dead_letters import DeadLetter
+from tenantq.errors import ConfigurationError
+from tenantq.replay import Replayer, ReplayOutcome, ReplayReport
+from tenantq.settings import Settings
+from tenantq.store import replay as replay_store
+from tenantq.store.engine import connect
+from tenantq.topics import main_topic
+
+
+def current_actor() -> str:
+    """Who is at the keyboard, for audit rows when ``--actor`` is not given."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (containers)
+        return f"uid:{os.getuid()}"
+
+
+@contextmanager
+def selected(
+    settings: Settings,
+    queue: str,
+    where: DeadLetterFilter,
+    *,
+    limit: int | None = None,
+    on_scanned: Callable[[int], None] | None = None,
+    on_open: Callable[[DeadLetterReader], None] | None = None,
+) -> Iterator[Iterator[DeadLetter]]:
+    """The DLQ records of ``queue`` that match ``where``, streamed, at most ``limit``."""
+    with DeadLetterReader(settings, queue, since=where.since) as reader:
+        if on_open is not None:
+            on_open(reader)
+        matching = (r for r in reader.records(on_scanned) if where.matches(r))
+        yield itertools.islice(matching, limit) if limit else matching
+
+
+def replay_dead_letters(
+    settings: Settings,
+    queue: str,
+    where: DeadLetterFilter,
+    *,
+    actor: str,
+    dry_run: bool = False,
+    limit: int | None = None,
+    rate: float | None = None,
+    canary: int = 0,
+    canary_timeout: float = 300.0,
+    to: Literal["main", "retry"] = "main",
+    on_scanned: Callable[[int], None] | None = None,
+    on_open: Callable[[DeadLetterReader], None] | None = None,
+    on_outcome: Callable[[ReplayOutcome], None] | None = None,
+) -> tuple[ReplayReport, int]:
+    """Replay (or with ``dry_run`` only preview) the matching records; returns the report and
+    the id of its audit row. See ``tenantq.replay`` for the order that keeps replays safe."""
+    with connect(settings, autocommit=True, application_name="tenantq-dlq") as connection:
+        report: ReplayReport | None = None
+        try:
+            with DeadLetterReader(settings, queue, since=where.since) as reader:
+                if on_open is not None:
+                    on_open(reader)
+                replayer = Replayer(
+                    settings,
+                    queue,
+                    connection,
+                    main_partitions=reader.partition_count(
+                        main_topic(settings.topic_prefix, queue)
+                    ),
+                    dry_run=dry_run,
+                    rate=rate,
+                    canary=canary,
+                    canary_timeout=canary_timeout,
+                    to=to,
+                    on_outcome=on_outcome,
+                )
+                report = replayer.report
+                matching = (r for r in reader.records(on_scanned) if where.matches(r))
+                replayer.run(itertools.islice(matching, limit) if limit else matching)
+        finally:
+            if report is not None:
+                audit_id = replay_store.replay_audit_insert(
+                    connection,
+                    actor=actor,
+                    queue=queue,
+                    action="replay",
+                    filter_=_audit_filter(where, limit),
+                    dry_run=dry_run,
+                    matched=report.matched,
+                    replayed=len(report.replayed_ids),
+                    job_ids=report.replayed_ids,
+                )
+    assert report is not None
+    return report, audit_id
+
+
+def purge_dead_letters(
+    settings: Settings,
+    queue: str,
+    where: DeadLetterFilter,
+    *,
+    actor: str,
+    dry_run: bool,
+) -> tuple[PurgePlan, int]:
+    """Delete the DLQ records older than ``where.until`` (the only filter a purge honours:
+    see ``tenantq.dead_letter_purge``); returns the plan and the audit row's id."""
+    if not where.only_until:
+        raise ConfigurationError(
+            "purge deletes every record of a partition below an offset, so it takes --until "
+            "and no other filter (Kafka cannot delete single records)"
+        )
+    assert where.until is not None
+    plan = plan_purge(settings, queue, where.until)
+    if not dry_run:
+        execute_purge(settings, plan)
+    with connect(settings, autocommit=True, application_name="tenantq-dlq") as connection:
+        audit_id = replay_store.replay_audit_insert(
+            connection,
+            actor=actor,
+            queue=queue,
+            action="purge",
+            filter_=_audit_filter(where, None),
+            dry_run=dry_run,
+            matched=plan.records,
+            replayed=0,
+            job_ids=plan.job_ids,
+        )
+    return plan, audit_id
+
+
+def _audit_filter(where: DeadLetterFilter, limit: int | None) -> dict[str, object]:
+    return {**where.as_json(), "limit": limit}

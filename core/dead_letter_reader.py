@@ -1,0 +1,184 @@
+"""Read a queue's dead-letter topic from a point to its current end, one record at a time.
+
+A plain consumer with ``assign``: it joins no group and commits nothing, so reading the DLQ
+never moves anyone's offsets. The end is the high watermark of each partition taken when the
+read starts; records written later (for example by jobs that die again during a replay) are
+left for the next read, so a replay can never chase its own tail. Memory stays bounded: the
+records are yielded as they arrive, never collected.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+from tenantq.dead_letters import DeadLetter, decode_dead_letter
+from tenantq.settings import Settings
+from tenantq.topics import dlq_topic
+
+#: A read that gets nothing for this long while records should remain is stuck, not slow.
+STALL_SECONDS = 30.0
+METADATA_TIMEOUT = 10.0
+
+
+class DeadLetterReadError(RuntimeError):
+    """The DLQ could not be read to its end (topic missing, broker gone, read stalled)."""
+
+
+class DeadLetterReader:
+    """The records of ``<prefix>.<queue>.dlq`` from ``since`` (or the start) to the end.
+
+    Use as a context manager; ``total`` is the number of records in range (an upper bound of
+    what ``records()`` yields, for progress bars) once ``open()`` has run.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        queue: str,
+        *,
+        since: dt.datetime | None = None,
+        stall_seconds: float = STALL_SECONDS,
+    ) -> None:
+        settings.queue(queue)  # a clear error for an undeclared queue
+        self.settings = settings
+        self.topic = dlq_topic(settings.topic_prefix, queue)
+        self.since = since
+        self.stall_seconds = stall_seconds
+        self.total = 0
+        #: partition -> [first offset to read, end offset (exclusive)]
+        self.ranges: dict[int, tuple[int, int]] = {}
+        self._consumer: Consumer | None = None
+
+    def __enter__(self) -> DeadLetterReader:
+        self.open()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def open(self) -> None:
+        """Connect and work out the offset range of each partition."""
+        self._consumer = Consumer(
+            self.settings.kafka_client_config(
+                **{
+                    # librdkafka wants a group id; nothing is ever committed under it.
+                    "group.id": f"tenantq-dlq-reader-{uuid.uuid4().hex}",
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    "enable.partition.eof": True,
+                    "fetch.message.max.bytes": self.settings.max_message_bytes + 256 * 1024,
+                }
+            )
+        )
+        self.ranges = self._offset_ranges(self._consumer)
+        self.total = sum(end - start for start, end in self.ranges.values())
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def partition_count(self, topic: str) -> int:
+        """Partitions of any topic (replay needs the main topic's), from broker metadata."""
+        consumer = self._require()
+        metadata = consumer.list_topics(topic, timeout=METADATA_TIMEOUT)
+        found = metadata.topics.get(topic)
+        if found is None or found.error is not None or not found.partitions:
+            raise DeadLetterReadError(f"topic {topic} not found; run `tenantq topics ensure`")
+        return len(found.partitions)
+
+    def records(self, on_scanned: Callable[[int], None] | None = None) -> Iterator[DeadLetter]:
+        """Every record in range, in partition order of arrival; ``on_scanned(n)`` after each."""
+        consumer = self._require()
+        remaining = {p: r for p, r in self.ranges.items() if r[0] < r[1]}
+        if not remaining:
+            return
+        consumer.assign([TopicPartition(self.topic, p, r[0]) for p, r in remaining.items()])
+        scanned = 0
+        last_progress = time.monotonic()
+        try:
+            while remaining:
+                message = consumer.poll(0.5)
+                if message is None:
+                    if time.monotonic() - last_progress > self.stall_seconds:
+                        raise DeadLetterReadError(
+                            f"no record from {self.topic} for {self.stall_seconds:.0f}s with "
+                            f"partitions {sorted(remaining)} unfinished"
+                        )
+                    continue
+                last_progress = time.monotonic()
+                partition, offset = message.partition(), message.offset()
+                assert partition is not None and offset is not None
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        # At the end of what the broker has: nothing further can come below
+                        # the watermark we stopped at (compaction or aborted transactions can
+                        # leave holes, so the last offset itself may never arrive).
+                        if partition in remaining and offset >= remaining[partition][1]:
+                            del remaining[partition]
+                        continue
+                    raise DeadLetterReadError(f"reading {self.topic}: {error}")
+                end = remaining.get(partition, (0, 0))[1]
+                if partition not in remaining or offset >= end:
+                    continue
+                if offset + 1 >= end:
+                    del remaining[partition]
+                scanned += 1
+                yield _decode(message, partition, offset, self.settings.max_message_bytes)
+                if on_scanned is not None:
+                    on_scanned(scanned)
+        finally:
+            consumer.unassign()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _require(self) -> Consumer:
+        if self._consumer is None:
+            raise RuntimeError("DeadLetterReader is not open")
+        return self._consumer
+
+    def _offset_ranges(self, consumer: Consumer) -> dict[int, tuple[int, int]]:
+        partitions = range(self.partition_count(self.topic))
+        ranges: dict[int, tuple[int, int]] = {}
+        try:
+            for partition in partitions:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, partition), timeout=METADATA_TIMEOUT
+                )
+                ranges[partition] = (low, high)
+            if self.since is not None:
+                since_ms = int(self.since.timestamp() * 1000)
+                asked = [TopicPartition(self.topic, p, since_ms) for p in partitions]
+                for found in consumer.offsets_for_times(asked, timeout=METADATA_TIMEOUT):
+                    low, high = ranges[found.partition]
+                    # No record at or after the time: the range is empty.
+                    start = high if found.offset in (OFFSET_END, -1) else found.offset
+                    ranges[found.partition] = (max(low, start), high)
+        except KafkaException as error:
+            raise DeadLetterReadError(f"reading offsets of {self.topic}: {error}") from None
+        return ranges
+
+
+def _decode(message: Any, partition: int, offset: int, max_bytes: int) -> DeadLetter:
+    listed = message.headers() or []
+    pairs = listed.items() if isinstance(listed, dict) else listed
+    raw_headers = [
+        (str(name), value if isinstance(value, bytes) else str(value).encode())
+        for name, value in pairs
+        if value is not None
+    ]
+    return decode_dead_letter(
+        partition=partition,
+        offset=offset,
+        timestamp_ms=message.timestamp()[1],
+        key=message.key(),
+        value=message.value(),
+        raw_headers=raw_headers,
+        max_bytes=max_bytes,
+    )

@@ -1,0 +1,133 @@
+"""DLQ filters: relative and ISO times, prefix matching of error classes, and what a purge
+can honour."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+import pytest
+from tenantq.dead_letter_filter import DeadLetterFilter, FilterError, parse_time
+from tenantq.dead_letters import DeadLetter, decode_dead_letter
+from tenantq.schemas.envelope import Envelope, encode_envelope
+
+NOW = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("90s", NOW - dt.timedelta(seconds=90)),
+        ("15m", NOW - dt.timedelta(minutes=15)),
+        ("1h", NOW - dt.timedelta(hours=1)),
+        ("1.5h", NOW - dt.timedelta(minutes=90)),
+        ("2d", NOW - dt.timedelta(days=2)),
+        ("1w", NOW - dt.timedelta(weeks=1)),
+        (" 3H ", NOW - dt.timedelta(hours=3)),
+        ("2026-02-01T08:30:00+02:00", dt.datetime(2026, 2, 1, 6, 30, tzinfo=dt.UTC)),
+        ("2026-02-01T08:30:00Z", dt.datetime(2026, 2, 1, 8, 30, tzinfo=dt.UTC)),
+        ("2026-02-01T08:30:00", dt.datetime(2026, 2, 1, 8, 30, tzinfo=dt.UTC)),
+        ("2026-02-01", dt.datetime(2026, 2, 1, tzinfo=dt.UTC)),
+    ],
+)
+def test_times_relative_or_iso_come_back_in_utc(text: str, expected: dt.datetime) -> None:
+    parsed = parse_time(text, now=NOW)
+    assert parsed == expected
+    assert parsed.tzinfo == dt.UTC
+
+
+@pytest.mark.parametrize("text", ["", "yesterday", "1y", "-1h", "h1", "2026-13-01"])
+def test_bad_times_are_a_clear_error(text: str) -> None:
+    with pytest.raises(FilterError, match="ISO 8601"):
+        parse_time(text, now=NOW)
+
+
+def test_since_must_be_before_until_and_job_ids_must_be_uuids() -> None:
+    with pytest.raises(FilterError, match="before"):
+        DeadLetterFilter.parse(since="1h", until="2h", now=NOW)
+    with pytest.raises(FilterError, match="not a UUID"):
+        DeadLetterFilter.parse(job_ids=["nope"])
+
+
+def letter(
+    *, tenant: str = "acme", job_type: str = "mail", error: str = "PermanentError", at_ms: int = 0
+) -> DeadLetter:
+    envelope = Envelope(
+        job_id=uuid.uuid4(),
+        queue="default",
+        job_type=job_type,
+        tenant_id=tenant,
+        partition_key=tenant,
+        payload=b"{}",
+        created_at=NOW,
+    )
+    return decode_dead_letter(
+        partition=0,
+        offset=1,
+        timestamp_ms=at_ms or int(NOW.timestamp() * 1000),
+        key=tenant.encode(),
+        value=encode_envelope(envelope),
+        raw_headers=[("tenantq-error-class", error.encode())],
+        max_bytes=1_000_000,
+    )
+
+
+def test_filters_combine_with_and_and_repeat_with_or() -> None:
+    where = DeadLetterFilter.parse(
+        tenants=["acme", "globex"], job_types=["mail"], error_classes=["Perm"], now=NOW
+    )
+    assert where.matches(letter())
+    assert where.matches(letter(tenant="globex"))
+    assert not where.matches(letter(tenant="initech"))
+    assert not where.matches(letter(job_type="export"))
+    assert not where.matches(letter(error="Timeout"))
+
+
+def test_time_window_uses_the_dead_at_time_half_open() -> None:
+    where = DeadLetterFilter.parse(since="2h", until="1h", now=NOW)
+    hour = 3_600_000
+    now_ms = int(NOW.timestamp() * 1000)
+    assert where.matches(letter(at_ms=now_ms - 2 * hour))
+    assert where.matches(letter(at_ms=now_ms - hour - 1))
+    assert not where.matches(letter(at_ms=now_ms - hour))
+    assert not where.matches(letter(at_ms=now_ms - 2 * hour - 1))
+
+
+def test_only_until_tells_purge_what_it_can_do() -> None:
+    assert DeadLetterFilter.parse(until="1d", now=NOW).only_until
+    assert not DeadLetterFilter.parse(until="1d", tenants=["acme"], now=NOW).only_until
+    assert not DeadLetterFilter.parse(since="2d", until="1d", now=NOW).only_until
+    assert not DeadLetterFilter().only_until
+
+
+def test_the_audit_form_is_plain_sorted_json() -> None:
+    job = uuid.uuid4()
+    where = DeadLetterFilter.parse(tenants=["b", "a"], since="1h", job_ids=[str(job)], now=NOW)
+    assert where.as_json() == {
+        "tenants": ["a", "b"],
+        "job_types": [],
+        "error_classes": [],
+        "since": "2026-03-01T11:00:00+00:00",
+        "until": None,
+        "job_ids": [str(job)],
+    }
+
+
+def test_garbage_in_the_dlq_is_described_not_raised() -> None:
+    job = uuid.uuid4()
+    found = decode_dead_letter(
+        partition=2,
+        offset=7,
+        timestamp_ms=1,
+        key=None,
+        value=b"\x00garbage",
+        raw_headers=[
+            ("tenantq-error-class", b"Undecodable:corrupt"),
+            ("tenantq-job-id", str(job).encode()),
+        ],
+        max_bytes=1_000_000,
+    )
+    assert found.envelope is None and not found.replayable
+    assert found.job_id == job
+    assert found.skip_reason is not None and "undecodable (corrupt" in found.skip_reason
+    assert found.as_dict(full=True)["envelope"] is None
