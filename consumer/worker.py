@@ -29,6 +29,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from tenantq.app import App, JobType
 from tenantq.consumer.context import JobContext
+from tenantq.consumer.dependencies import DependencyGuard, policies_from
 from tenantq.consumer.dispatcher import FairDispatcher
 from tenantq.consumer.heartbeat import Heartbeat
 from tenantq.consumer.intake import Intake
@@ -38,6 +39,13 @@ from tenantq.consumer.publisher import Outgoing, Publisher, dead_letter, retry_m
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.runner import HandlerRunner, Task
 from tenantq.consumer.work import WorkItem
+from tenantq.errors import (
+    JobCanceled,
+    PayloadValidationError,
+    PermanentError,
+    RateLimited,
+    Snooze,
+)
 from tenantq.settings import Settings
 from tenantq.states import JobState
 from tenantq.store.job_store import JobStore, Result
@@ -107,6 +115,7 @@ class Worker:
         self._drain_deadline: float | None = None
         self.stats: dict[str, int] = {"succeeded": 0, "stale_refused": 0, "executed": 0}
         self.metrics: Any = None
+        self.guard = DependencyGuard(policies_from(app.dependencies))
 
     # -- lifecycle --
 
@@ -201,6 +210,8 @@ class Worker:
         self._collect_finished()
         self._write_completions()
         self._dispatch()
+        # Offsets also move without a result (dead letters, duplicates, finished jobs).
+        self.partitions.store(self.consumer)
         self.partitions.apply_flow_control(self.consumer)
 
     def _usable(self, message: Message) -> bool:
@@ -233,11 +244,36 @@ class Worker:
                 if item.lease is None:
                     self._task_done(item)
             for item in claimed:
-                if self.job_type_of(item.job_type) is None:
+                job_type = self.job_type_of(item.job_type)
+                if job_type is None:
                     self._task_done(item)
                     self.complete_without_running(item, self.intake.unknown_type_verdict(item))
-                else:
-                    self._start_task(item)
+                    continue
+                deferral = self._dependency_deferral(job_type)
+                if deferral is not None:
+                    self._task_done(item)
+                    self.complete_without_running(item, deferral)
+                    continue
+                self._start_task(item)
+
+    def _dependency_deferral(self, job_type: JobType) -> Verdict | None:
+        """An open breaker (or no permission left) moves the job to a retry tier without
+        running it and without consuming its attempt."""
+        names = job_type.dependencies
+        if not names:
+            return None
+        wait = self.guard.open_for(names)
+        if wait is None and self.guard.acquire(names):
+            return None
+        reason = f"circuit open for {', '.join(names)}" if wait else "dependency busy"
+        return Verdict(
+            "snoozed",
+            JobState.RETRYING,
+            "CircuitOpen" if wait else "DependencyBusy",
+            reason,
+            delay_seconds=max(wait or 0.0, 0.5),
+            give_back=True,
+        )
 
     def _reserve(self, item: WorkItem) -> None:
         self.dispatcher.started(item)
@@ -245,8 +281,12 @@ class Worker:
 
     def _type_has_room(self, item: WorkItem) -> bool:
         job_type = self.app.find(item.job_type)
-        limit = job_type.concurrency if job_type else None
-        return limit is None or self._type_running.get(item.job_type, 0) < limit
+        if job_type is None:
+            return True
+        limit = job_type.concurrency
+        if limit is not None and self._type_running.get(item.job_type, 0) >= limit:
+            return False
+        return not job_type.dependencies or self.guard.ready(job_type.dependencies)
 
     def _start_task(self, item: WorkItem) -> None:
         job_type = self.app.job_type(item.job_type)
@@ -292,6 +332,7 @@ class Worker:
                 return
             item: WorkItem = task.item
             self._task_done(item)
+            self._record_dependencies(task)
             lease = item.lease
             assert lease is not None
             verdict = classify(
@@ -304,6 +345,29 @@ class Worker:
                 timed_out=task.timed_out,
             )
             self._pending.append(Completion(item, verdict, task.duration, None))
+
+    def _record_dependencies(self, task: Task) -> None:
+        names = task.job_type.dependencies
+        if not names:
+            return
+        error = task.error
+        if isinstance(error, RateLimited):
+            # A throttle is the dependency protecting itself, not failing.
+            for name in names:
+                self.guard.breaker(name).release()
+                if self.metrics is not None:
+                    self.metrics.dependency_throttled(name)
+            return
+        if isinstance(error, PermanentError | PayloadValidationError | Snooze | JobCanceled):
+            for name in names:
+                self.guard.breaker(name).release()
+            return
+        success = error is None and not task.timed_out
+        states = self.guard.record(names, success)
+        if self.metrics is not None:
+            for name, state in states.items():
+                self.metrics.dependency_call(name, task.duration)
+                self.metrics.breaker_state(name, state)
 
     def _task_done(self, item: WorkItem) -> None:
         self._tasks.pop(item.envelope.job_id, None)

@@ -59,6 +59,7 @@ class App:
     def __init__(self, settings: Settings | None = None) -> None:
         self._settings = settings
         self._job_types: dict[str, JobType] = {}
+        self._dependencies: dict[str, dict[str, Any]] = {}
 
     @property
     def settings(self) -> Settings:
@@ -107,6 +108,36 @@ class App:
             return handler
 
         return decorate
+
+    def dependency(
+        self,
+        name: str,
+        *,
+        rate: float | None = None,
+        burst: int = 10,
+        failure_rate: float = 0.5,
+        minimum_calls: int = 10,
+        window: int = 50,
+        open_seconds: float = 30.0,
+        probes: int = 1,
+    ) -> None:
+        """Declare the limits of a downstream dependency that handlers name in
+        ``dependencies=[...]``: a token bucket (``rate`` calls per second, ``burst``) and a
+        circuit breaker (opens at ``failure_rate`` over the last ``window`` calls, at least
+        ``minimum_calls``; half-opens after ``open_seconds`` with ``probes`` trial calls)."""
+        self._dependencies[name] = {
+            "rate": rate,
+            "burst": burst,
+            "failure_rate": failure_rate,
+            "minimum_calls": minimum_calls,
+            "window": window,
+            "open_seconds": open_seconds,
+            "probes": probes,
+        }
+
+    @property
+    def dependencies(self) -> dict[str, dict[str, Any]]:
+        return dict(self._dependencies)
 
     def register(self, job_type: JobType) -> None:
         """Add a job type (with or without handler). Names are unique."""

@@ -52,3 +52,17 @@ def uncooperative(ctx: tenantq.JobContext, payload: Work) -> None:
 
 def _unused(_: Any) -> None:  # keeps the module importable without side effects
     return None
+
+
+@APP.job("poison_exit", max_attempts=3, timeout=30)
+def poison_exit(ctx: tenantq.JobContext, payload: Work) -> None:
+    """Kills its own process, as a segfaulting extension or an OOM kill would."""
+    record(ctx, "exit")
+    os._exit(1)
+
+
+@APP.job("poison_hang", max_attempts=2, timeout=1.5)
+def poison_hang(ctx: tenantq.JobContext, payload: Work) -> None:
+    """Never returns (and ignores cancellation): only the timeout can end the attempt."""
+    record(ctx, "hang")
+    time.sleep(3600)

@@ -158,3 +158,10 @@ def settings_environment(settings: tenantq.Settings) -> dict[str, str]:
         "TENANTQ_METRICS_PORT": str(settings.metrics_port),
     }
     return environment
+
+
+def caught_up(settings: tenantq.Settings, group: str, topic: str) -> bool:
+    """True when ``group`` has committed the end offset of every non-empty partition."""
+    ends = end_offsets(settings, topic)
+    committed = committed_offsets(settings, group, topic)
+    return all(committed.get(p) == end for p, end in ends.items() if end > 0)

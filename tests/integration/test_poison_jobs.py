@@ -1,0 +1,58 @@
+"""Guarantee: a handler that kills its process (os._exit) and a handler that hangs past its
+timeout each end dead after max attempts (attempts are counted at lease time), and the
+worker pool recovers and keeps running other jobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import tenantq
+from support import WorkerProcess, all_in, wait_for
+
+
+def test_exit_and_hang_end_dead_and_the_pool_recovers(
+    make_settings: Any, db: psycopg.Connection[Any]
+) -> None:
+    settings = make_settings(
+        worker={
+            "lease_seconds": 2.0,
+            "heartbeat_interval_seconds": 0.5,
+            "stale_owner_seconds": 2.0,
+        },
+        kafka_config={"session.timeout.ms": "6000"},
+    )
+    with tenantq.Producer(settings) as producer:
+        exit_id = producer.enqueue("poison_exit", tenant="bad", payload={}).result(30).job_id
+        hang_id = producer.enqueue("poison_hang", tenant="bad", payload={}).result(30).job_id
+        good = [
+            producer.enqueue("sleepy", tenant=f"good{i}", payload={"seconds": 0.01})
+            .result(30)
+            .job_id
+            for i in range(20)
+        ]
+    pool = WorkerProcess(settings, "apps:APP", "--processes", "2")
+    try:
+        wait_for(lambda: all_in(db, [exit_id, hang_id], {"dead"}), timeout=150, what="poison dead")
+        wait_for(lambda: all_in(db, good, {"succeeded"}), timeout=60, what="good jobs")
+        with tenantq.Producer(settings) as producer:
+            after = producer.enqueue("sleepy", tenant="later", payload={}).result(30).job_id
+        wait_for(lambda: all_in(db, [after], {"succeeded"}), timeout=60, what="pool recovered")
+    finally:
+        assert pool.terminate(90) == 0
+    rows = dict(
+        db.execute(
+            "SELECT job_type, attempts FROM tenantq_jobs WHERE id = ANY(%s)", ([exit_id, hang_id],)
+        ).fetchall()
+    )
+    assert rows == {"poison_exit": 3, "poison_hang": 2}
+    runs = dict(
+        db.execute(
+            "SELECT note, count(*) FROM test_executions WHERE job_id = ANY(%s) GROUP BY note",
+            ([exit_id, hang_id],),
+        ).fetchall()
+    )
+    # os._exit ran in at most max_attempts - 1 attempts before the lease-time cap buried it;
+    # the hang ran once per attempt that was not cut short by the other job killing its process.
+    assert 1 <= runs["exit"] <= 3
+    assert 1 <= runs["hang"] <= 2
