@@ -43,7 +43,8 @@ def test_result_of_a_frozen_worker_is_refused(
             wait_for(
                 lambda: (
                     db.execute(
-                        "SELECT count(*) FROM tenantq_job_attempts WHERE job_id = %s AND outcome = 'stale'",
+                        "SELECT count(*) FROM tenantq_job_attempts "
+                        "WHERE job_id = %s AND outcome = 'stale'",
                         (job_id,),
                     ).fetchone()
                     == (1,)
@@ -60,7 +61,8 @@ def test_result_of_a_frozen_worker_is_refused(
     ).fetchone()
     assert job == ("succeeded", 2, None)
     attempts = db.execute(
-        "SELECT attempt, worker_id, outcome FROM tenantq_job_attempts WHERE job_id = %s ORDER BY id",
+        "SELECT attempt, worker_id, outcome FROM tenantq_job_attempts "
+        "WHERE job_id = %s ORDER BY id",
         (job_id,),
     ).fetchall()
     assert (2, successor.worker_id, "succeeded") in attempts
