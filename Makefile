@@ -47,8 +47,17 @@ dev-down: install
 dev-status: install
 	$(BIN)/tenantq dev status
 
+# The main job: dev stack, migrations, topics, a supervised worker pool, 3,000 jobs of 40
+# tenants with injected failures and one poison job, a live view, a checked summary and a
+# report folder (reports/demo-<time>/: report.md and plots; matplotlib comes with .[dev]).
 demo: install
 	$(BIN)/tenantq demo
+
+# Producer SDK vs raw produce, then worker end to end vs a raw consumer (modest sizes).
+bench: install
+	$(BIN)/tenantq dev up
+	$(BIN)/python loadtest/producer_bench.py --messages 50000 --rounds 2
+	$(BIN)/python loadtest/worker_bench.py --jobs 10000 --latency-jobs 2000
 
 clean:
 	rm -rf build dist .mypy_cache .ruff_cache .pytest_cache
