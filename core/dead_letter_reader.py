@@ -134,7 +134,10 @@ class DeadLetterReader:
                 if on_scanned is not None:
                     on_scanned(scanned)
         finally:
-            consumer.unassign()
+            # A caller that stops early (--limit) may leave this generator to the garbage
+            # collector after close(): a closed consumer must not be touched.
+            if self._consumer is consumer:
+                consumer.unassign()
 
     # -- internals -------------------------------------------------------------------------
 

@@ -246,6 +246,11 @@ def purge_command(
     if not (dry_run or yes):
         raise typer.BadParameter("purge deletes records for good: add --yes (or --dry-run)")
     where = _filter(tenant, job_type, error_class, since, until, job_id)
+    if not where.only_until:
+        raise typer.BadParameter(
+            "Kafka deletes only every record of a partition below an offset, so purge takes "
+            "--until and no other filter"
+        )
     settings = load_settings()
     with _reporting_errors():
         plan, audit_id = purge_dead_letters(

@@ -1,0 +1,69 @@
+"""Guarantee: purge deletes the DLQ records before --until and nothing else, refuses filters it
+cannot honour (Kafka deletes only whole prefixes of a partition), changes no job row, and
+leaves an audit row; a dry run deletes nothing."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import psycopg
+import pytest
+import tenantq
+from dead_letter_jobs import FlakyApp, audit_rows, dlq_size, fill_dlq
+from support import settings_environment, states
+from tenantq.cli import app as cli
+from tenantq.dead_letter_reader import DeadLetterReader
+from typer.testing import CliRunner
+
+
+def remaining(settings: tenantq.Settings) -> int:
+    with DeadLetterReader(settings, "default") as reader:
+        return reader.total
+
+
+@pytest.mark.parametrize("extra", [["--tenant", "acme"], ["--since", "1d"]])
+def test_purge_refuses_filters_it_cannot_honour(
+    settings: tenantq.Settings, extra: list[str]
+) -> None:
+    result = CliRunner().invoke(
+        cli, ["dlq", "purge", "--until", "1m", "--yes", *extra], env=settings_environment(settings)
+    )
+    assert result.exit_code == 2
+    assert "no other filter" in result.output
+
+
+def test_purge_until_deletes_older_records(
+    settings: tenantq.Settings, db: psycopg.Connection[Any]
+) -> None:
+    flaky = FlakyApp(settings)
+    jobs = [{"job_type": "charge", "tenant": "acme", "payload": {"fail": True, "i": i}}
+            for i in range(4)]  # fmt: skip
+    ids = fill_dlq(flaky, settings, db, jobs)
+    env = settings_environment(settings)
+    later = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=1)).isoformat()
+    runner = CliRunner()
+
+    unconfirmed = runner.invoke(cli, ["dlq", "purge", "--until", later], env=env)
+    assert unconfirmed.exit_code == 2 and "--yes" in unconfirmed.output
+
+    dry = runner.invoke(
+        cli, ["dlq", "purge", "--until", later, "--dry-run", "--actor", "purge-dry"], env=env
+    )
+    assert dry.exit_code == 0, dry.output
+    assert "would delete 4 record(s)" in dry.output and "4 dead" in dry.output
+    assert remaining(settings) == 4
+
+    done = runner.invoke(
+        cli, ["dlq", "purge", "--until", later, "--yes", "--actor", "purge-ops"], env=env
+    )
+    assert done.exit_code == 0, done.output
+    assert remaining(settings) == 0
+    assert dlq_size(settings) == 4  # offsets move on; the records are gone
+    assert set(states(db, ids).values()) == {"dead"}
+    audits = audit_rows(db, ["purge-dry", "purge-ops"])
+    assert [row[:5] for row in audits] == [
+        ("purge-dry", "purge", True, 4, 0),
+        ("purge-ops", "purge", False, 4, 0),
+    ]
+    assert sorted(audits[1][5]) == sorted(ids)
