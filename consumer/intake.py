@@ -120,7 +120,7 @@ class Intake:
                     hop = self._hop(message, queue_name, raw_headers, due_ms)
                     hops.append((hop, (topic, partition, offset)))
                     continue
-            if not worker.partitions.take(topic, partition, offset):
+            if not worker.partitions.take(topic, partition, offset, message.timestamp_ms):
                 continue
             value = message.value
             try:

@@ -13,32 +13,46 @@ class PartitionOffsets:
     i.e. the lowest unfinished offset, or one past the last taken when all are done.
     """
 
-    __slots__ = ("_taken", "_done", "_next")
+    __slots__ = ("_taken", "_done", "_next", "_timestamps")
 
     def __init__(self) -> None:
         self._taken: deque[int] = deque()
         self._done: set[int] = set()
         self._next: int | None = None
+        self._timestamps: dict[int, int] = {}
 
-    def take(self, offset: int) -> None:
+    def take(self, offset: int, timestamp_ms: int | None = None) -> None:
         if self._taken and offset <= self._taken[-1]:
             # A redelivery after a seek: already tracked.
             return
         self._taken.append(offset)
+        if timestamp_ms is not None and timestamp_ms > 0:
+            self._timestamps[offset] = timestamp_ms
         self._next = offset + 1 if self._next is None else max(self._next, offset + 1)
 
     def done(self, offset: int) -> None:
         self._done.add(offset)
         taken, finished = self._taken, self._done
         while taken and taken[0] in finished:
-            finished.discard(taken.popleft())
+            head = taken.popleft()
+            finished.discard(head)
+            self._timestamps.pop(head, None)
 
     def forget_from(self, offset: int) -> None:
         """Drop every offset >= ``offset`` (the partition was rewound to re-read them)."""
         while self._taken and self._taken[-1] >= offset:
-            self._done.discard(self._taken.pop())
+            dropped = self._taken.pop()
+            self._done.discard(dropped)
+            self._timestamps.pop(dropped, None)
         if self._next is not None and self._next > offset:
             self._next = offset
+
+    @property
+    def oldest_timestamp_ms(self) -> int | None:
+        """Kafka timestamp of the message at the commit position (the oldest unfinished)."""
+        if not self._taken:
+            return None
+        return self._timestamps.get(self._taken[0])
 
     @property
     def in_flight(self) -> int:

@@ -47,11 +47,13 @@ class Partitions:
         state = self.states.get((topic, partition))
         return state is not None and not state.revoked
 
-    def take(self, topic: str, partition: int, offset: int) -> bool:
+    def take(
+        self, topic: str, partition: int, offset: int, timestamp_ms: int | None = None
+    ) -> bool:
         state = self.states.get((topic, partition))
         if state is None or state.revoked:
             return False
-        state.offsets.take(offset)
+        state.offsets.take(offset, timestamp_ms)
         return True
 
     def done(self, topic: str, partition: int, offset: int) -> None:
@@ -153,6 +155,33 @@ class Partitions:
         except KafkaException as error:
             # REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID: ownership moved on.
             log.info("commit refused (%s); the next owner re-reads from the last commit", error)
+
+    def lag(self, consumer: Consumer) -> dict[Key, int]:
+        """Messages behind the high watermark per owned partition (the client's cached
+        watermarks: no broker round trip)."""
+        lags = {}
+        for (topic, partition), state in self.states.items():
+            if state.revoked:
+                continue
+            try:
+                _, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), cached=True
+                )
+            except KafkaException:
+                continue
+            position = state.offsets.commit_position
+            if high is not None and high >= 0 and position is not None:
+                lags[(topic, partition)] = max(0, high - position)
+        return lags
+
+    def oldest_unfinished_ms(self) -> dict[str, int]:
+        """Per topic, the Kafka timestamp of the oldest message not yet durably done."""
+        oldest: dict[str, int] = {}
+        for (topic, _), state in self.states.items():
+            stamp = state.offsets.oldest_timestamp_ms
+            if stamp is not None and (topic not in oldest or stamp < oldest[topic]):
+                oldest[topic] = stamp
+        return oldest
 
     def mark_revoked(self, keys: set[Key]) -> None:
         for key in keys:

@@ -5,11 +5,17 @@ not the pool). SIGTERM/SIGINT are passed on, so each child drains gracefully."""
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
+from typing import Any
+
+from tenantq.settings import Settings
 
 log = logging.getLogger("tenantq.supervisor")
 
@@ -18,9 +24,20 @@ FAST_DEATH_SECONDS = 5.0
 
 
 class Supervisor:
-    def __init__(self, child_arguments: Sequence[str], processes: int) -> None:
+    def __init__(
+        self,
+        child_arguments: Sequence[str],
+        processes: int,
+        settings: Settings | None = None,
+        queues: list[str] | None = None,
+    ) -> None:
         self.child_arguments = list(child_arguments)
         self.processes = processes
+        self.settings = settings
+        self.queues = queues
+        self._environment = dict(os.environ)
+        self._metrics_dir: str | None = None
+        self._server: Any = None
         self.children: dict[int, tuple[subprocess.Popen[bytes], float]] = {}
         self.restarts = 0
         self._stopping = False
@@ -36,7 +53,10 @@ class Supervisor:
             "--processes",
             "1",
         ]
-        self.children[slot] = (subprocess.Popen(command), time.monotonic())
+        self.children[slot] = (
+            subprocess.Popen(command, env=self._environment),
+            time.monotonic(),
+        )
 
     def _forward(self, number: int, _frame: object) -> None:
         self._stopping = True
@@ -45,7 +65,41 @@ class Supervisor:
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM if self._signals == 1 else signal.SIGINT)
 
+    def _serve_aggregate(self) -> None:
+        """Children write samples to a shared folder; the supervisor serves their sum."""
+        settings = self.settings
+        if settings is None or not settings.metrics_port:
+            return
+        from prometheus_client import CollectorRegistry
+        from prometheus_client.multiprocess import MultiProcessCollector
+        from tenantq.consumer.observability import MULTIPROCESS_ENV, queue_stats_collector
+        from tenantq.metrics_server import serve_metrics_from_settings
+
+        self._metrics_dir = tempfile.mkdtemp(prefix="tenantq-metrics-")
+        self._environment[MULTIPROCESS_ENV] = self._metrics_dir
+        self._environment["TENANTQ_METRICS_PORT"] = "0"
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=self._metrics_dir)  # type: ignore[no-untyped-call]
+        registry.register(queue_stats_collector(settings, self.queues))
+        self._server = serve_metrics_from_settings(registry, settings)
+
+    def _child_gone(self, pid: int) -> None:
+        if self._metrics_dir is not None:
+            from prometheus_client import multiprocess
+
+            multiprocess.mark_process_dead(pid, self._metrics_dir)  # type: ignore[no-untyped-call]
+
     def run(self) -> int:
+        try:
+            self._serve_aggregate()
+            return self._supervise()
+        finally:
+            if self._server is not None:
+                self._server.close()
+            if self._metrics_dir is not None:
+                shutil.rmtree(self._metrics_dir, ignore_errors=True)
+
+    def _supervise(self) -> int:
         signal.signal(signal.SIGTERM, self._forward)
         signal.signal(signal.SIGINT, self._forward)
         for slot in range(self.processes):
@@ -61,6 +115,7 @@ class Supervisor:
                     continue
                 if self._stopping:
                     continue
+                self._child_gone(process.pid)
                 lived = time.monotonic() - started
                 delays[slot] = 0.5 if lived > FAST_DEATH_SECONDS else min(delays[slot] * 2, 30.0)
                 log.warning(

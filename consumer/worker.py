@@ -33,6 +33,7 @@ from tenantq.consumer.dependencies import DependencyGuard, policies_from
 from tenantq.consumer.dispatcher import FairDispatcher
 from tenantq.consumer.heartbeat import Heartbeat
 from tenantq.consumer.intake import Intake
+from tenantq.consumer.observability import WorkerObservability
 from tenantq.consumer.outcomes import Verdict, classify, released
 from tenantq.consumer.partitions import Partitions
 from tenantq.consumer.publisher import Outgoing, Publisher, dead_letter, retry_message
@@ -148,7 +149,8 @@ class Worker:
         self.side_store = JobStore.open(settings, self.worker_id)
         self.side_lock = threading.Lock()
         self.store.register_worker(socket.gethostname(), os.getpid(), self.queues, self.slots)
-        self.metrics = _make_metrics(settings)
+        self.observability = WorkerObservability(settings, self.queues)
+        self.metrics = self.observability.metrics
         self.publisher = Publisher(settings, f"tenantq-worker-{self.worker_id}")
         self.runner = HandlerRunner(self.slots, self._finished.put)
         self.partitions = Partitions(self.settings.worker.read_ahead_per_partition)
@@ -213,6 +215,9 @@ class Worker:
         # Offsets also move without a result (dead letters, duplicates, finished jobs).
         self.partitions.store(self.consumer)
         self.partitions.apply_flow_control(self.consumer)
+        self.observability.observe(
+            self.partitions, self.consumer, self.runner.busy, self.slots, self.queue_of_topic
+        )
 
     def _usable(self, message: Message) -> bool:
         error = message.error()
@@ -615,6 +620,7 @@ class Worker:
             lambda: self.runner.stop(timeout=1.0),
             lambda: self.store.close(),
             lambda: self.side_store.close(),
+            lambda: self.observability.close(),
         ]
         for step in steps:
             try:
@@ -640,14 +646,6 @@ def _effective_cancel_reason(task: Task) -> str | None:
         if context.cancelled_at > task.finished:
             return None
     return reason
-
-
-def _make_metrics(settings: Settings) -> Any:
-    try:
-        from tenantq.metrics import WorkerMetrics
-    except ImportError:
-        return None
-    return WorkerMetrics(top_tenants=settings.metrics_top_tenants)
 
 
 __all__ = ["Worker", "KafkaException"]

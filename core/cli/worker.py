@@ -59,7 +59,8 @@ def worker_command(
             arguments += ["--concurrency", str(concurrency)]
         if strict_priority:
             arguments.append("--strict-priority")
-        raise typer.Exit(Supervisor(arguments, processes).run())
+        queue_list = [q.strip() for q in queues.split(",")] if queues else None
+        raise typer.Exit(Supervisor(arguments, processes, settings, queue_list).run())
     from tenantq.consumer.worker import Worker
 
     app = load_app(app_reference)

@@ -1,0 +1,84 @@
+"""What a worker process exposes: its metric families, the Postgres-backed queue gauges, and
+the /metrics endpoint (127.0.0.1 unless told otherwise). Under ``--processes`` the children
+write their samples to a shared multiprocess folder and only the supervisor serves, so one
+scrape sees the whole pool."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry
+from tenantq.settings import Settings
+from tenantq.store.engine import connect
+
+if TYPE_CHECKING:
+    from tenantq.consumer.partitions import Partitions
+    from tenantq.metrics_server import MetricsServer
+    from tenantq.worker_metrics import WorkerMetrics
+
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+#: How often a worker refreshes its utilization and lag gauges.
+OBSERVE_INTERVAL_SECONDS = 2.0
+
+
+def queue_stats_collector(settings: Settings, queues: list[str] | None) -> Any:
+    from tenantq.stats_collector import QueueStatsCollector
+
+    return QueueStatsCollector(
+        lambda: connect(settings, autocommit=True, application_name="tenantq-metrics"),
+        queues=queues,
+        top_tenants=settings.metrics_top_tenants,
+        stale_worker_seconds=settings.worker.stale_owner_seconds,
+    )
+
+
+class WorkerObservability:
+    """Metric families of one worker process, and its endpoint when it serves one."""
+
+    def __init__(self, settings: Settings, queues: list[str]) -> None:
+        from tenantq.metrics_server import serve_metrics_from_settings
+        from tenantq.worker_metrics import WorkerMetrics
+
+        self.registry = CollectorRegistry()
+        self.metrics: WorkerMetrics = WorkerMetrics(
+            self.registry, top_tenants=settings.metrics_top_tenants
+        )
+        self.server: MetricsServer | None = None
+        self._collector: Any = None
+        self._last = 0.0
+        if settings.metrics_port and not os.environ.get(MULTIPROCESS_ENV):
+            self._collector = queue_stats_collector(settings, queues)
+            self.registry.register(self._collector)
+            self.server = serve_metrics_from_settings(self.registry, settings)
+
+    def observe(
+        self,
+        partitions: Partitions,
+        consumer: Any,
+        busy: int,
+        slots: int,
+        queue_of_topic: dict[str, tuple[str, int | None]],
+    ) -> None:
+        """Refresh utilization, lag and the age of the oldest unfinished message."""
+        now = time.monotonic()
+        if now - self._last < OBSERVE_INTERVAL_SECONDS:
+            return
+        self._last = now
+        self.metrics.utilization(busy, slots)
+        for (topic, partition), lag in partitions.lag(consumer).items():
+            self.metrics.consumer_lag(topic, partition, lag)
+        oldest: dict[str, int] = {}
+        for topic, stamp in partitions.oldest_unfinished_ms().items():
+            queue = queue_of_topic[topic][0]
+            oldest[queue] = min(stamp, oldest.get(queue, stamp))
+        wall_ms = time.time() * 1000
+        for queue, stamp in oldest.items():
+            self.metrics.committed_message_age(queue, max(0.0, (wall_ms - stamp) / 1000))
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        if self._collector is not None:
+            self._collector.close()

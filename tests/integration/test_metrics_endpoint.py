@@ -1,0 +1,60 @@
+"""Guarantee: a worker serves /metrics on 127.0.0.1 with every tenantq metric family (worker
+counters and histograms, and the Postgres-backed queue gauges with the oldest runnable age),
+and tenant labels stay bounded."""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+from typing import Any
+
+import psycopg
+import tenantq
+from support import all_in, running_worker, wait_for
+from tenantq.metrics import SPECS
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_worker_serves_every_metric(make_settings: Any, db: psycopg.Connection[Any]) -> None:
+    port = free_port()
+    settings = make_settings(metrics_port=port, metrics_top_tenants=3)
+    app = tenantq.App(settings)
+    app.dependency("smtp", rate=1000, burst=100)
+
+    @app.job("mail", max_attempts=2, dependencies=["smtp"])
+    def mail(ctx: tenantq.JobContext, payload: dict[str, Any]) -> None:
+        if payload.get("fail"):
+            raise tenantq.PermanentError("bounced")
+
+    with tenantq.Producer(settings, app) as producer:
+        ids = [
+            producer.enqueue("mail", tenant=f"tenant{i}", payload={"fail": i % 5 == 0})
+            .result(30)
+            .job_id
+            for i in range(30)
+        ]
+    with running_worker(app, settings):
+        wait_for(lambda: all_in(db, ids, {"succeeded", "dead"}), timeout=60, what="terminal")
+        url = f"http://127.0.0.1:{port}/metrics"
+
+        def scrape() -> str:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return str(response.read().decode())
+
+        wait_for(lambda: "tenantq_worker_utilization_ratio" in scrape(), timeout=10)
+        text = scrape()
+    for spec in SPECS:
+        assert f"# TYPE {spec.name}" in text, spec.name
+    tenant_labels = {
+        part.split('tenant="')[1].split('"')[0]
+        for line in text.splitlines()
+        if line.startswith("tenantq_jobs_finished_total") and 'tenant="' in line
+        for part in [line]
+    }
+    assert "other" in tenant_labels
+    assert len(tenant_labels) <= 4  # three named tenants plus "other"
