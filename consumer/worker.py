@@ -201,9 +201,16 @@ class Worker:
     # -- the poll loop --
 
     def _loop_once(self) -> None:
-        busy = self.runner.busy or len(self.dispatcher) or self._pending
+        # Never sit in consume() while finished work waits to be written: that wait, not
+        # Postgres, bounded throughput (slots / loop time).
+        if not self._finished.empty() or self._pending:
+            timeout = 0.0
+        elif self.runner.busy or len(self.dispatcher):
+            timeout = 0.005
+        else:
+            timeout = 0.1
         messages = self.consumer.consume(
-            num_messages=self.settings.worker.poll_batch, timeout=0.02 if busy else 0.1
+            num_messages=self.settings.worker.poll_batch, timeout=timeout
         )
         if messages:
             self.intake.take([m for m in messages if self._usable(m)])
@@ -611,9 +618,20 @@ class Worker:
             self._write_completions()
         self.partitions.commit(self.consumer, None)
 
+    def _close_consumer(self, timeout: float = 30.0) -> None:
+        """Leave the group. ``close()`` can hang in a rebalance (librdkafka #4527), so it runs
+        with a bound; the process exits regardless, and the group notices via the session."""
+        closer = threading.Thread(
+            target=self.consumer.close, name="tenantq-consumer-close", daemon=True
+        )
+        closer.start()
+        closer.join(timeout)
+        if closer.is_alive():
+            log.warning("consumer close did not finish within %.0fs; leaving anyway", timeout)
+
     def _close(self) -> None:
         steps: list[Callable[[], object]] = [
-            lambda: self.consumer.close(),
+            self._close_consumer,
             lambda: self.heartbeat.stop(),
             lambda: self.store.stop_worker(),
             lambda: self.publisher.close(),
