@@ -206,7 +206,7 @@ class Worker:
         if not self._finished.empty() or self._pending:
             timeout = 0.0
         elif self.runner.busy or len(self.dispatcher):
-            timeout = 0.005
+            timeout = 0.001
         else:
             timeout = 0.1
         messages = self.consumer.consume(
