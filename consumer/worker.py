@@ -166,29 +166,7 @@ class Worker:
             on_lost=lambda job_id: self._signal(job_id, "lease_lost"),
         )
         self.heartbeat.start()
-        # Defaults first, then the user's librdkafka keys, then what correctness needs.
-        config: dict[str, Any] = {
-            "session.timeout.ms": 10000,
-            "heartbeat.interval.ms": 1000,
-            "max.poll.interval.ms": 300000,
-            "auto.commit.interval.ms": 1000,
-            "fetch.max.bytes": 16 * 1024 * 1024,
-            "auto.offset.reset": "earliest",
-        }
-        config.update(settings.kafka_config)
-        config = settings.kafka_client_config(
-            **config,
-            **{
-                "group.id": self.group_id,
-                "client.id": f"tenantq-{self.worker_id}",
-                "partition.assignment.strategy": "cooperative-sticky",
-                "enable.auto.commit": True,
-                # Offsets are stored by hand, only behind durable job state.
-                "enable.auto.offset.store": False,
-                "enable.partition.eof": False,
-            },
-        )
-        self.consumer = Consumer(config)
+        self.consumer = Consumer(consumer_config(settings, self.group_id, self.worker_id))
         topics = [t for q in self.queues for t in (self.topics[q].main, *self.topics[q].retries)]
         self.consumer.subscribe(
             topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
@@ -652,6 +630,58 @@ class Worker:
     def job_type_of(self, name: str) -> JobType | None:
         job_type = self.app.find(name)
         return job_type if job_type is not None and job_type.handler is not None else None
+
+
+#: Client-side group settings that the KIP-848 protocol moves to the broker (and refuses).
+CLASSIC_ONLY_KEYS = (
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "partition.assignment.strategy",
+    "group.protocol.type",
+)
+
+
+def consumer_config(settings: Settings, group_id: str, worker_id: str) -> dict[str, Any]:
+    """Defaults first, then the user's librdkafka keys, then what correctness needs."""
+    config: dict[str, Any] = {
+        "max.poll.interval.ms": 300000,
+        "auto.commit.interval.ms": 1000,
+        "fetch.max.bytes": 16 * 1024 * 1024,
+        # A retry-tier partition resumed at its due time joins the next fetch request; a
+        # long fetch wait (500 ms by default) would make every retry that much late.
+        "fetch.wait.max.ms": 50,
+        "auto.offset.reset": "earliest",
+    }
+    protocol = settings.worker.group_protocol
+    if protocol == "classic":
+        config.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
+    config.update(settings.kafka_config)
+    if protocol == "consumer":
+        dropped = [key for key in CLASSIC_ONLY_KEYS if config.pop(key, None) is not None]
+        if dropped:
+            log.warning(
+                "ignoring %s: the consumer group protocol sets them on the broker "
+                "(group.consumer.* configs)",
+                ", ".join(dropped),
+            )
+        group = {
+            "group.protocol": "consumer",
+            "group.remote.assignor": settings.worker.group_remote_assignor,
+        }
+    else:
+        group = {"group.protocol": "classic", "partition.assignment.strategy": "cooperative-sticky"}
+    return settings.kafka_client_config(
+        **config,
+        **group,
+        **{
+            "group.id": group_id,
+            "client.id": f"tenantq-{worker_id}",
+            "enable.auto.commit": True,
+            # Offsets are stored by hand, only behind durable job state.
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": False,
+        },
+    )
 
 
 def _effective_cancel_reason(task: Task) -> str | None:

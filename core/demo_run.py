@@ -152,8 +152,7 @@ def run_demo(options: DemoOptions, console: Console) -> int:
         f"{options.processes} worker processes, topics {topics.main}.*, seed {options.seed}"
     )
     console.print(f"servers: Kafka {settings.kafka_bootstrap_servers}; report in {report_dir}")
-    # The workers' consumers notice a dead member (the poison's victim) within 6 s.
-    worker_kafka = {**settings.kafka_config, "session.timeout.ms": "6000"}
+    worker_kafka = dict(settings.kafka_config)
     pool = WorkerPool(settings, options.processes, report_dir / "workers.log", worker_kafka)
     probe = LagProbe(settings, topics.main, topics.dlq, consumer_group(prefix, QUEUE))
     enqueuer = Enqueuer(settings, workload, job_ids)

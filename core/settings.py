@@ -14,7 +14,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -104,6 +104,17 @@ class WorkerSettings(BaseModel):
     default_max_attempts: int = Field(8, ge=1, le=1_000, description="Max attempts default.")
     stale_owner_seconds: float = Field(
         60.0, gt=0, description="A lease owner whose heartbeat is older than this is gone."
+    )
+    group_protocol: Literal["consumer", "classic"] = Field(
+        "consumer",
+        description="Consumer-group protocol: 'consumer' (KIP-848, Kafka 4.0+; the broker "
+        "assigns, per topic, so main and retry partitions spread evenly) or 'classic' "
+        "(cooperative-sticky, for older brokers; it can hand a late joiner a whole topic).",
+    )
+    group_remote_assignor: str = Field(
+        "range",
+        description="Broker-side assignor under the 'consumer' protocol: 'range' gives each "
+        "member the same partition numbers of the main topic and of every retry tier.",
     )
     unknown_type_attempts: int = Field(
         5, ge=1, le=1_000, description="Retries of a job type no worker knows, before it is dead."

@@ -20,7 +20,6 @@ def test_exit_and_hang_end_dead_and_the_pool_recovers(
             "heartbeat_interval_seconds": 0.5,
             "stale_owner_seconds": 2.0,
         },
-        kafka_config={"session.timeout.ms": "6000"},
     )
     with tenantq.Producer(settings) as producer:
         exit_id = producer.enqueue("poison_exit", tenant="bad", payload={}).result(30).job_id

@@ -29,7 +29,6 @@ def test_kill_9_mid_batch_every_job_still_succeeds(
             "stale_owner_seconds": 3.0,
             "concurrency": 8,
         },
-        kafka_config={"session.timeout.ms": "6000"},
     )
     with tenantq.Producer(settings) as producer:
         futures = producer.enqueue_many(

@@ -17,7 +17,7 @@ def test_job_longer_than_max_poll_interval_completes(
 ) -> None:
     settings = make_settings(
         worker={"lease_seconds": 2.0, "heartbeat_interval_seconds": 0.5},
-        kafka_config={"max.poll.interval.ms": "7000", "session.timeout.ms": "6000"},
+        kafka_config={"max.poll.interval.ms": "7000"},
     )
     app = tenantq.App(settings)
 

@@ -22,7 +22,6 @@ def test_result_of_a_frozen_worker_is_refused(
             "heartbeat_interval_seconds": 0.5,
             "stale_owner_seconds": 2.0,
         },
-        kafka_config={"session.timeout.ms": "6000"},
     )
     with tenantq.Producer(settings) as producer:
         job_id = (
