@@ -13,6 +13,11 @@ Two families:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tenantq.producer.delivery import JobRef
+
 
 class TenantqError(Exception):
     """Base of every error tenantq raises."""
@@ -76,6 +81,27 @@ class EnqueueFailed(TenantqError):
         super().__init__(message)
         self.retriable = retriable
         self.possibly_persisted = possibly_persisted
+
+
+class BatchEnqueueFailed(EnqueueFailed):
+    """Some jobs of an ``enqueue_batch`` were not acknowledged; every job is settled.
+
+    ``failures`` maps request indexes to each job's own ``EnqueueFailed``; ``refs`` has the
+    ``JobRef`` of each acknowledged job and None where it failed. The batch is ``retriable``
+    if every failure is, and ``possibly_persisted`` if any failure is: resubmit the failed
+    requests with the same job ids (the worker deduplicates).
+    """
+
+    def __init__(self, failures: dict[int, EnqueueFailed], refs: list[JobRef | None]) -> None:
+        first_index, first = next(iter(failures.items()))
+        super().__init__(
+            f"{len(failures)} of {len(refs)} jobs were not acknowledged; "
+            f"first, request #{first_index}: {first}",
+            retriable=all(failure.retriable for failure in failures.values()),
+            possibly_persisted=any(failure.possibly_persisted for failure in failures.values()),
+        )
+        self.failures = failures
+        self.refs = refs
 
 
 # -- decoding (what the worker dead-letters without a handler) --------------------------------

@@ -5,11 +5,15 @@ topic prefix, then alternates runs of
 
 * raw: ``confluent_kafka.Producer.produce`` of pre-encoded envelopes (same topic, partition,
   key, headers and producer configuration) with a minimal delivery callback, then ``flush``;
-* sdk: ``tenantq.Producer.enqueue_many`` of the equivalent requests (validation, UUIDv7,
-  JSON, Avro envelope, placement, futures) until every future is resolved;
+* many: ``tenantq.Producer.enqueue_many`` of the equivalent requests (validation, UUIDv7,
+  JSON, Avro envelope, placement, one future per job) until every future is resolved;
+* batch: ``tenantq.Producer.enqueue_batch`` of the same requests (same work, one future per
+  call) until every batch is resolved;
 
-and prints messages per second of each and their ratio. ``--profile`` runs the SDK once more
-under cProfile and prints where the time goes.
+and prints messages per second of each and their ratios to raw, all measured in the same
+rounds (the machine may be noisy: compare ratios, not absolute rates across runs).
+``--profile`` runs each SDK path once more under cProfile, with the cyclic GC timed through
+``gc.callbacks``, and prints where the time of a job goes.
 
     python loadtest/producer_bench.py --messages 200000 --profile
 """
@@ -24,6 +28,7 @@ import pstats
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future, wait
 from typing import Any
 
@@ -31,7 +36,7 @@ import confluent_kafka
 import tenantq
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.config import producer_config
-from tenantq.producer.producer import EnqueueRequest, JobRef, Producer
+from tenantq.producer.producer import BatchFuture, EnqueueRequest, JobRef, Producer
 from tenantq.settings import QueueSettings
 from tenantq.topic_admin import declared_topics, delete_topics, ensure_topics
 
@@ -49,6 +54,7 @@ def requests_for(count: int) -> list[EnqueueRequest]:
 
 
 def run_sdk(settings: tenantq.Settings, requests: list[EnqueueRequest], chunk: int) -> float:
+    """``enqueue_many``: one future per job."""
     # No placement table: the bench measures the producer, not a database round trip.
     with Producer(settings, placement_book=PlacementBook(None, 60.0)) as producer:
         producer.enqueue("bench_job", tenant="warm-up", payload={}, queue=QUEUE).result(30)
@@ -64,6 +70,22 @@ def run_sdk(settings: tenantq.Settings, requests: list[EnqueueRequest], chunk: i
         failed = sum(1 for future in done if future.exception() is not None) + remaining
         if pending or failed:
             raise SystemExit(f"sdk run: {len(pending)} pending, {failed} failed")
+    return len(requests) / elapsed
+
+
+def run_batch(settings: tenantq.Settings, requests: list[EnqueueRequest], chunk: int) -> float:
+    """``enqueue_batch``: one future per ``chunk`` jobs."""
+    with Producer(settings, placement_book=PlacementBook(None, 60.0)) as producer:
+        producer.enqueue("bench_job", tenant="warm-up", payload={}, queue=QUEUE).result(30)
+        started = time.perf_counter()
+        batches: list[BatchFuture] = []
+        for start in range(0, len(requests), chunk):
+            batches.append(producer.enqueue_batch(requests[start : start + chunk]))
+        remaining = producer.flush(120)
+        elapsed = time.perf_counter() - started
+        refs = [ref for batch in batches for ref in batch.result(120)]
+        if remaining or len(refs) != len(requests):
+            raise SystemExit(f"batch run: {remaining} pending, {len(refs)} acknowledged")
     return len(requests) / elapsed
 
 
@@ -92,7 +114,7 @@ def run_raw(settings: tenantq.Settings, requests: list[EnqueueRequest]) -> float
                     message.key,
                     partition=message.partition,
                     on_delivery=on_delivery,
-                    headers=message.headers,
+                    headers=message.kafka_headers(),
                 )
                 break
             except BufferError:
@@ -104,13 +126,88 @@ def run_raw(settings: tenantq.Settings, requests: list[EnqueueRequest]) -> float
     return len(messages) / elapsed
 
 
+class GcTimer:
+    """Wall time spent in the cyclic collector (any thread), through ``gc.callbacks``."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.collections = 0
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+            self.collections += 1
+
+
+#: Profile rows summed into each bucket of "where the time goes" (substring of the function
+#: label -> bucket); the first match wins.
+BUCKETS = (
+    ("encode_payload", "payload JSON"),
+    ("new_job_ids", "job ids (UUIDv7)"),
+    ("job_ids.py", "job ids (UUIDv7)"),
+    ("uuid.py", "job ids (UUIDv7)"),
+    ("envelope_writer.py", "Avro envelope"),
+    ("request.py", "validation, routing, headers"),
+    ("validation.py", "validation, routing, headers"),
+    ("method 'produce'", "confluent-kafka produce"),
+    ("batch.py", "delivery callbacks"),
+    ("delivery.py", "delivery callbacks (futures)"),
+    ("job_future.py", "delivery callbacks (futures)"),
+    ("_base.py", "delivery callbacks (futures)"),
+    ("method 'poll'", "poll/flush wait (librdkafka)"),
+    ("method 'flush'", "poll/flush wait (librdkafka)"),
+)
+
+
+def where_the_time_goes(
+    label: str, run: Callable[[], float], messages: int, top: int, show_top: bool
+) -> None:
+    """Profile one run and print per-job microseconds by bucket (self time), GC apart."""
+    timer = GcTimer()
+    gc.callbacks.append(timer)
+    profiler = cProfile.Profile()
+    try:
+        profiler.enable()
+        run()
+        profiler.disable()
+    finally:
+        gc.callbacks.remove(timer)
+    stats = pstats.Stats(profiler)
+    buckets: dict[str, float] = {}
+    total = 0.0
+    raw_stats: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    for (filename, line, function), (_, _, tottime, _, _) in raw_stats.items():
+        name = f"{filename}:{line}({function})"
+        bucket = next((b for pattern, b in BUCKETS if pattern in name), "other Python")
+        buckets[bucket] = buckets.get(bucket, 0.0) + tottime
+        total += tottime
+    per_job = 1e6 / messages
+    print(
+        f"\n{label}: main thread {total * per_job:.2f} us/job under cProfile "
+        f"(profiling inflates Python calls; the delivery callbacks served by the poller "
+        f"thread are not in it)"
+    )
+    for bucket, seconds in sorted(buckets.items(), key=lambda item: -item[1]):
+        print(f"  {bucket:<32} {seconds * per_job:6.2f} us/job")
+    print(
+        f"  {'of which cyclic GC (any thread)':<32} {timer.seconds * per_job:6.2f} us/job "
+        f"({timer.collections} collections)"
+    )
+    if show_top:
+        stats.sort_stats("tottime").print_stats(top)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200_000)
-    parser.add_argument("--rounds", type=int, default=2, help="alternating raw/sdk rounds")
-    parser.add_argument("--chunk", type=int, default=10_000, help="requests per enqueue_many")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating raw/many/batch rounds")
+    parser.add_argument("--chunk", type=int, default=10_000, help="requests per call")
     parser.add_argument("--partitions", type=int, default=12)
-    parser.add_argument("--profile", action="store_true", help="profile one more SDK run")
+    parser.add_argument("--profile", action="store_true", help="profile one more run of each")
+    parser.add_argument("--top", type=int, default=0, help="with --profile: top N functions")
     parser.add_argument("--keep-topics", action="store_true")
     parser.add_argument(
         "--tune-gc",
@@ -138,26 +235,40 @@ def main(argv: list[str] | None = None) -> int:
         gc.set_threshold(50_000, 20, 20)
     print(
         f"{arguments.messages} messages of ~100 B payload to {settings.topic_prefix}.{QUEUE} "
-        f"({arguments.partitions} partitions) on {settings.kafka_bootstrap_servers}"
+        f"({arguments.partitions} partitions) on {settings.kafka_bootstrap_servers}, "
+        f"{arguments.chunk} per call"
     )
-    raw_rates, sdk_rates = [], []
+    runs: dict[str, Callable[[], float]] = {
+        "raw": lambda: run_raw(settings, requests),
+        "enqueue_many": lambda: run_sdk(settings, requests, arguments.chunk),
+        "enqueue_batch": lambda: run_batch(settings, requests, arguments.chunk),
+    }
+    rates: dict[str, list[float]] = {name: [] for name in runs}
     try:
         for round_number in range(arguments.rounds):
-            raw_rates.append(run_raw(settings, requests))
-            sdk_rates.append(run_sdk(settings, requests, arguments.chunk))
+            for name, run in runs.items():
+                rates[name].append(run())
             print(
-                f"round {round_number + 1}: raw {raw_rates[-1]:,.0f} msg/s, "
-                f"sdk {sdk_rates[-1]:,.0f} msg/s"
+                f"round {round_number + 1}: "
+                + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name in runs)
+                + " msg/s; "
+                + ", ".join(
+                    f"{name}/raw {rates[name][-1] / rates['raw'][-1]:.2f}"
+                    for name in runs
+                    if name != "raw"
+                )
             )
-        raw, sdk = max(raw_rates), max(sdk_rates)
-        print(f"best: raw {raw:,.0f} msg/s, sdk {sdk:,.0f} msg/s, sdk/raw = {sdk / raw:.2f}")
+        best = {name: max(values) for name, values in rates.items()}
+        print("\nbest of each (msg/s, us/msg, ratio to raw):")
+        for name, rate in best.items():
+            print(f"  {name:<14} {rate:>10,.0f} {1e6 / rate:6.2f} us  {rate / best['raw']:.2f}x")
         if arguments.profile:
-            profiler = cProfile.Profile()
-            profiler.enable()
-            run_sdk(settings, requests, arguments.chunk)
-            profiler.disable()
-            stats = pstats.Stats(profiler, stream=sys.stdout)
-            stats.sort_stats("tottime").print_stats(20)
+            print("\nwhere the time goes")
+            for name in ("enqueue_many", "enqueue_batch"):
+                where_the_time_goes(
+                    name, runs[name], arguments.messages, arguments.top,
+                    show_top=arguments.top > 0,
+                )  # fmt: skip
     finally:
         if not arguments.keep_topics:
             delete_topics(settings, [spec.name for spec in declared_topics(settings)])

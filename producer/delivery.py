@@ -37,7 +37,7 @@ _NOT_SENT = frozenset(
 )
 
 
-def enqueue_failure(error: KafkaError, job_id: uuid.UUID, topic: str) -> EnqueueFailed:
+def enqueue_failure(error: KafkaError, job_id: uuid.UUID | str, topic: str) -> EnqueueFailed:
     """An ``EnqueueFailed`` for a failed delivery. Anything that may have reached a broker
     (timeouts, purged in flight, network errors) is ``possibly_persisted``: the caller should
     retry with the same job id, which the worker deduplicates."""

@@ -21,11 +21,13 @@ from types import TracebackType
 from typing import Any
 
 import confluent_kafka
+from tenantq import headers as header_names
 from tenantq.app import App
 from tenantq.errors import ConfigurationError, EnqueueFailed, QueueFull
-from tenantq.job_ids import new_job_id
+from tenantq.job_ids import new_job_id_ints
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.admission import TenantAdmission
+from tenantq.producer.batch import BatchFuture
 from tenantq.producer.config import producer_config
 from tenantq.producer.delivery import DeliveryFuture, JobRef
 from tenantq.producer.job_future import JobFuture
@@ -34,7 +36,7 @@ from tenantq.producer.request import EnqueueRequest, Outgoing, RequestPreparer
 from tenantq.settings import Settings, load_settings
 from tenantq.store.placement import PlacementReader
 
-__all__ = ["EnqueueRequest", "JobRef", "Producer"]
+__all__ = ["BatchFuture", "EnqueueRequest", "JobRef", "Producer"]
 
 logger = logging.getLogger("tenantq.producer")
 
@@ -88,7 +90,7 @@ class Producer:
         self._kafka = kafka_client
         self._partition_counts: dict[str, tuple[float, int]] = {}
         self._preparer = RequestPreparer(
-            self.settings, app, self._placements, self.partition_count, new_job_id
+            self.settings, app, self._placements, self.partition_count, new_job_id_ints
         )
         self._closed = False
         self._stop_polling = threading.Event()
@@ -144,20 +146,31 @@ class Producer:
         futures of the jobs that could not be handed over fail with ``QueueFull`` and the
         accepted ones are kept.
         """
-        self._check_usable()
-        outgoing = self._preparer.prepare_all(requests, dt.datetime.now(dt.UTC))
+        outgoing = self._prepare_and_admit(requests)
         if not outgoing:
             return []
-        if self._admission.enabled:
-            self._admission.admit(Counter(message.tenant_id for message in outgoing))
-        if self._latency_guard is not None:
-            for queue in {message.queue for message in outgoing}:
-                self._latency_guard.check(queue)
         futures = self._publish(outgoing)
         # Serve the delivery reports that are ready in this thread, which holds the GIL
         # anyway: fewer hand-offs to the background thread, which then mostly idles.
         self._kafka.poll(0)
         return futures
+
+    def enqueue_batch(self, requests: Iterable[EnqueueRequest | Mapping[str, Any]]) -> BatchFuture:
+        """Publish a batch with ONE future for all of it: the bulk form of ``enqueue_many``.
+
+        Validation and admission are the same and raise the same errors at once (nothing
+        published). The returned ``BatchFuture`` resolves to the ``JobRef`` of every job, in
+        request order, once all are acknowledged, or fails with ``BatchEnqueueFailed``
+        (per-job errors by request index, plus the refs of the acknowledged jobs) once every
+        job is settled. A full buffer is handled as in ``enqueue_many``: ``QueueFull`` if
+        nothing was handed over, else the remaining jobs fail inside the batch result.
+        """
+        outgoing = self._prepare_and_admit(requests)
+        batch = BatchFuture(outgoing)
+        if outgoing:
+            self._publish_batch(outgoing, batch)
+            self._kafka.poll(0)
+        return batch
 
     async def enqueue_async(self, job_type: str, **arguments: Any) -> JobRef:
         """``enqueue`` for asyncio code: awaits the acknowledgement and returns the ``JobRef``.
@@ -252,12 +265,67 @@ class Producer:
                 possibly_persisted=False,
             )
 
+    def _prepare_and_admit(
+        self, requests: Iterable[EnqueueRequest | Mapping[str, Any]]
+    ) -> list[Outgoing]:
+        """Every request validated, placed and admitted; raises before anything is published."""
+        self._check_usable()
+        outgoing = self._preparer.prepare_all(requests, dt.datetime.now(dt.UTC))
+        if outgoing:
+            if self._admission.enabled:
+                self._admission.admit(Counter(message.tenant_id for message in outgoing))
+            if self._latency_guard is not None:
+                for queue in {message.queue for message in outgoing}:
+                    self._latency_guard.check(queue)
+        return outgoing
+
+    def _publish_batch(self, outgoing: list[Outgoing], batch: BatchFuture) -> None:
+        produce = self._kafka.produce
+        on_delivery = batch.on_delivery
+        job_id_header = header_names.JOB_ID
+        for index, message in enumerate(outgoing):
+            try:
+                produce(
+                    message.topic,
+                    message.value,
+                    message.key,
+                    partition=message.partition,
+                    on_delivery=on_delivery,
+                    # Built here, not kept per job: librdkafka copies it, so it dies at once.
+                    headers=[(job_id_header, message.job_id), *message.extra_headers],
+                )
+            except BufferError:
+                try:
+                    self._produce_when_room(message, on_delivery)
+                except QueueFull as full:
+                    if index == 0:
+                        raise
+                    for unsent in range(index, len(outgoing)):
+                        batch.fail(
+                            unsent,
+                            EnqueueFailed(
+                                f"job {outgoing[unsent].job_id} was not handed to Kafka: {full}",
+                                retriable=True,
+                                possibly_persisted=False,
+                            ),
+                        )
+                    return
+            except confluent_kafka.KafkaException as error:
+                batch.fail(
+                    index,
+                    EnqueueFailed(
+                        f"job {message.job_id} refused by the client: {error}",
+                        retriable=bool(error.args[0].retriable()),
+                        possibly_persisted=False,
+                    ),
+                )
+
     def _publish(self, outgoing: list[Outgoing]) -> list[Future[JobRef]]:
         produce = self._kafka.produce
         futures: list[Future[JobRef]] = []
         append = futures.append
         for index, message in enumerate(outgoing):
-            future = DeliveryFuture(message.job_id)
+            future = DeliveryFuture(message.job_uuid())
             try:
                 produce(
                     message.topic,
@@ -265,7 +333,7 @@ class Producer:
                     message.key,
                     partition=message.partition,
                     on_delivery=future,
-                    headers=message.headers,
+                    headers=message.kafka_headers(),
                 )
             except BufferError:
                 try:
@@ -291,7 +359,9 @@ class Producer:
             append(future)
         return futures
 
-    def _produce_when_room(self, message: Outgoing, future: DeliveryFuture) -> None:
+    def _produce_when_room(
+        self, message: Outgoing, on_delivery: Callable[[Any, Any], None]
+    ) -> None:
         timeout = self.settings.producer.buffer_timeout_seconds
         deadline = time.monotonic() + timeout
         while True:
@@ -303,8 +373,8 @@ class Producer:
                     message.value,
                     message.key,
                     partition=message.partition,
-                    on_delivery=future,
-                    headers=message.headers,
+                    on_delivery=on_delivery,
+                    headers=message.kafka_headers(),
                 )
                 return
             except BufferError:

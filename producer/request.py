@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from tenantq import headers as header_names
 from tenantq.app import App
 from tenantq.errors import ConfigurationError, InvalidJobError
+from tenantq.job_ids import job_id_text
 from tenantq.partitioner.placement import Placement, key_partition
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.partitioner.tenant_id import validate_tenant_id
@@ -28,6 +29,8 @@ from tenantq.producer.validation import (
 )
 from tenantq.schemas.envelope import DEFAULT_CODEC, SCHEMA_FINGERPRINT_HEX
 from tenantq.schemas.envelope_writer import (
+    DEFAULT_TAIL,
+    EnvelopeWriter,
     encode_long,
     encode_tail,
     timestamp_micros,
@@ -61,28 +64,81 @@ REQUEST_FIELDS = frozenset(field.name for field in fields(EnqueueRequest))
 
 
 class Outgoing(NamedTuple):
-    """A validated job, encoded and placed, ready for ``produce``."""
+    """A validated job, encoded and placed, ready for ``produce``.
 
-    job_id: uuid.UUID
+    Only atomic values and shared tuples: the cyclic GC stops tracking such a tuple at its
+    first pass, so a batch waiting to be published costs the collector nothing. For the same
+    reason the job id is kept as text and integer (no ``UUID``) and the per-job header list
+    is built at ``produce`` time (``kafka_headers``).
+    """
+
+    job_id: str
+    job_int: int
     queue: str
     tenant_id: str
     topic: str
     partition: int
     key: bytes
     value: bytes
-    headers: list[tuple[str, str | bytes]]
+    #: Every header but the job id's, often one tuple shared by all jobs of a tenant.
+    extra_headers: tuple[tuple[str, str], ...]
+
+    def kafka_headers(self) -> list[tuple[str, str | bytes]]:
+        """The headers to produce with: the job id, then ``extra_headers``."""
+        return [(header_names.JOB_ID, self.job_id), *self.extra_headers]
+
+    def job_uuid(self) -> uuid.UUID:
+        return uuid.UUID(int=self.job_int)
+
+
+class _Route:
+    """Everything about a (job type, tenant, queue) that does not depend on the job: checked
+    once per batch, then shared by every plain job of the batch with those three values."""
+
+    __slots__ = (
+        "base_headers", "hashed", "identity", "job_type", "key", "model", "partition",
+        "partition_key", "partitions", "placement", "queue", "tenant_id", "topic",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        job_type: str,
+        model: type[BaseModel] | None,
+        tenant_id: str,
+        queue: str,
+        topic: str,
+        partitions: int,
+        placement: Placement,
+        base_headers: tuple[tuple[str, str], ...],
+    ) -> None:
+        self.job_type = job_type
+        self.model = model
+        self.tenant_id = tenant_id
+        self.queue = queue
+        self.topic = topic
+        self.partitions = partitions
+        self.placement = placement
+        self.base_headers = base_headers
+        # Hashed placement (the default) does not depend on the job id: place once.
+        self.hashed = placement.mode == "hashed"
+        self.partition_key = tenant_id
+        self.partition = -1
+        self.key = b""
+        self.identity = b""
 
 
 class _Batch:
     """What is constant within one ``prepare_all`` call: the time and lookups of it."""
 
-    __slots__ = ("created", "now", "partition_counts", "placements")
+    __slots__ = ("created", "next_job_id", "now", "partition_counts", "placements", "routes")
 
-    def __init__(self, now: dt.datetime) -> None:
+    def __init__(self, now: dt.datetime, next_job_id: Callable[[], int]) -> None:
         self.now = now
         self.created = encode_long(timestamp_micros(now))
+        self.next_job_id = next_job_id
         self.placements: dict[tuple[str, str], Placement] = {}
         self.partition_counts: dict[str, int] = {}
+        self.routes: dict[tuple[object, object, object], _Route] = {}
 
 
 class RequestPreparer:
@@ -99,13 +155,13 @@ class RequestPreparer:
         app: App | None,
         placements: PlacementBook,
         partition_count: Callable[[str], int],
-        new_job_id: Callable[[], uuid.UUID],
+        new_job_ids: Callable[[int], list[int]],
     ) -> None:
         self._settings = settings
         self._app = app
         self._placements = placements
         self._partition_count = partition_count
-        self._new_job_id = new_job_id
+        self._new_job_ids = new_job_ids
         self._writer = writer_for(DEFAULT_CODEC)
         self._queues: dict[str, QueueSettings] = {}
         self._valid_tenants: set[str] = set()
@@ -117,17 +173,106 @@ class RequestPreparer:
         self, requests: Iterable[EnqueueRequest | Mapping[str, Any]], now: dt.datetime
     ) -> list[Outgoing]:
         """Every request prepared, or the first error (with a note naming its index)."""
-        batch = _Batch(now)
+        if not isinstance(requests, list | tuple):
+            requests = list(requests)
+        batch = _Batch(now, iter(self._new_job_ids(len(requests))).__next__)
         prepared: list[Outgoing] = []
         append = prepared.append
         prepare = self.prepare
+        plain = self._plain_job
+        # With an unknown schema only the generic path (fastavro) can encode.
+        writer = self._writer
         for index, request in enumerate(requests):
             try:
-                append(prepare(request, batch))
+                if type(request) is not EnqueueRequest:
+                    request = _as_request(request)
+                if (
+                    writer is not None
+                    and request.run_after is None
+                    and request.delay is None
+                    and request.max_attempts is None
+                    and request.idempotency_key is None
+                    and request.trace_context is None
+                ):
+                    append(plain(request, batch, writer))
+                else:
+                    append(prepare(request, batch))
             except (InvalidJobError, ConfigurationError) as error:
                 error.add_note(f"(request #{index} of the batch; nothing was published)")
                 raise
         return prepared
+
+    def _plain_job(
+        self, request: EnqueueRequest, batch: _Batch, writer: EnvelopeWriter
+    ) -> Outgoing:
+        """``prepare`` for the common job without options: the same checks and the same bytes,
+        with the per-(job type, tenant, queue) work done once per batch (``_Route``)."""
+        route_key = (request.job_type, request.tenant, request.queue)
+        try:
+            route = batch.routes.get(route_key)
+        except TypeError:  # an unhashable job type or tenant: the checks will say what is wrong
+            route = None
+        if route is None:
+            route = self._route(request, batch)
+            try:
+                batch.routes[route_key] = route
+            except TypeError:
+                pass
+        payload = encode_payload(
+            route.job_type, request.payload, route.model, self._settings.max_payload_bytes
+        )
+        job_int = batch.next_job_id() if request.job_id is None else _explicit(request.job_id)
+        if route.hashed:
+            partition_key, partition = route.partition_key, route.partition
+            key, identity = route.key, route.identity
+        else:
+            partition_key, partition = route.placement.choose(
+                route.tenant_id, uuid.UUID(int=job_int), route.partitions
+            )
+            key = partition_key.encode()
+            identity = self._identity(route.queue, route.job_type, route.tenant_id, partition_key)
+        text = job_id_text(job_int)
+        value = writer.encode(text, identity, payload, batch.created, DEFAULT_TAIL)
+        if len(value) > self._settings.max_message_bytes:
+            self._refuse_size(route.job_type, len(value))
+        return Outgoing(
+            text,
+            job_int,
+            route.queue,
+            route.tenant_id,
+            route.topic,
+            partition,
+            key,
+            value,
+            route.base_headers,
+        )
+
+    def _route(self, request: EnqueueRequest, batch: _Batch) -> _Route:
+        """The checks of ``prepare`` that depend only on job type, tenant and queue."""
+        job_type = request.job_type
+        default_queue, model = self._job_type(job_type)
+        tenant_id = self._tenant(request.tenant)
+        queue = request.queue or default_queue
+        self._queue(queue)
+        topic = main_topic(self._settings.topic_prefix, queue)
+        route = _Route(
+            job_type,
+            model,
+            tenant_id,
+            queue,
+            topic,
+            self._main_partitions(batch, topic),
+            self._placement(batch, queue, tenant_id),
+            self._headers(job_type, tenant_id),
+        )
+        if route.hashed:
+            # Placement.choose ignores the job id when hashed; any id will do.
+            route.partition_key, route.partition = route.placement.choose(
+                tenant_id, uuid.UUID(int=0), route.partitions
+            )
+            route.key = route.partition_key.encode()
+            route.identity = self._identity(queue, job_type, tenant_id, route.partition_key)
+        return route
 
     def _queue(self, name: str) -> QueueSettings:
         queue = self._queues.get(name)
@@ -172,7 +317,7 @@ class RequestPreparer:
     ) -> Outgoing:
         """One request, validated, encoded and placed."""
         if not isinstance(batch, _Batch):
-            batch = _Batch(batch)
+            batch = _Batch(batch, lambda: self._new_job_ids(1)[0])
         if type(request) is not EnqueueRequest:
             request = _as_request(request)
         job_type = request.job_type
@@ -190,19 +335,56 @@ class RequestPreparer:
         max_attempts = check_max_attempts(request.max_attempts)
         idempotency_key = check_idempotency_key(request.idempotency_key)
         trace_context = check_trace_context(request.trace_context)
-        job_id = self._new_job_id() if request.job_id is None else check_job_id(request.job_id)
-        assert job_id is not None
+        job_int = batch.next_job_id() if request.job_id is None else _explicit(request.job_id)
+        job_id = uuid.UUID(int=job_int)
 
         prefix = self._settings.topic_prefix
         main = main_topic(prefix, queue)
-        placement = batch.placements.get((queue, tenant_id))
-        if placement is None:
-            placement = self._placements.placement(queue, tenant_id)
-            batch.placements[(queue, tenant_id)] = placement
+        placement = self._placement(batch, queue, tenant_id)
         partition_key, partition = placement.choose(
             tenant_id, job_id, self._main_partitions(batch, main)
         )
         job_id_text = str(job_id)
+        headers: tuple[tuple[str, str], ...] = self._headers(job_type, tenant_id)
+        topic = main
+        if due is not None:
+            wait = (due - now).total_seconds()
+            tier = tier_for_wait(wait, queue_settings.retry_delays_seconds)
+            topic = retry_topic(prefix, queue, tier)
+            # Tiers may have fewer partitions than the main topic: hash the chosen key there.
+            partition = key_partition(partition_key, self._main_partitions(batch, topic))
+            headers += (
+                (header_names.DUE_AT_MS, str(int(due.timestamp() * 1000))),
+                (header_names.DELAY_REASON, "scheduled"),
+            )
+
+        value = self._encode(
+            job_id_text, queue, job_type, tenant_id, partition_key, payload, batch,
+            due, max_attempts, idempotency_key, trace_context,
+        )  # fmt: skip
+        if len(value) > self._settings.max_message_bytes:
+            self._refuse_size(job_type, len(value))
+        return Outgoing(
+            job_id_text,
+            job_int,
+            queue,
+            tenant_id,
+            topic,
+            partition,
+            partition_key.encode(),
+            value,
+            headers,
+        )
+
+    def _placement(self, batch: _Batch, queue: str, tenant_id: str) -> Placement:
+        placement = batch.placements.get((queue, tenant_id))
+        if placement is None:
+            placement = self._placements.placement(queue, tenant_id)
+            batch.placements[(queue, tenant_id)] = placement
+        return placement
+
+    def _headers(self, job_type: str, tenant_id: str) -> tuple[tuple[str, str], ...]:
+        """The headers every job of (job type, tenant) carries besides its id."""
         base_headers = self._base_headers.get((job_type, tenant_id))
         if base_headers is None:
             if len(self._base_headers) >= MEMO_LIMIT:
@@ -212,28 +394,22 @@ class RequestPreparer:
                 (header_names.TENANT, tenant_id),
                 (header_names.SCHEMA_FINGERPRINT, SCHEMA_FINGERPRINT_HEX),
             )
-        headers: list[tuple[str, str | bytes]] = [(header_names.JOB_ID, job_id_text), *base_headers]
-        topic = main
-        if due is not None:
-            wait = (due - now).total_seconds()
-            tier = tier_for_wait(wait, queue_settings.retry_delays_seconds)
-            topic = retry_topic(prefix, queue, tier)
-            # Tiers may have fewer partitions than the main topic: hash the chosen key there.
-            partition = key_partition(partition_key, self._main_partitions(batch, topic))
-            headers.append((header_names.DUE_AT_MS, str(int(due.timestamp() * 1000))))
-            headers.append((header_names.DELAY_REASON, "scheduled"))
+        return base_headers
 
-        value = self._encode(
-            job_id_text, queue, job_type, tenant_id, partition_key, payload, batch,
-            due, max_attempts, idempotency_key, trace_context,
-        )  # fmt: skip
-        if len(value) > self._settings.max_message_bytes:
-            raise InvalidJobError(
-                f"job of {job_type!r} is {len(value)} bytes as an envelope, "
-                f"the limit (max_message_bytes) is {self._settings.max_message_bytes}"
-            )
-        return Outgoing(
-            job_id, queue, tenant_id, topic, partition, partition_key.encode(), value, headers
+    def _identity(self, queue: str, job_type: str, tenant_id: str, partition_key: str) -> bytes:
+        """The encoded identity fields of the envelope (see ``EnvelopeWriter``), memoised."""
+        identity_key = (queue, job_type, tenant_id, partition_key)
+        identity = self._identities.get(identity_key)
+        if identity is None:
+            if len(self._identities) >= MEMO_LIMIT:
+                self._identities.clear()
+            identity = self._identities[identity_key] = EnvelopeWriter.identity(*identity_key)
+        return identity
+
+    def _refuse_size(self, job_type: str, size: int) -> None:
+        raise InvalidJobError(
+            f"job of {job_type!r} is {size} bytes as an envelope, "
+            f"the limit (max_message_bytes) is {self._settings.max_message_bytes}"
         )
 
     def _encode(
@@ -269,14 +445,15 @@ class RequestPreparer:
                     "attributes": {},
                 }
             )
-        identity_key = (queue, job_type, tenant_id, partition_key)
-        identity = self._identities.get(identity_key)
-        if identity is None:
-            if len(self._identities) >= MEMO_LIMIT:
-                self._identities.clear()
-            identity = self._identities[identity_key] = writer.identity(*identity_key)
+        identity = self._identity(queue, job_type, tenant_id, partition_key)
         tail = encode_tail(due, max_attempts, idempotency_key, trace_context)
         return writer.encode(job_id_text, identity, payload, batch.created, tail)
+
+
+def _explicit(job_id: object) -> int:
+    checked = check_job_id(job_id)
+    assert checked is not None
+    return checked.int
 
 
 def _as_request(request: object) -> EnqueueRequest:

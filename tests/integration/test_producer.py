@@ -87,6 +87,31 @@ def test_every_acknowledged_job_is_where_the_partitioner_said(settings: tenantq.
         assert envelope.payload_json() == request.payload
 
 
+def test_every_job_of_a_batch_is_in_the_partition_its_ref_names(
+    settings: tenantq.Settings,
+) -> None:
+    requests = [
+        EnqueueRequest("resize", f"tenant-{index % 13}", {"index": index}) for index in range(500)
+    ]
+    with Producer(settings) as producer:
+        first = producer.enqueue_batch(requests[:250])
+        second = producer.enqueue_batch(requests[250:])
+        refs = first.result(30) + second.result(30)
+    assert len({ref.job_id for ref in refs}) == len(requests)
+    topic = f"{settings.topic_prefix}.default"
+    messages = read_all(settings, topic, len(refs))
+    assert len(messages) == len(refs) == total_messages(settings, topic)
+    for request, ref in zip(requests, refs, strict=True):
+        assert ref.topic == topic
+        assert ref.partition == key_partition(request.tenant, 4)
+        message = messages[(ref.partition, ref.offset)]
+        assert dict(message.headers())[header_names.JOB_ID] == str(ref.job_id).encode()
+        envelope = decode_envelope(message.value(), max_bytes=settings.max_message_bytes)
+        assert envelope.job_id == ref.job_id
+        assert envelope.tenant_id == request.tenant
+        assert envelope.payload_json() == request.payload
+
+
 def test_placement_changes_apply_within_the_ttl(
     make_settings: Callable[..., tenantq.Settings], db: psycopg.Connection[Any]
 ) -> None:
