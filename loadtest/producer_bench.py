@@ -83,9 +83,10 @@ def run_batch(settings: tenantq.Settings, requests: list[EnqueueRequest], chunk:
             batches.append(producer.enqueue_batch(requests[start : start + chunk]))
         remaining = producer.flush(120)
         elapsed = time.perf_counter() - started
-        refs = [ref for batch in batches for ref in batch.result(120)]
-        if remaining or len(refs) != len(requests):
-            raise SystemExit(f"batch run: {remaining} pending, {len(refs)} acknowledged")
+        # result() raises if any job failed; len() does not make the JobRefs (see JobRefs).
+        acknowledged = sum(len(batch.result(120)) for batch in batches)
+        if remaining or acknowledged != len(requests):
+            raise SystemExit(f"batch run: {remaining} pending, {acknowledged} acknowledged")
     return len(requests) / elapsed
 
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import itertools
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import InvalidStateError
-from typing import Any
+from typing import Any, overload
 
 from confluent_kafka import KafkaError
 from tenantq.errors import BatchEnqueueFailed, EnqueueFailed
@@ -28,8 +28,64 @@ from tenantq.producer.request import Outgoing
 logger = logging.getLogger("tenantq.producer")
 
 
-class BatchFuture(JobFuture[list[JobRef]]):
-    """Resolves to the ``JobRef`` of every job of the batch, in request order, once Kafka has
+class JobRefs(Sequence[JobRef]):
+    """The ``JobRef`` of every job of a batch, in request order: a read-only sequence that
+    makes each ``JobRef`` when it is read.
+
+    Making them all up front (a tuple and a ``UUID`` per job, both tracked by the cyclic GC)
+    cost about as much as preparing the jobs; a caller that only checks the batch succeeded
+    never pays it. ``list(refs)`` gives a plain list.
+    """
+
+    __slots__ = ("_job_ints", "_offsets", "_partitions", "_topics")
+
+    def __init__(
+        self, job_ints: list[int], topics: list[str], partitions: list[int], offsets: list[int]
+    ) -> None:
+        self._job_ints = job_ints
+        self._topics = topics
+        self._partitions = partitions
+        self._offsets = offsets
+
+    def __len__(self) -> int:
+        return len(self._job_ints)
+
+    @overload
+    def __getitem__(self, index: int) -> JobRef: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[JobRef]: ...
+
+    def __getitem__(self, index: int | slice) -> JobRef | list[JobRef]:
+        if isinstance(index, slice):
+            return [self[position] for position in range(*index.indices(len(self)))]
+        return JobRef(
+            uuid.UUID(int=self._job_ints[index]),
+            self._topics[index],
+            self._partitions[index],
+            self._offsets[index],
+        )
+
+    def __iter__(self) -> Iterator[JobRef]:
+        make = uuid.UUID
+        for job_int, topic, partition, offset in zip(
+            self._job_ints, self._topics, self._partitions, self._offsets, strict=True
+        ):
+            yield JobRef(make(int=job_int), topic, partition, offset)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, JobRefs | list | tuple):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"JobRefs({list(self)!r})"
+
+
+class BatchFuture(JobFuture[JobRefs]):
+    """Resolves to the ``JobRefs`` of every job of the batch, in request order, once Kafka has
     acknowledged them all; or fails with ``BatchEnqueueFailed`` once every job is settled and
     at least one was not acknowledged (``failures`` by request index, ``refs`` of the rest).
 
@@ -39,7 +95,10 @@ class BatchFuture(JobFuture[list[JobRef]]):
 
     def __init__(self, outgoing: Sequence[Outgoing]) -> None:
         super().__init__()
-        self._outgoing = outgoing
+        # Columns rather than the messages: the envelopes can go once delivered.
+        self._job_ints = [message.job_int for message in outgoing]
+        self._topics = [message.topic for message in outgoing]
+        self._partitions = [message.partition for message in outgoing]
         self._size = len(outgoing)
         self._offsets: list[int] = [-1] * self._size
         self._failures: dict[int, EnqueueFailed] = {}
@@ -57,7 +116,7 @@ class BatchFuture(JobFuture[list[JobRef]]):
                 )
         self._by_value = by_value
         if not outgoing:
-            self.set_result([])
+            self.set_result(JobRefs([], [], [], []))
 
     def __len__(self) -> int:
         return self._size
@@ -77,7 +136,7 @@ class BatchFuture(JobFuture[list[JobRef]]):
             self._offsets[index] = message.offset()
         else:
             self._failures[index] = enqueue_failure(
-                error, self._outgoing[index].job_uuid(), self._outgoing[index].topic
+                error, uuid.UUID(int=self._job_ints[index]), self._topics[index]
             )
         if self._settle() == self._size:
             self._finish()
@@ -89,28 +148,18 @@ class BatchFuture(JobFuture[list[JobRef]]):
             self._finish()
 
     def _finish(self) -> None:
-        outgoing, offsets, failures = self._outgoing, self._offsets, self._failures
         self._by_value = {}
-        make_uuid = uuid.UUID
+        refs = JobRefs(self._job_ints, self._topics, self._partitions, self._offsets)
+        failures = self._failures
         try:
             if not failures:
-                self.set_result(
-                    [
-                        JobRef(
-                            make_uuid(int=message.job_int), message.topic, message.partition, offset
-                        )
-                        for message, offset in zip(outgoing, offsets, strict=True)
-                    ]
-                )
+                self.set_result(refs)
                 return
-            refs: list[JobRef | None] = [
-                None
-                if index in failures
-                else JobRef(
-                    make_uuid(int=message.job_int), message.topic, message.partition, offsets[index]
+            self.set_exception(
+                BatchEnqueueFailed(
+                    dict(sorted(failures.items())),
+                    [None if index in failures else ref for index, ref in enumerate(refs)],
                 )
-                for index, message in enumerate(outgoing)
-            ]
-            self.set_exception(BatchEnqueueFailed(dict(sorted(failures.items())), refs))
+            )
         except InvalidStateError:
             pass  # cancelled by its owner: the first outcome stands

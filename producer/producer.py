@@ -27,7 +27,7 @@ from tenantq.errors import ConfigurationError, EnqueueFailed, QueueFull
 from tenantq.job_ids import new_job_id_ints
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.admission import TenantAdmission
-from tenantq.producer.batch import BatchFuture
+from tenantq.producer.batch import BatchFuture, JobRefs
 from tenantq.producer.config import producer_config
 from tenantq.producer.delivery import DeliveryFuture, JobRef
 from tenantq.producer.job_future import JobFuture
@@ -36,7 +36,7 @@ from tenantq.producer.request import EnqueueRequest, Outgoing, RequestPreparer
 from tenantq.settings import Settings, load_settings
 from tenantq.store.placement import PlacementReader
 
-__all__ = ["BatchFuture", "EnqueueRequest", "JobRef", "Producer"]
+__all__ = ["BatchFuture", "EnqueueRequest", "JobRef", "JobRefs", "Producer"]
 
 logger = logging.getLogger("tenantq.producer")
 
@@ -159,11 +159,12 @@ class Producer:
         """Publish a batch with ONE future for all of it: the bulk form of ``enqueue_many``.
 
         Validation and admission are the same and raise the same errors at once (nothing
-        published). The returned ``BatchFuture`` resolves to the ``JobRef`` of every job, in
-        request order, once all are acknowledged, or fails with ``BatchEnqueueFailed``
-        (per-job errors by request index, plus the refs of the acknowledged jobs) once every
-        job is settled. A full buffer is handled as in ``enqueue_many``: ``QueueFull`` if
-        nothing was handed over, else the remaining jobs fail inside the batch result.
+        published). The returned ``BatchFuture`` resolves to ``JobRefs`` (a sequence of the
+        ``JobRef`` of every job, in request order) once all are acknowledged, or fails with
+        ``BatchEnqueueFailed`` (per-job errors by request index, plus the refs of the
+        acknowledged jobs) once every job is settled. A full buffer is handled as in
+        ``enqueue_many``: ``QueueFull`` if nothing was handed over, else the remaining jobs
+        fail inside the batch result.
         """
         outgoing = self._prepare_and_admit(requests)
         batch = BatchFuture(outgoing)

@@ -96,7 +96,7 @@ def test_every_job_of_a_batch_is_in_the_partition_its_ref_names(
     with Producer(settings) as producer:
         first = producer.enqueue_batch(requests[:250])
         second = producer.enqueue_batch(requests[250:])
-        refs = first.result(30) + second.result(30)
+        refs = [*first.result(30), *second.result(30)]
     assert len({ref.job_id for ref in refs}) == len(requests)
     topic = f"{settings.topic_prefix}.default"
     messages = read_all(settings, topic, len(refs))

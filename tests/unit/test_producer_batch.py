@@ -141,10 +141,11 @@ def test_one_future_resolves_to_every_ref_in_request_order(
         assert ref == JobRef(ref.job_id, "unit.default", message["partition"], n)
         assert ref.partition == default_partition(f"t{n % 3}".encode(), 12)
     assert len({ref.job_id for ref in refs}) == 30
+    assert refs[-1] == list(refs)[-1] and refs[2:4] == [refs[2], refs[3]] and refs == list(refs)
 
 
 def test_an_empty_batch_is_resolved_at_once(producer: Producer, kafka: FakeKafka) -> None:
-    assert producer.enqueue_batch([]).result(0) == []
+    assert list(producer.enqueue_batch([]).result(0)) == []
     assert kafka.produced == []
 
 
