@@ -13,7 +13,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 from tenantq import headers
 from tenantq.settings import Settings
-from tenantq.topics import QueueTopics
+from tenantq.topics import QueueTopics, tier_for_wait
 
 
 @dataclass(frozen=True)
@@ -25,15 +25,6 @@ class Outgoing:
     value: bytes | None
     headers: list[tuple[str, bytes]]
     partition: int | None = None
-
-
-def choose_tier(delays: Sequence[float], wait_seconds: float) -> int:
-    """The first tier whose delay covers ``wait_seconds``; the last tier when none does (the
-    message hops through it again until due)."""
-    for index, delay in enumerate(delays):
-        if delay >= wait_seconds:
-            return index
-    return len(delays) - 1
 
 
 def retry_message(
@@ -51,7 +42,7 @@ def retry_message(
     due_ms = int(((time.time() if now is None else now) + max(0.0, wait_seconds)) * 1000)
     kept = [(k, v) for k, v in base_headers if k not in (headers.DUE_AT_MS, headers.DELAY_REASON)]
     kept += [(headers.DUE_AT_MS, str(due_ms).encode()), (headers.DELAY_REASON, reason.encode())]
-    tier = topics.retries[choose_tier(delays, wait_seconds)]
+    tier = topics.retries[tier_for_wait(wait_seconds, delays)]
     return Outgoing(tier, key, value, kept, partition)
 
 

@@ -39,8 +39,6 @@ class JobType:
     retry_on: tuple[type[BaseException], ...] = ()
     #: Names of downstream dependencies (rate limits and circuit breakers apply per name).
     dependencies: tuple[str, ...] = ()
-    #: Run the handler in a child process (for jobs that may hang or crash the interpreter).
-    isolated: bool = False
     options: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -80,7 +78,6 @@ class App:
         never_retry_on: Iterable[type[BaseException]] = (),
         retry_on: Iterable[type[BaseException]] = (),
         dependencies: Iterable[str] = (),
-        isolated: bool = False,
     ) -> Callable[[F], F]:
         """Register the decorated function as the handler of job type ``name``.
 
@@ -102,7 +99,6 @@ class App:
                     never_retry_on=tuple(never_retry_on),
                     retry_on=tuple(retry_on),
                     dependencies=tuple(dependencies),
-                    isolated=isolated,
                 )
             )
             return handler

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -17,6 +18,21 @@ def retry_topic(prefix: str, queue: str, tier: int) -> str:
     if tier < 0:
         raise ValueError(f"retry tier must be >= 0, got {tier}")
     return f"{prefix}.{queue}.retry.{tier}"
+
+
+def tier_for_wait(wait_seconds: float, delays_seconds: Sequence[float]) -> int:
+    """The first retry tier whose delay covers ``wait_seconds``; the last tier for longer
+    waits (the message hops through it again until due).
+
+    A tier's consumer pauses until the head message's due time (the ``DUE_AT_MS`` header), so
+    a job sent to a tier longer than its wait still runs on time.
+    """
+    if not delays_seconds:
+        raise ValueError("a queue needs at least one retry tier")
+    for tier, delay in enumerate(delays_seconds):
+        if delay >= wait_seconds:
+            return tier
+    return len(delays_seconds) - 1
 
 
 def dlq_topic(prefix: str, queue: str) -> str:

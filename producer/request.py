@@ -16,7 +16,6 @@ from tenantq.job_ids import job_id_text
 from tenantq.partitioner.placement import Placement, key_partition
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.partitioner.tenant_id import validate_tenant_id
-from tenantq.producer.scheduling import tier_for_wait
 from tenantq.producer.validation import (
     check_idempotency_key,
     check_job_id,
@@ -37,7 +36,7 @@ from tenantq.schemas.envelope_writer import (
     writer_for,
 )
 from tenantq.settings import QueueSettings, Settings
-from tenantq.topics import main_topic, retry_topic
+from tenantq.topics import main_topic, retry_topic, tier_for_wait
 
 DEFAULT_QUEUE = "default"
 #: Bound of each per-producer memo (identities, tenants, headers): cleared when exceeded.

@@ -35,9 +35,9 @@ from tenantq.partitioner.murmur2 import default_partition
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.latency_guard import LatencyGuard
 from tenantq.producer.producer import EnqueueRequest, JobRef, Producer
-from tenantq.producer.scheduling import tier_for_wait
 from tenantq.schemas.envelope import SCHEMA_FINGERPRINT_HEX, decode_envelope
 from tenantq.store.placement import PlacementRecord
+from tenantq.topics import tier_for_wait
 
 
 class RecordingKafka:

@@ -9,10 +9,10 @@ import pydantic
 import pytest
 from tenantq.app import JobType
 from tenantq.consumer.outcomes import classify
-from tenantq.consumer.publisher import choose_tier
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.errors import JobCanceled, PermanentError, RateLimited, RetryableError, Snooze
 from tenantq.states import JobState
+from tenantq.topics import tier_for_wait
 
 
 def policy(jitter: float = 0.5) -> RetryPolicy:
@@ -105,8 +105,8 @@ def test_per_type_never_retry_on() -> None:
 
 def test_tier_choice_covers_the_wait_and_hops_past_the_last() -> None:
     delays = (5.0, 30.0, 300.0)
-    assert choose_tier(delays, 0.1) == 0
-    assert choose_tier(delays, 5.0) == 0
-    assert choose_tier(delays, 5.1) == 1
-    assert choose_tier(delays, 299) == 2
-    assert choose_tier(delays, 10_000) == 2
+    assert tier_for_wait(0.1, delays) == 0
+    assert tier_for_wait(5.0, delays) == 0
+    assert tier_for_wait(5.1, delays) == 1
+    assert tier_for_wait(299, delays) == 2
+    assert tier_for_wait(10_000, delays) == 2
