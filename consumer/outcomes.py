@@ -8,6 +8,8 @@
 | in the job type's ``never_retry_on``            |           |           |           |
 | ``Snooze(delay)``                               | snoozed   | retrying  | given back|
 | ``RateLimited`` / ``RetryableError`` / any other| retrying  | retrying  | used      |
+| (dead once its error class's retry budget, or  |           |           |           |
+|  ``max_attempts``, is used up)                 |           |           |           |
 | ``Exception``, timeout                          | (dead when attempts are used up)      |
 | shutdown / revoke before it finished            | released  | runnable  | given back|
 | ``SystemExit`` / ``KeyboardInterrupt``          | released  | runnable  | given back|
@@ -111,6 +113,16 @@ def classify(
         if not (job_type.retry_on and isinstance(error, job_type.retry_on)):
             return Verdict("dead", JobState.DEAD, error_name(error), describe(error))
     delay = error.delay if isinstance(error, RetryableError) else None
+    budgets = job_type.retry_budgets if job_type is not None else ()
+    for budgeted, budget in budgets:
+        if isinstance(error, budgeted) and attempt >= budget:
+            return Verdict(
+                "dead",
+                JobState.DEAD,
+                error_name(error),
+                f"retry budget of {budgeted.__name__} ({budget} attempts) used up; "
+                f"last error: {describe(error)}",
+            )
     return _retry_or_bury(
         "retrying", error_name(error), describe(error), delay, attempt, max_attempts, policy
     )

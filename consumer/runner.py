@@ -45,6 +45,26 @@ class Task:
         return (self.finished or time.monotonic()) - self.started
 
 
+#: SQLSTATEs of errors that are transient by definition: deadlock, serialization failure.
+TRANSIENT_SQLSTATES = frozenset({"40P01", "40001"})
+#: How often a handler that hit one is re-run in place before the error counts.
+TRANSIENT_RETRIES = 3
+
+
+def is_transient_database_error(error: BaseException) -> bool:
+    """A deadlock or serialization failure, raised by psycopg or wrapped by SQLAlchemy."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if getattr(current, "sqlstate", None) in TRANSIENT_SQLSTATES:
+            return True
+        if getattr(getattr(current, "orig", None), "sqlstate", None) in TRANSIENT_SQLSTATES:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def decode_payload(job_type: JobType, payload: bytes) -> Any:
     """The handler's payload object: the job type's model, or plain JSON."""
     if job_type.model is not None:
@@ -176,22 +196,43 @@ class HandlerRunner:
 
     def _run_sync(self, task: Task) -> None:
         error: BaseException | None = None
-        try:
-            handler = task.job_type.handler
-            assert handler is not None
-            handler(task.context, decode_payload(task.job_type, task.payload))
-        except BaseException as raised:  # noqa: BLE001 - classified by the worker
-            error = raised
+        for retry in range(TRANSIENT_RETRIES + 1):
+            error = None
+            try:
+                handler = task.job_type.handler
+                assert handler is not None
+                handler(task.context, decode_payload(task.job_type, task.payload))
+            except BaseException as raised:  # noqa: BLE001 - classified by the worker
+                error = raised
+            if not self._retry_in_place(task, error, retry):
+                break
+            time.sleep(0.02 * 2**retry)
         self._finish(task, error)
 
     async def _run_async(self, task: Task) -> None:
         error: BaseException | None = None
-        try:
-            handler = task.job_type.handler
-            assert handler is not None
-            await handler(task.context, decode_payload(task.job_type, task.payload))
-        except asyncio.CancelledError as cancelled:
-            error = cancelled
-        except BaseException as raised:  # noqa: BLE001 - classified by the worker
-            error = raised
+        for retry in range(TRANSIENT_RETRIES + 1):
+            error = None
+            try:
+                handler = task.job_type.handler
+                assert handler is not None
+                await handler(task.context, decode_payload(task.job_type, task.payload))
+            except asyncio.CancelledError as cancelled:
+                error = cancelled
+            except BaseException as raised:  # noqa: BLE001 - classified by the worker
+                error = raised
+            if not self._retry_in_place(task, error, retry):
+                break
+            await asyncio.sleep(0.02 * 2**retry)
         self._finish(task, error)
+
+    @staticmethod
+    def _retry_in_place(task: Task, error: BaseException | None, retry: int) -> bool:
+        """Deadlocks and serialization failures are retried here, a few times, before they
+        count as a failed attempt (they say nothing about the job)."""
+        return (
+            error is not None
+            and retry < TRANSIENT_RETRIES
+            and not task.context.cancelled
+            and is_transient_database_error(error)
+        )

@@ -47,6 +47,7 @@ from tenantq.errors import (
     RateLimited,
     Snooze,
 )
+from tenantq.log import job_fields, log_event
 from tenantq.settings import Settings
 from tenantq.states import JobState
 from tenantq.store.job_store import JobStore, Result
@@ -459,11 +460,35 @@ class Worker:
                 if completion.verdict.state is JobState.SUCCEEDED:
                     self.stats["succeeded"] += 1
                 self._observe(completion)
+                self._log_outcome(completion)
             if completion.verdict.outcome != "released":
                 # A released job has no other message: its offset stays unfinished so the
                 # partition's next owner reads it again and runs the job.
                 self.partitions.done(item.topic, item.partition, item.offset)
         self.partitions.store(self.consumer)
+
+    def _log_outcome(self, completion: Completion) -> None:
+        verdict, item = completion.verdict, completion.item
+        level = logging.INFO if verdict.state is not JobState.SUCCEEDED else logging.DEBUG
+        if verdict.state is JobState.DEAD:
+            level = logging.WARNING
+        log_event(
+            log,
+            f"job.{verdict.outcome}",
+            level,
+            **job_fields(
+                item.envelope.job_id,
+                item.tenant_id,
+                item.lease.attempt if item.lease else None,
+                queue=item.queue,
+                job_type=item.job_type,
+                worker=self.worker_id,
+                duration_ms=int(completion.duration * 1000),
+                error_class=verdict.error_class,
+                error=verdict.error_message,
+                delay_seconds=verdict.delay_seconds,
+            ),
+        )
 
     def _observe(self, completion: Completion) -> None:
         if self.metrics is None:

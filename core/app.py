@@ -37,6 +37,9 @@ class JobType:
     #: Exception types that are never retried (dead at once) / always retried.
     never_retry_on: tuple[type[BaseException], ...] = ()
     retry_on: tuple[type[BaseException], ...] = ()
+    #: Retry budgets per error class: an error of that class (or a subclass) ends the job
+    #: dead once the attempt number reaches the budget, whatever ``max_attempts`` says.
+    retry_budgets: tuple[tuple[type[BaseException], int], ...] = ()
     #: Names of downstream dependencies (rate limits and circuit breakers apply per name).
     dependencies: tuple[str, ...] = ()
     options: dict[str, Any] = field(default_factory=dict)
@@ -77,6 +80,7 @@ class App:
         concurrency: int | None = None,
         never_retry_on: Iterable[type[BaseException]] = (),
         retry_on: Iterable[type[BaseException]] = (),
+        retry_budgets: dict[type[BaseException], int] | None = None,
         dependencies: Iterable[str] = (),
     ) -> Callable[[F], F]:
         """Register the decorated function as the handler of job type ``name``.
@@ -98,6 +102,7 @@ class App:
                     concurrency=concurrency,
                     never_retry_on=tuple(never_retry_on),
                     retry_on=tuple(retry_on),
+                    retry_budgets=tuple((retry_budgets or {}).items()),
                     dependencies=tuple(dependencies),
                 )
             )
@@ -145,6 +150,12 @@ class App:
             raise ConfigurationError(f"job type {job_type.name!r}: max_attempts must be >= 1")
         if job_type.timeout is not None and not job_type.timeout > 0:
             raise ConfigurationError(f"job type {job_type.name!r}: timeout must be > 0")
+        for error_class, budget in job_type.retry_budgets:
+            if budget < 1:
+                raise ConfigurationError(
+                    f"job type {job_type.name!r}: the retry budget of "
+                    f"{error_class.__name__} must be >= 1"
+                )
         if job_type.concurrency is not None and job_type.concurrency < 1:
             raise ConfigurationError(f"job type {job_type.name!r}: concurrency must be >= 1")
         if job_type.name in self._job_types:

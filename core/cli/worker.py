@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import logging
 import sys
 import uuid
 
@@ -46,9 +45,10 @@ def worker_command(
 ) -> None:
     """Run a worker (or a supervised pool with --processes)."""
     settings = load_settings()
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    from tenantq.log import configure_logging
+
+    # One JSON event per line (job id, tenant, attempt as fields), secrets masked.
+    configure_logging(settings.log_level)
     if processes > 1:
         from tenantq.consumer.supervisor import Supervisor
 

@@ -110,3 +110,35 @@ def test_tier_choice_covers_the_wait_and_hops_past_the_last() -> None:
     assert tier_for_wait(5.1, delays) == 1
     assert tier_for_wait(299, delays) == 2
     assert tier_for_wait(10_000, delays) == 2
+
+
+def test_retry_budget_per_error_class() -> None:
+    job_type = JobType("t", "q", None, None, retry_budgets=((TimeoutError, 2),))
+    assert verdict(TimeoutError(), attempt=1, max_attempts=8, job_type=job_type).retries
+    spent = verdict(TimeoutError(), attempt=2, max_attempts=8, job_type=job_type)
+    assert spent.state is JobState.DEAD and "retry budget of TimeoutError" in (
+        spent.error_message or ""
+    )
+    # other errors keep the job's own max_attempts
+    assert verdict(ValueError(), attempt=2, max_attempts=8, job_type=job_type).retries
+
+
+def test_transient_database_errors_are_recognised() -> None:
+    from tenantq.consumer.runner import is_transient_database_error
+
+    class Deadlock(Exception):
+        sqlstate = "40P01"
+
+    class Wrapped(Exception):
+        orig = Deadlock()
+
+    assert is_transient_database_error(Deadlock())
+    assert is_transient_database_error(Wrapped())
+    try:
+        try:
+            raise Deadlock()
+        except Deadlock as inner:
+            raise RuntimeError("query failed") from inner
+    except RuntimeError as outer:
+        assert is_transient_database_error(outer)
+    assert not is_transient_database_error(ValueError("no"))
