@@ -8,7 +8,6 @@ import asyncio
 from typing import Any
 
 import psycopg
-
 import tenantq
 from support import all_in, running_worker, wait_for
 
