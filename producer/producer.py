@@ -32,9 +32,13 @@ from tenantq.producer.config import producer_config
 from tenantq.producer.delivery import DeliveryFuture, JobRef
 from tenantq.producer.job_future import JobFuture
 from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
+from tenantq.producer.pending_rows import PendingRecorder
 from tenantq.producer.request import EnqueueRequest, Outgoing, RequestPreparer
 from tenantq.settings import Settings, load_settings
 from tenantq.store.placement import PlacementReader
+from tenantq.topics import main_topic
+
+Callback = Callable[[Any, Any], None]
 
 __all__ = ["BatchFuture", "EnqueueRequest", "JobRef", "JobRefs", "Producer"]
 
@@ -92,6 +96,11 @@ class Producer:
         self._preparer = RequestPreparer(
             self.settings, app, self._placements, self.partition_count, new_job_id_ints
         )
+        # Scheduled jobs get a pending row once Kafka holds them (only with database access).
+        self._pending_rows = (
+            PendingRecorder(self.settings, app) if self.settings.database_url is not None else None
+        )
+        self._main_topics: dict[str, str] = {}
         self._closed = False
         self._stop_polling = threading.Event()
         self._poller = threading.Thread(
@@ -202,6 +211,9 @@ class Producer:
         self._stop_polling.set()
         self._poller.join()
         self._kafka.poll(0)
+        if self._pending_rows is not None:
+            self._pending_rows.write()
+            self._pending_rows.close()
         if self._owned_probe is not None:
             self._owned_probe.close()
         close_placements = getattr(self._placements, "close", None)
@@ -291,7 +303,7 @@ class Producer:
                     message.value,
                     message.key,
                     partition=message.partition,
-                    on_delivery=on_delivery,
+                    on_delivery=self._with_pending_row(message, on_delivery),
                     # Built here, not kept per job: librdkafka copies it, so it dies at once.
                     headers=[(job_id_header, message.job_id), *message.extra_headers],
                 )
@@ -333,7 +345,7 @@ class Producer:
                     message.value,
                     message.key,
                     partition=message.partition,
-                    on_delivery=future,
+                    on_delivery=self._with_pending_row(message, future),
                     headers=message.kafka_headers(),
                 )
             except BufferError:
@@ -386,10 +398,31 @@ class Producer:
                         retry_after=1.0,
                     ) from None
 
+    def _with_pending_row(self, message: Outgoing, on_delivery: Callback) -> Callback:
+        """The delivery callback, plus the pending row for a scheduled job."""
+        if self._pending_rows is None:
+            return on_delivery
+        main = self._main_topics.get(message.queue)
+        if main is None:
+            main = self._main_topics[message.queue] = main_topic(
+                self.settings.topic_prefix, message.queue
+            )
+        if message.topic == main:
+            return on_delivery
+        acknowledged = self._pending_rows.acknowledged
+
+        def deliver(error: Any, delivered: Any) -> None:
+            on_delivery(error, delivered)
+            acknowledged(error, delivered)
+
+        return deliver
+
     def _serve_delivery_reports(self) -> None:
         while not self._stop_polling.is_set():
             try:
                 self._kafka.poll(0.1)
+                if self._pending_rows is not None:
+                    self._pending_rows.write()
             except Exception:  # a failing user callback must not stop deliveries
                 logger.exception("error while serving delivery reports")
 

@@ -43,6 +43,10 @@ FROM incoming
 ON CONFLICT (id) DO UPDATE SET
     state = 'leased',
     attempts = j.attempts + 1,
+    -- A scheduled job's pending row was written by its producer, which may not know the job
+    -- type's max_attempts: the worker's value wins at the first lease.
+    max_attempts = CASE WHEN j.state = 'pending' AND j.attempts = 0
+                        THEN excluded.max_attempts ELSE j.max_attempts END,
     lease_owner = %(owner)s,
     lease_until = now() + make_interval(secs => %(lease_seconds)s),
     heartbeat_at = now(),
