@@ -112,6 +112,13 @@ jobs = Table(
         "finished_at",
         postgresql_where=text("finished_at IS NOT NULL"),
     ),
+    # "Dead in the last hour" per queue (stats, alerts) without scanning every finished job.
+    Index(
+        "ix_tenantq_jobs_dead_recent",
+        "queue",
+        "finished_at",
+        postgresql_where=text("state = 'dead'"),
+    ),
 )
 
 job_attempts = Table(

@@ -9,7 +9,6 @@ import uuid
 from typing import Any
 
 import psycopg
-
 import tenantq
 from support import all_in, running_worker, wait_for
 from tenantq.store.engine import connect
