@@ -125,10 +125,10 @@ def write_config(paths: KafkaPaths, ports: PortPair) -> None:
         "share.coordinator.state.topic.min.isr": "1",
         # Tests create many groups; the default 3 s delay per new group adds up.
         "group.initial.rebalance.delay.ms": "0",
-        # The consumer group protocol (KIP-848): a member that dies is noticed after 10 s
+        # The consumer group protocol (KIP-848): a member that dies is noticed after 6 s
         # (default 45 s) and assignments converge within a second, as a dev stack should.
         "group.consumer.min.session.timeout.ms": "6000",
-        "group.consumer.session.timeout.ms": "10000",
+        "group.consumer.session.timeout.ms": "6000",
         "group.consumer.min.heartbeat.interval.ms": "500",
         "group.consumer.heartbeat.interval.ms": "1000",
         # A misspelt topic is an error, not a new topic.
