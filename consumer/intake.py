@@ -22,8 +22,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from confluent_kafka import Message
@@ -81,102 +82,161 @@ class Polled:
         )
 
 
+@dataclass
+class _Routed:
+    """What one pass over messages decided: Kafka writes (hops, dead letters) with their
+    source message, dead-letter reasons for metrics, and work to admit."""
+
+    outgoing: list[tuple[Outgoing, Polled]] = field(default_factory=list)
+    dead_letters: list[tuple[str, str]] = field(default_factory=list)
+    items: list[WorkItem] = field(default_factory=list)
+
+
 class Intake:
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
         self.parked: list[WorkItem] = []
+        #: Per retry-tier partition: messages read but not yet due, oldest first, each with
+        #: the wall-clock time before which it must not be routed. The partition is paused
+        #: while its queue is not empty; the messages are taken, so the commit position
+        #: stays at the first of them. No seek: nothing depends on a rewound position.
+        self.waiting: dict[tuple[str, int], deque[tuple[float, Polled]]] = {}
 
     # -- messages ----------------------------------------------------------------------------
 
     def take(self, messages: list[Message]) -> None:
         worker = self.worker
-        dead_letters: list[tuple[Outgoing, tuple[str, int, int]]] = []
-        hops: list[tuple[Outgoing, tuple[str, int, int]]] = []
-        items: list[WorkItem] = []
-        now_wall = time.time()
+        partitions = worker.partitions
+        routed = _Routed()
+        now = time.time()
         for message in map(Polled.of, messages):
             topic, partition, offset = message.topic, message.partition, message.offset
-            partitions = worker.partitions
-            if partitions.held(topic, partition) or not partitions.owns(topic, partition):
-                continue  # a rewound or revoked partition: its messages come again
-            queue_name, tier = worker.queue_of_topic[topic]
-            raw_headers = message.headers
-            if tier is not None:
-                due_ms = _due_ms(raw_headers)
-                if due_ms is not None and due_ms > now_wall * 1000:
-                    delay = worker.settings.queue(queue_name).retry_delays_seconds[tier]
-                    written_ms = message.timestamp_ms
-                    release_ms = float(due_ms)
-                    if written_ms > 0:
-                        release_ms = min(due_ms, written_ms + delay * 1000)
-                    if release_ms > now_wall * 1000:
-                        wait = (release_ms - now_wall * 1000) / 1000
-                        worker.partitions.hold(
-                            worker.consumer, topic, partition, offset, time.monotonic() + wait
-                        )
-                        continue
-                    # The tier's delay has passed but the job is not due: hop onwards.
-                    worker.partitions.take(topic, partition, offset)
-                    hop = self._hop(message, queue_name, raw_headers, due_ms)
-                    hops.append((hop, (topic, partition, offset)))
-                    continue
-            if not worker.partitions.take(topic, partition, offset, message.timestamp_ms):
+            if not partitions.take(topic, partition, offset, message.timestamp_ms):
+                continue  # a revoked partition: its next owner reads it again
+            key = (topic, partition)
+            waiting = self.waiting.get(key)
+            if waiting is not None:
+                waiting.append((0.0, message))
                 continue
-            value = message.value
-            try:
-                envelope = decode_envelope(value, max_bytes=worker.settings.max_message_bytes)
-                validate_tenant_id(envelope.tenant_id)
-            except (EnvelopeError, InvalidTenantId) as error:
-                reason = getattr(error, "reason", "invalid_tenant")
-                log.warning("undecodable message %s[%d]@%d: %s", topic, partition, offset, error)
-                dead_letters.append(
-                    (
-                        dead_letter(
-                            worker.topics[queue_name],
-                            key=message.key,
-                            value=value,
-                            base_headers=raw_headers,
-                            error_class=f"Undecodable:{reason}",
-                            error_message=str(error),
-                            attempts=0,
-                            worker=worker.worker_id,
-                            source=(topic, partition, offset),
-                            max_body_bytes=worker.settings.max_message_bytes,
-                        ),
-                        (topic, partition, offset),
-                    )
-                )
+            release = self._release_at(message, 0.0)
+            if release > now:
+                self.waiting[key] = deque([(0.0, message)])
+                partitions.pause_waiting(worker.consumer, topic, partition)
                 continue
-            job_type = worker.app.find(envelope.job_type)
-            max_attempts = (
-                envelope.max_attempts
-                or (job_type.max_attempts if job_type else None)
-                or worker.settings.worker.default_max_attempts
-            )
-            items.append(
-                WorkItem(
-                    topic=topic,
-                    partition=partition,
-                    offset=offset,
-                    key=message.key,
-                    value=value or b"",
-                    headers=raw_headers,
-                    timestamp_ms=message.timestamp_ms,
-                    queue=queue_name,
-                    envelope=envelope,
-                    max_attempts=max_attempts,
-                    tier=tier,
+            self._route(message, routed)
+        self._finish(routed)
+
+    def release_waiting(self) -> None:
+        """Route the waiting messages that came due; keep their partitions paused otherwise."""
+        if not self.waiting:
+            return
+        worker = self.worker
+        routed = _Routed()
+        now = time.time()
+        for key, waiting in list(self.waiting.items()):
+            topic, partition = key
+            if not worker.partitions.owns(topic, partition):
+                del self.waiting[key]
+                continue
+            while waiting:
+                not_before, message = waiting[0]
+                release = self._release_at(message, not_before)
+                if release > now:
+                    worker.partitions.pause_waiting(worker.consumer, topic, partition)
+                    break
+                waiting.popleft()
+                self._route(message, routed)
+            if not waiting:
+                del self.waiting[key]
+                worker.partitions.release(worker.consumer, topic, partition)
+        self._finish(routed)
+
+    def drop_waiting(self, keys: set[tuple[str, int]] | None) -> None:
+        """Forget the waiting messages of partitions given up (all when None); they stay
+        uncommitted, so the next owner reads them again."""
+        for key in list(self.waiting):
+            if keys is None or key in keys:
+                del self.waiting[key]
+
+    def _release_at(self, message: Polled, not_before: float) -> float:
+        """Wall-clock time at which a message may be routed: a retry-tier message waits for
+        its due time, or for its tier's delay to pass (then it hops onwards)."""
+        queue_name, tier = self.worker.queue_of_topic[message.topic]
+        if tier is None:
+            return not_before
+        due_ms = _due_ms(message.headers)
+        if due_ms is None:
+            return not_before
+        release_ms = float(due_ms)
+        if message.timestamp_ms > 0:
+            delay = self.worker.settings.queue(queue_name).retry_delays_seconds[tier]
+            release_ms = min(release_ms, message.timestamp_ms + delay * 1000)
+        return max(not_before, release_ms / 1000)
+
+    def _route(self, message: Polled, routed: _Routed) -> None:
+        """A message whose time has come: hop it onwards, dead-letter it, or make it work."""
+        worker = self.worker
+        topic, partition, offset = message.topic, message.partition, message.offset
+        queue_name, tier = worker.queue_of_topic[topic]
+        if tier is not None:
+            due_ms = _due_ms(message.headers)
+            if due_ms is not None and due_ms > time.time() * 1000:
+                # The tier's delay has passed but the job is not due: hop onwards.
+                routed.outgoing.append(
+                    (self._hop(message, queue_name, message.headers, due_ms), message)
                 )
+                return
+        value = message.value
+        try:
+            envelope = decode_envelope(value, max_bytes=worker.settings.max_message_bytes)
+            validate_tenant_id(envelope.tenant_id)
+        except (EnvelopeError, InvalidTenantId) as error:
+            reason = getattr(error, "reason", "invalid_tenant")
+            log.warning("undecodable message %s[%d]@%d: %s", topic, partition, offset, error)
+            letter = dead_letter(
+                worker.topics[queue_name],
+                key=message.key,
+                value=value,
+                base_headers=message.headers,
+                error_class=f"Undecodable:{reason}",
+                error_message=str(error),
+                attempts=0,
+                worker=worker.worker_id,
+                source=(topic, partition, offset),
+                max_body_bytes=worker.settings.max_message_bytes,
             )
-        self._publish_and_mark(dead_letters + hops)
+            routed.outgoing.append((letter, message))
+            routed.dead_letters.append((queue_name, f"Undecodable:{reason}"))
+            return
+        job_type = worker.app.find(envelope.job_type)
+        max_attempts = (
+            envelope.max_attempts
+            or (job_type.max_attempts if job_type else None)
+            or worker.settings.worker.default_max_attempts
+        )
+        routed.items.append(
+            WorkItem(
+                topic=topic,
+                partition=partition,
+                offset=offset,
+                key=message.key,
+                value=value or b"",
+                headers=message.headers,
+                timestamp_ms=message.timestamp_ms,
+                queue=queue_name,
+                envelope=envelope,
+                max_attempts=max_attempts,
+                tier=tier,
+            )
+        )
+
+    def _finish(self, routed: _Routed) -> None:
+        worker = self.worker
+        self._publish_and_mark(routed.outgoing)
         if worker.metrics is not None:
-            for outgoing, (topic, _, _) in dead_letters:
-                worker.metrics.dead_lettered(
-                    worker.queue_of_topic[topic][0],
-                    "(undecodable)",
-                    dict(outgoing.headers)[headers.ERROR_CLASS].decode(),
-                )
-        self.admit(items)
+            for queue_name, reason in routed.dead_letters:
+                worker.metrics.dead_lettered(queue_name, "(undecodable)", reason)
+        self.admit(routed.items)
 
     def _hop(
         self, message: Polled, queue_name: str, raw_headers: list[tuple[str, bytes]], due_ms: int
@@ -196,18 +256,21 @@ class Intake:
             partition=message.partition % definition.tier_partitions,
         )
 
-    def _publish_and_mark(self, outgoing: list[tuple[Outgoing, tuple[str, int, int]]]) -> None:
+    def _publish_and_mark(self, outgoing: list[tuple[Outgoing, Polled]]) -> None:
+        """Publish and, once Kafka holds each message, mark its source offset done. What
+        Kafka did not take waits a second and is routed again."""
         if not outgoing:
             return
-        acknowledged = self.worker.publisher.publish([message for message, _ in outgoing])
-        for (_, (topic, partition, offset)), ok in zip(outgoing, acknowledged, strict=True):
+        worker = self.worker
+        acknowledged = worker.publisher.publish([message for message, _ in outgoing])
+        retry_at = time.time() + 1.0
+        for (_, source), ok in zip(outgoing, acknowledged, strict=True):
             if ok:
-                self.worker.partitions.done(topic, partition, offset)
-            else:
-                # Not written: rewind so the message is read (and routed) again.
-                self.worker.partitions.hold(
-                    self.worker.consumer, topic, partition, offset, time.monotonic() + 1.0
-                )
+                worker.partitions.done(source.topic, source.partition, source.offset)
+                continue
+            key = (source.topic, source.partition)
+            self.waiting.setdefault(key, deque()).appendleft((retry_at, source))
+            worker.partitions.pause_waiting(worker.consumer, source.topic, source.partition)
 
     # -- claims ------------------------------------------------------------------------------
 
@@ -336,7 +399,7 @@ class Intake:
                     worker=worker.worker_id,
                     source=item.source,
                 ),
-                item.source,
+                item.polled(),
             )
             for item in items
         ]

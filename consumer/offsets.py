@@ -38,15 +38,6 @@ class PartitionOffsets:
             finished.discard(head)
             self._timestamps.pop(head, None)
 
-    def forget_from(self, offset: int) -> None:
-        """Drop every offset >= ``offset`` (the partition was rewound to re-read them)."""
-        while self._taken and self._taken[-1] >= offset:
-            dropped = self._taken.pop()
-            self._done.discard(dropped)
-            self._timestamps.pop(dropped, None)
-        if self._next is not None and self._next > offset:
-            self._next = offset
-
     @property
     def oldest_timestamp_ms(self) -> int | None:
         """Kafka timestamp of the message at the commit position (the oldest unfinished)."""

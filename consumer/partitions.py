@@ -3,13 +3,12 @@
 A partition is paused when its read-ahead window is full (too many messages taken and not yet
 durably done) and resumed when half of it has drained, so a slow partition never makes the
 worker buffer without bound and the poll loop never blocks. Retry-tier partitions are also
-paused until their head message is due (``hold_until``), then resumed; the rest keep flowing.
+paused while their head message is not due (``waiting``), then resumed; the rest keep flowing.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -24,8 +23,8 @@ Key = tuple[str, int]
 class PartitionState:
     offsets: PartitionOffsets = field(default_factory=PartitionOffsets)
     paused_full: bool = False
-    #: Monotonic time until which the partition waits for its head message to become due.
-    hold_until: float | None = None
+    #: Paused because its head message (a retry) is not due yet.
+    waiting: bool = False
     revoked: bool = False
     stored: int | None = None
     committed: int | None = None
@@ -61,42 +60,43 @@ class Partitions:
         if state is not None:
             state.offsets.done(offset)
 
-    def hold(
-        self, consumer: Consumer, topic: str, partition: int, offset: int, until: float
-    ) -> None:
-        """Rewind to ``offset`` and pause until ``until`` (monotonic): the head is not due."""
+    def pause_waiting(self, consumer: Consumer, topic: str, partition: int) -> None:
+        """Pause the partition: its head message is not due yet. Flow control leaves it
+        paused until ``release``."""
         state = self.states.get((topic, partition))
         if state is None or state.revoked:
             return
-        state.offsets.forget_from(offset)
-        state.hold_until = until
-        tp = TopicPartition(topic, partition, offset)
-        try:
-            consumer.pause([tp])
-            consumer.seek(tp)
-        except KafkaException as error:
-            log.debug("pause/seek of %s[%d] failed: %s", topic, partition, error)
+        first = not state.waiting
+        state.waiting = True
+        if first and not state.paused_full:
+            try:
+                consumer.pause([TopicPartition(topic, partition)])
+            except KafkaException as error:
+                log.warning("pause of %s[%d] failed: %s", topic, partition, error)
 
-    def held(self, topic: str, partition: int) -> bool:
+    def release(self, consumer: Consumer, topic: str, partition: int) -> None:
+        """The partition's waiting messages are routed: let it flow again."""
         state = self.states.get((topic, partition))
-        return state is not None and state.hold_until is not None
+        if state is None or not state.waiting:
+            return
+        state.waiting = False
+        if not state.paused_full and not self._paused_all:
+            try:
+                consumer.resume([TopicPartition(topic, partition)])
+            except KafkaException as error:
+                log.warning("resume of %s[%d] failed: %s", topic, partition, error)
 
     def apply_flow_control(self, consumer: Consumer) -> None:
         if self._paused_all:
             return
-        now = time.monotonic()
         pause: list[TopicPartition] = []
         resume: list[TopicPartition] = []
         for (topic, partition), state in self.states.items():
             if state.revoked:
                 continue
             in_flight = state.offsets.in_flight
-            if state.hold_until is not None:
-                if now >= state.hold_until:
-                    state.hold_until = None
-                    if not state.paused_full:
-                        resume.append(TopicPartition(topic, partition))
-                continue
+            if state.waiting:
+                continue  # waiting for a retry to come due: the intake releases it
             if not state.paused_full and in_flight >= self.window:
                 state.paused_full = True
                 pause.append(TopicPartition(topic, partition))

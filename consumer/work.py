@@ -5,9 +5,13 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tenantq.schemas.envelope import Envelope
 from tenantq.store.job_store import ClaimRequest, Lease
+
+if TYPE_CHECKING:
+    from tenantq.consumer.intake import Polled
 
 
 @dataclass(eq=False, slots=True)
@@ -47,6 +51,20 @@ class WorkItem:
     @property
     def source(self) -> tuple[str, int, int]:
         return (self.topic, self.partition, self.offset)
+
+    def polled(self) -> Polled:
+        """The Kafka record this item came from."""
+        from tenantq.consumer.intake import Polled
+
+        return Polled(
+            self.topic,
+            self.partition,
+            self.offset,
+            self.key,
+            self.value,
+            self.headers,
+            self.timestamp_ms or 0,
+        )
 
     def claim_request(self) -> ClaimRequest:
         env = self.envelope

@@ -193,6 +193,7 @@ class Worker:
         )
         if messages:
             self.intake.take([m for m in messages if self._usable(m)])
+        self.intake.release_waiting()
         self.intake.retry_parked()
         self._expire()
         self._collect_finished()
@@ -564,6 +565,7 @@ class Worker:
 
         self.partitions.mark_revoked(keys)
         self.intake.drop_parked(ours)
+        self.intake.drop_waiting(keys)
         waiting = self.dispatcher.remove(ours)
         self._pending, kept = [], self._pending
         self._pending = [c for c in kept if not ours(c.item)]
@@ -601,6 +603,7 @@ class Worker:
         self.partitions.pause_all(self.consumer)
         self.release(self.dispatcher.remove(lambda item: True), "worker shutting down")
         self.intake.drop_parked(lambda item: True)
+        self.intake.drop_waiting(None)
         while self.runner.busy and time.monotonic() < self._drain_deadline:
             self.consumer.consume(num_messages=1, timeout=0.05)  # stay in the group
             self._expire()

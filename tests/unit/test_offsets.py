@@ -42,21 +42,6 @@ def test_random_completion_order_never_commits_past_unfinished() -> None:
         assert position == len(taken) or position not in finished
 
 
-def test_forget_from_rewinds() -> None:
-    offsets = PartitionOffsets()
-    for offset in range(5):
-        offsets.take(offset)
-    offsets.done(0)
-    offsets.done(3)
-    offsets.forget_from(2)
-    assert offsets.commit_position == 1
-    assert offsets.in_flight == 1
-    offsets.done(1)
-    assert offsets.commit_position == 2  # next read starts at the rewind point
-    offsets.take(2)
-    assert offsets.commit_position == 2
-
-
 def test_redelivered_offsets_are_not_double_counted() -> None:
     offsets = PartitionOffsets()
     offsets.take(1)
