@@ -15,6 +15,7 @@ and sort out what the claim did not take.
 | same job id, different payload                 | DLQ as a conflict; the original is kept       |
 | leased by another live worker                  | parked, claimed again when the lease ends     |
 | waiting, not due, main topic                   | offset done: its retry message owns the wait  |
+| waiting and due (or a retry message) unclaimed | claimed again shortly (clock or timing race)  |
 """
 
 from __future__ import annotations
@@ -289,9 +290,11 @@ class Intake:
         unique: dict[uuid.UUID, WorkItem] = {}
         for item in items:
             if item.envelope.job_id in unique:
-                # The same job twice (a producer retry): the first one stands, and its lower
-                # offset holds the commit point until it is durable.
-                worker.partitions.done(item.topic, item.partition, item.offset)
+                # Two messages of one job in one round (a producer retry, or a main-topic
+                # message read again next to the job's retry message): each is judged on its
+                # own, in the next round, once this round has decided the first. Marking the
+                # second done here would lose the job when the first is the one set aside.
+                worker.dispatcher.push(item)
             else:
                 unique[item.envelope.job_id] = item
         settings = worker.settings.worker
@@ -362,9 +365,13 @@ class Intake:
                 )
                 self.parked.append(item)
                 done = False
-            elif not status.due and item.tier is not None:
-                # Due by the worker's clock, not yet by the database's: wait the difference.
-                item.retry_claim_at = now + 0.2
+            elif item.tier is None and not status.due:
+                pass  # waiting for a retry or a due time: its retry-tier message owns the wait
+            else:
+                # Leasable, yet the claim missed it: due by the worker's clock before the
+                # database's, or due between the claim and this look. Claim it again shortly;
+                # marking it done would leave nothing to run it.
+                item.retry_claim_at = now + (0.05 if status.due else 0.2)
                 self.parked.append(item)
                 done = False
             if done:

@@ -539,6 +539,12 @@ class Worker:
         try:
             self.partitions.assigned(partitions)
             log.info("assigned %s", [(p.topic, p.partition) for p in partitions])
+            if partitions:
+                consumer.incremental_assign(partitions)
+                # A partition we paused, gave up and got back can come back still paused
+                # (the pause outlives the assignment in the client); our state for it starts
+                # fresh and unpaused, so the client's must too, or it never flows again.
+                consumer.resume(partitions)
         except Exception:  # callbacks never raise into the client
             log.exception("on_assign failed")
 
