@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Message
 from tenantq import headers
+from tenantq.app import resolve_max_attempts
 from tenantq.consumer.outcomes import Verdict
 from tenantq.consumer.publisher import Outgoing, dead_letter, retry_message
 from tenantq.consumer.work import WorkItem
@@ -209,11 +210,10 @@ class Intake:
             routed.outgoing.append((letter, message))
             routed.dead_letters.append((queue_name, f"Undecodable:{reason}"))
             return
-        job_type = worker.app.find(envelope.job_type)
-        max_attempts = (
-            envelope.max_attempts
-            or (job_type.max_attempts if job_type else None)
-            or worker.settings.worker.default_max_attempts
+        max_attempts = resolve_max_attempts(
+            envelope.max_attempts,
+            worker.app.find(envelope.job_type),
+            worker.settings.worker.default_max_attempts,
         )
         routed.items.append(
             WorkItem(

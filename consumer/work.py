@@ -67,19 +67,10 @@ class WorkItem:
         )
 
     def claim_request(self) -> ClaimRequest:
-        env = self.envelope
-        return ClaimRequest(
-            job_id=env.job_id,
+        return ClaimRequest.of(
+            self.envelope,
             queue=self.queue,
-            job_type=env.job_type,
-            tenant_id=env.tenant_id,
-            partition_key=env.partition_key,
-            payload=env.payload,
-            payload_sha256=self.payload_sha256,
             max_attempts=self.max_attempts,
-            idempotency_key=env.idempotency_key,
-            origin_topic=self.topic,
-            origin_partition=self.partition,
-            origin_offset=self.offset,
-            enqueued_at=env.created_at,
+            origin=self.source,
+            payload_sha256=self.payload_sha256,
         )

@@ -184,6 +184,11 @@ class App:
         return list(seen)
 
 
+def resolve_max_attempts(requested: int | None, job_type: JobType | None, default: int) -> int:
+    """Max attempts of a job: set at enqueue, else the job type's, else the worker default."""
+    return requested or (job_type.max_attempts if job_type is not None else None) or default
+
+
 def _model_from_annotation(handler: Handler) -> type[BaseModel] | None:
     try:
         hints = inspect.get_annotations(handler, eval_str=True)

@@ -8,17 +8,18 @@ lost: the worker creates the row when the job comes due. Producers without datab
 
 from __future__ import annotations
 
-import hashlib
+import datetime as dt
 import logging
 import threading
 from typing import Any
 
 import psycopg
-from tenantq.app import App
+from tenantq.app import App, resolve_max_attempts
 from tenantq.schemas.envelope import decode_envelope
 from tenantq.settings import Settings
 from tenantq.store.engine import connect
-from tenantq.store.pending import PendingRow, insert_pending
+from tenantq.store.job_store import ClaimRequest
+from tenantq.store.pending import insert_pending
 
 logger = logging.getLogger("tenantq.producer")
 
@@ -48,42 +49,33 @@ class PendingRecorder:
             batch, self._acknowledged = self._acknowledged, []
         if not batch:
             return 0
-        rows = [self._row(*entry) for entry in batch]
+        rows, run_afters = zip(*(self._row(*entry) for entry in batch), strict=True)
         try:
             if self._connection is None or self._connection.closed:
                 self._connection = connect(self._settings, application_name="tenantq-producer")
-            return insert_pending(self._connection, rows)
+            return insert_pending(self._connection, rows, run_afters)
         except psycopg.Error as error:
             # The job is safe in Kafka; its row will be made when it comes due.
             logger.warning("could not record %d scheduled jobs as pending: %s", len(rows), error)
             self.close()
             return 0
 
-    def _row(self, value: bytes, topic: str, partition: int, offset: int) -> PendingRow:
+    def _row(
+        self, value: bytes, topic: str, partition: int, offset: int
+    ) -> tuple[ClaimRequest, dt.datetime]:
         envelope = decode_envelope(value, max_bytes=self._settings.max_message_bytes)
         job_type = self._app.find(envelope.job_type) if self._app is not None else None
-        max_attempts = (
-            envelope.max_attempts
-            or (job_type.max_attempts if job_type is not None else None)
-            or self._settings.worker.default_max_attempts
+        max_attempts = resolve_max_attempts(
+            envelope.max_attempts, job_type, self._settings.worker.default_max_attempts
         )
         assert envelope.run_after is not None
-        return PendingRow(
-            job_id=envelope.job_id,
+        row = ClaimRequest.of(
+            envelope,
             queue=envelope.queue,
-            job_type=envelope.job_type,
-            tenant_id=envelope.tenant_id,
-            partition_key=envelope.partition_key,
-            payload=envelope.payload,
-            payload_sha256=hashlib.sha256(envelope.payload).digest(),
             max_attempts=max_attempts,
-            run_after=envelope.run_after,
-            idempotency_key=envelope.idempotency_key,
-            origin_topic=topic,
-            origin_partition=partition,
-            origin_offset=offset,
-            enqueued_at=envelope.created_at,
+            origin=(topic, partition, offset),
         )
+        return row, envelope.run_after
 
     def close(self) -> None:
         if self._connection is not None:

@@ -7,11 +7,12 @@ in-process a few times (they are transient by definition) before they surface.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -19,6 +20,9 @@ from tenantq.settings import Settings
 from tenantq.states import JobState
 from tenantq.store import statements
 from tenantq.store.engine import connect
+
+if TYPE_CHECKING:
+    from tenantq.schemas.envelope import Envelope
 
 T = TypeVar("T")
 TRANSIENT_RETRIES = 4
@@ -41,6 +45,53 @@ class ClaimRequest:
     origin_partition: int
     origin_offset: int
     enqueued_at: dt.datetime | None
+
+    @classmethod
+    def of(
+        cls,
+        envelope: Envelope,
+        *,
+        queue: str,
+        max_attempts: int,
+        origin: tuple[str, int, int],
+        payload_sha256: bytes | None = None,
+    ) -> ClaimRequest:
+        """The row of ``envelope``, read from ``origin`` (topic, partition, offset)."""
+        topic, partition, offset = origin
+        return cls(
+            job_id=envelope.job_id,
+            queue=queue,
+            job_type=envelope.job_type,
+            tenant_id=envelope.tenant_id,
+            partition_key=envelope.partition_key,
+            payload=envelope.payload,
+            payload_sha256=payload_sha256 or hashlib.sha256(envelope.payload).digest(),
+            max_attempts=max_attempts,
+            idempotency_key=envelope.idempotency_key,
+            origin_topic=topic,
+            origin_partition=partition,
+            origin_offset=offset,
+            enqueued_at=envelope.created_at,
+        )
+
+
+def job_row_arrays(requests: Sequence[ClaimRequest]) -> dict[str, list[Any]]:
+    """The columns of ``requests`` as the arrays the batch statements ``unnest``."""
+    return {
+        "ids": [r.job_id for r in requests],
+        "queues": [r.queue for r in requests],
+        "job_types": [r.job_type for r in requests],
+        "tenant_ids": [r.tenant_id for r in requests],
+        "partition_keys": [r.partition_key for r in requests],
+        "payloads": [r.payload for r in requests],
+        "payload_hashes": [r.payload_sha256 for r in requests],
+        "max_attempts": [r.max_attempts for r in requests],
+        "idempotency_keys": [r.idempotency_key for r in requests],
+        "origin_topics": [r.origin_topic for r in requests],
+        "origin_partitions": [r.origin_partition for r in requests],
+        "origin_offsets": [r.origin_offset for r in requests],
+        "enqueued_ats": [r.enqueued_at for r in requests],
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,19 +178,7 @@ class JobStore:
         if not requests:
             return {}
         parameters = {
-            "ids": [r.job_id for r in requests],
-            "queues": [r.queue for r in requests],
-            "job_types": [r.job_type for r in requests],
-            "tenant_ids": [r.tenant_id for r in requests],
-            "partition_keys": [r.partition_key for r in requests],
-            "payloads": [r.payload for r in requests],
-            "payload_hashes": [r.payload_sha256 for r in requests],
-            "max_attempts": [r.max_attempts for r in requests],
-            "idempotency_keys": [r.idempotency_key for r in requests],
-            "origin_topics": [r.origin_topic for r in requests],
-            "origin_partitions": [r.origin_partition for r in requests],
-            "origin_offsets": [r.origin_offset for r in requests],
-            "enqueued_ats": [r.enqueued_at for r in requests],
+            **job_row_arrays(requests),
             "owner": self.owner,
             "lease_seconds": lease_seconds,
             "stale_owner_seconds": stale_owner_seconds,

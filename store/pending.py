@@ -5,12 +5,11 @@ and an operator can cancel it before it runs. The worker's claim leases it once 
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from tenantq.store.job_store import ClaimRequest, job_row_arrays
 
 #: Insert the pending rows of a batch; a row that exists already (the job is known: claimed,
 #: canceled, or a retried enqueue) is left as it is.
@@ -33,44 +32,16 @@ ON CONFLICT DO NOTHING
 """
 
 
-@dataclass(frozen=True, slots=True)
-class PendingRow:
-    job_id: uuid.UUID
-    queue: str
-    job_type: str
-    tenant_id: str
-    partition_key: str
-    payload: bytes
-    payload_sha256: bytes
-    max_attempts: int
-    run_after: dt.datetime
-    idempotency_key: str | None
-    origin_topic: str
-    origin_partition: int
-    origin_offset: int
-    enqueued_at: dt.datetime
-
-
-def insert_pending(connection: psycopg.Connection[Any], rows: Sequence[PendingRow]) -> int:
-    """Insert ``rows`` as pending jobs in one statement; returns how many were new."""
+def insert_pending(
+    connection: psycopg.Connection[Any],
+    rows: Sequence[ClaimRequest],
+    run_afters: Sequence[dt.datetime],
+) -> int:
+    """Insert ``rows`` as pending jobs due at ``run_afters``, in one statement; returns how
+    many were new."""
     if not rows:
         return 0
-    parameters = {
-        "ids": [r.job_id for r in rows],
-        "queues": [r.queue for r in rows],
-        "job_types": [r.job_type for r in rows],
-        "tenant_ids": [r.tenant_id for r in rows],
-        "partition_keys": [r.partition_key for r in rows],
-        "payloads": [r.payload for r in rows],
-        "payload_hashes": [r.payload_sha256 for r in rows],
-        "max_attempts": [r.max_attempts for r in rows],
-        "run_afters": [r.run_after for r in rows],
-        "idempotency_keys": [r.idempotency_key for r in rows],
-        "origin_topics": [r.origin_topic for r in rows],
-        "origin_partitions": [r.origin_partition for r in rows],
-        "origin_offsets": [r.origin_offset for r in rows],
-        "enqueued_ats": [r.enqueued_at for r in rows],
-    }
+    parameters = {**job_row_arrays(rows), "run_afters": list(run_afters)}
     with connection.transaction(), connection.cursor() as cursor:
         cursor.execute(JOB_INSERT_PENDING, parameters)
         return cursor.rowcount
