@@ -60,15 +60,12 @@ log = logging.getLogger("tenantq.worker")
 class Completion:
     """A verdict waiting to be written: from a finished task, or decided without running."""
 
-    __slots__ = ("item", "verdict", "duration", "started_wall")
+    __slots__ = ("item", "verdict", "duration")
 
-    def __init__(
-        self, item: WorkItem, verdict: Verdict, duration: float, started_wall: Any
-    ) -> None:
+    def __init__(self, item: WorkItem, verdict: Verdict, duration: float) -> None:
         self.item = item
         self.verdict = verdict
         self.duration = duration
-        self.started_wall = started_wall
 
 
 class Worker:
@@ -336,7 +333,7 @@ class Worker:
                 cancel_reason=_effective_cancel_reason(task),
                 timed_out=task.timed_out,
             )
-            self._pending.append(Completion(item, verdict, task.duration, None))
+            self._pending.append(Completion(item, verdict, task.duration))
 
     def _record_dependencies(self, task: Task) -> None:
         names = task.job_type.dependencies
@@ -369,7 +366,7 @@ class Worker:
 
     def complete_without_running(self, item: WorkItem, verdict: Verdict) -> None:
         """Decide a leased job's fate without a handler (unknown type, released, ...)."""
-        self._pending.append(Completion(item, verdict, 0.0, None))
+        self._pending.append(Completion(item, verdict, 0.0))
 
     def _write_completions(self) -> None:
         if not self._pending:
@@ -527,9 +524,7 @@ class Worker:
     def release(self, items: Iterable[WorkItem], reason: str) -> None:
         """Give leases back (shutdown, revoke): the job is runnable again, attempt returned."""
         completions = [
-            Completion(item, released(reason), 0.0, None)
-            for item in items
-            if item.lease is not None
+            Completion(item, released(reason), 0.0) for item in items if item.lease is not None
         ]
         self._write_results(completions)
 
