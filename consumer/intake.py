@@ -32,10 +32,10 @@ from confluent_kafka import Message
 from tenantq import headers
 from tenantq.app import resolve_max_attempts
 from tenantq.consumer.outcomes import Verdict
-from tenantq.consumer.publisher import Outgoing, dead_letter, retry_message
 from tenantq.consumer.work import WorkItem
 from tenantq.errors import EnvelopeError, InvalidTenantId
 from tenantq.partitioner.tenant_id import validate_tenant_id
+from tenantq.producer.publisher import Outgoing, dead_letter, retry_message
 from tenantq.schemas.envelope import decode_envelope
 from tenantq.states import JobState
 

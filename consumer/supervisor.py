@@ -72,8 +72,8 @@ class Supervisor:
             return
         from prometheus_client import CollectorRegistry
         from prometheus_client.multiprocess import MultiProcessCollector
-        from tenantq.consumer.observability import MULTIPROCESS_ENV, queue_stats_collector
-        from tenantq.metrics_server import serve_metrics_from_settings
+        from tenantq.observability.server import serve_metrics_from_settings
+        from tenantq.observability.worker import MULTIPROCESS_ENV, queue_stats_collector
 
         self._metrics_dir = tempfile.mkdtemp(prefix="tenantq-metrics-")
         self._environment[MULTIPROCESS_ENV] = self._metrics_dir

@@ -33,10 +33,8 @@ from tenantq.consumer.dependencies import DependencyGuard, policies_from
 from tenantq.consumer.dispatcher import FairDispatcher
 from tenantq.consumer.heartbeat import Heartbeat
 from tenantq.consumer.intake import Intake
-from tenantq.consumer.observability import WorkerObservability
 from tenantq.consumer.outcomes import Verdict, classify, released
 from tenantq.consumer.partitions import Partitions
-from tenantq.consumer.publisher import Outgoing, Publisher, dead_letter, retry_message
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.runner import HandlerRunner, Task
 from tenantq.consumer.work import WorkItem
@@ -48,6 +46,8 @@ from tenantq.errors import (
     Snooze,
 )
 from tenantq.log import job_fields, log_event
+from tenantq.observability.worker import WorkerObservability
+from tenantq.producer.publisher import Outgoing, Publisher, dead_letter, retry_message
 from tenantq.settings import Settings
 from tenantq.states import JobState
 from tenantq.store.job_store import JobStore, Result

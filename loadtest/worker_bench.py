@@ -37,8 +37,8 @@ from tenantq.job_ids import new_job_id
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.producer import EnqueueRequest, JobRef, Producer
 from tenantq.settings import QueueSettings
-from tenantq.store.demo_queries import job_set_state_counts
 from tenantq.store.engine import connect
+from tenantq.store.job_sets import job_set_state_counts
 from tenantq.topic_admin import declared_topics, delete_topics, ensure_topics
 
 QUEUE = "bench"

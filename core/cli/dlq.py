@@ -15,15 +15,15 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from tenantq.cli import dlq_output
-from tenantq.dead_letter_actions import (
+from tenantq.dlq import output
+from tenantq.dlq.actions import (
     current_actor,
     purge_dead_letters,
     replay_dead_letters,
     selected,
 )
-from tenantq.dead_letter_filter import DeadLetterFilter, FilterError
-from tenantq.dead_letter_reader import DeadLetterReader, DeadLetterReadError
+from tenantq.dlq.filter import DeadLetterFilter, FilterError
+from tenantq.dlq.reader import DeadLetterReader, DeadLetterReadError
 from tenantq.settings import load_settings
 from tenantq.store.engine import connect
 from tenantq.store.job_admin import get_job
@@ -129,10 +129,10 @@ def list_command(
     settings = load_settings()
     with _reporting_errors(), selected(settings, queue, where, limit=limit or None) as letters:
         if as_json:
-            dlq_output.stream_json(console, letters)
+            output.stream_json(console, letters)
             return
         shown = list(letters)  # bounded by --limit
-        console.print(dlq_output.letters_table(shown, f"DLQ of queue {queue}"))
+        console.print(output.letters_table(shown, f"DLQ of queue {queue}"))
         console.print(
             f"{len(shown)} record(s)" + (" (--limit reached)" if len(shown) == limit else "")
         )
@@ -149,13 +149,13 @@ def show_command(
     settings = load_settings()
     with _reporting_errors(), selected(settings, queue, where) as letters:
         if as_json:
-            count = dlq_output.stream_json(console, letters, full=True)
+            count = output.stream_json(console, letters, full=True)
         else:
             count = 0
             with connect(settings, autocommit=True, application_name="tenantq-dlq") as db:
                 row = get_job(db, uuid.UUID(job_id))
                 for letter in letters:
-                    dlq_output.show_letter(console, letter, row)
+                    output.show_letter(console, letter, row)
                     count += 1
     if count == 0:
         typer.echo(f"tenantq: no dead letter of job {job_id} in queue {queue}", err=True)
@@ -213,7 +213,7 @@ def replay_command(
             on_open=on_open,
             on_scanned=on_scanned,
         )
-    dlq_output.replay_summary(console, report, audit_id)
+    output.replay_summary(console, report, audit_id)
     if not report.ok:
         raise typer.Exit(1)
 
@@ -256,5 +256,5 @@ def purge_command(
         plan, audit_id = purge_dead_letters(
             settings, queue, where, actor=actor or current_actor(), dry_run=dry_run
         )
-    dlq_output.purge_summary(console, plan, dry_run=dry_run)
+    output.purge_summary(console, plan, dry_run=dry_run)
     console.print(f"audit row {audit_id}{' (dry run)' if dry_run else ''}")

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 import tenantq
-from tenantq.demo_kafka import read_dead_letters
+from tenantq.demo.kafka import read_dead_letters
 from tenantq.settings import QueueSettings
 from tenantq.topic_admin import declared_topics, delete_topics, queue_topics
 

@@ -9,8 +9,8 @@ import psycopg
 import tenantq
 from dead_letter_jobs import FlakyApp, audit_rows, fill_dlq
 from support import running_worker, states
-from tenantq.dead_letter_actions import replay_dead_letters
-from tenantq.dead_letter_filter import DeadLetterFilter
+from tenantq.dlq.actions import replay_dead_letters
+from tenantq.dlq.filter import DeadLetterFilter
 
 
 def test_failed_canary_stops_the_replay(

@@ -13,7 +13,7 @@ import tenantq
 from dead_letter_jobs import FlakyApp, audit_rows, dlq_size, fill_dlq
 from support import settings_environment, states
 from tenantq.cli import app as cli
-from tenantq.dead_letter_reader import DeadLetterReader
+from tenantq.dlq.reader import DeadLetterReader
 from typer.testing import CliRunner
 
 

@@ -14,8 +14,8 @@ import tenantq
 from dead_letter_jobs import FlakyApp, audit_rows, fill_dlq
 from support import all_in, end_offsets, running_worker, settings_environment, states, wait_for
 from tenantq.cli import app as cli
-from tenantq.dead_letter_actions import replay_dead_letters
-from tenantq.dead_letter_filter import DeadLetterFilter
+from tenantq.dlq.actions import replay_dead_letters
+from tenantq.dlq.filter import DeadLetterFilter
 from tenantq.topics import main_topic
 from typer.testing import CliRunner
 

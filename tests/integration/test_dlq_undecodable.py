@@ -13,8 +13,8 @@ from confluent_kafka import Producer
 from dead_letter_jobs import FlakyApp, dlq_size, fill_dlq
 from support import running_worker, settings_environment, wait_for
 from tenantq.cli import app as cli
-from tenantq.dead_letter_actions import replay_dead_letters
-from tenantq.dead_letter_filter import DeadLetterFilter
+from tenantq.dlq.actions import replay_dead_letters
+from tenantq.dlq.filter import DeadLetterFilter
 from tenantq.topics import main_topic
 from typer.testing import CliRunner
 

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import tenantq
 from support import all_in, running_worker, wait_for
-from tenantq.metrics import SPECS
+from tenantq.observability.specs import SPECS
 
 
 def free_port() -> int:

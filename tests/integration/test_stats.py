@@ -15,8 +15,8 @@ import pytest
 import tenantq
 from prometheus_client import CollectorRegistry
 from tenantq.cli import app
-from tenantq.metrics_server import serve_metrics
-from tenantq.stats_collector import QueueStatsCollector
+from tenantq.observability.queue_stats import QueueStatsCollector
+from tenantq.observability.server import serve_metrics
 from tenantq.store import stats
 from tenantq.store.engine import connect
 from typer.testing import CliRunner

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 import uuid
 import zipfile
 from pathlib import Path
@@ -16,18 +17,21 @@ import pytest
 from sqlalchemy.engine import make_url
 
 ROOT = Path(__file__).resolve().parents[2]
-EXPECTED_PACKAGES = [
-    "tenantq",
-    "tenantq.cli",
-    "tenantq.devstack",
-    "tenantq.partitioner",
-    "tenantq.producer",
-    "tenantq.consumer",
-    "tenantq.store",
-    "tenantq.schemas",
-    "tenantq.migrations",
-    "tenantq.migrations.versions",
-]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+#: package -> source folder, as setuptools maps them (``package-dir``).
+PACKAGE_DIRS: dict[str, str] = PYPROJECT["tool"]["setuptools"]["package-dir"]
+#: Folders that hold a package of their own (an ``__init__.py``) under the mapped roots.
+SOURCE_PACKAGES = sorted(
+    str(init.parent.relative_to(ROOT))
+    for folder in set(PACKAGE_DIRS.values())
+    for init in (ROOT / folder).rglob("__init__.py")
+)
+
+
+def test_every_source_package_is_mapped_and_listed() -> None:
+    mapped = set(PACKAGE_DIRS.values())
+    assert set(SOURCE_PACKAGES) == mapped, "a folder with __init__.py has no package-dir entry"
+    assert set(PYPROJECT["tool"]["setuptools"]["packages"]) == set(PACKAGE_DIRS)
 
 
 @pytest.fixture(scope="module")
@@ -44,16 +48,11 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_wheel_has_every_package_and_data_file(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    for package in EXPECTED_PACKAGES:
-        assert package.replace(".", "/") + "/__init__.py" in names, package
-    sources = {
-        "tenantq/schemas": ROOT / "schemas",
-        "tenantq/migrations/versions": ROOT / "migrations" / "versions",
-    }
-    for target, source in sources.items():
-        for file in source.iterdir():
+    for package, folder in PACKAGE_DIRS.items():
+        target = package.replace(".", "/")
+        for file in (ROOT / folder).iterdir():
             if file.suffix in (".avsc", ".py"):
-                assert f"{target}/{file.name}" in names, file.name
+                assert f"{target}/{file.name}" in names, f"{folder}/{file.name}"
     for data in (
         "tenantq/py.typed",
         "tenantq/migrations/env.py",

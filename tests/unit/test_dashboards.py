@@ -1,5 +1,5 @@
 """The shipped Grafana dashboard and Prometheus alert rules only refer to metrics that
-``tenantq.metrics`` exports (with the suffixes their types expose) and to labels those
+``tenantq.observability.specs`` exports (with the suffixes their types expose) and to labels those
 metrics carry, and they cover the signals the design calls for, oldest runnable age first.
 
 The PromQL is read with a small tokenizer rather than a full parser: it strips strings,
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tenantq import metrics
+from tenantq.observability import specs as metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "docs" / "grafana" / "tenantq.json"
@@ -143,7 +143,7 @@ def test_every_metric_referenced_is_exported(expression: str) -> None:
     parsed = PromQL(expression)
     assert parsed.metrics, f"no metric in {expression!r}"
     unknown = parsed.metrics - metrics.exported_sample_names() - BUILTIN_SERIES
-    assert not unknown, f"{sorted(unknown)} are not exported by tenantq.metrics"
+    assert not unknown, f"{sorted(unknown)} are not exported by tenantq.observability.specs"
     all_labels = set().union(*(spec.labels for spec in metrics.SPECS)) | SCRAPE_LABELS
     assert parsed.grouping_labels <= all_labels, expression
     for name, labels in parsed.selector_labels.items():

@@ -7,8 +7,8 @@ import datetime as dt
 import uuid
 
 import pytest
-from tenantq.dead_letter_filter import DeadLetterFilter, FilterError, parse_time
-from tenantq.dead_letters import DeadLetter, decode_dead_letter
+from tenantq.dlq.filter import DeadLetterFilter, FilterError, parse_time
+from tenantq.dlq.records import DeadLetter, decode_dead_letter
 from tenantq.schemas.envelope import Envelope, encode_envelope
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)

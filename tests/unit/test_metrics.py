@@ -9,12 +9,12 @@ import threading
 import psycopg
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
-from tenantq import metrics
 from tenantq.errors import InvalidTenantId
-from tenantq.metric_labels import OTHER, TenantLabeler, is_tenant_label
+from tenantq.observability import specs as metrics
+from tenantq.observability.labels import OTHER, TenantLabeler, is_tenant_label
+from tenantq.observability.queue_stats import QueueStatsCollector
+from tenantq.observability.worker_metrics import ERROR_LABEL_LIMIT, WorkerMetrics
 from tenantq.partitioner.tenant_id import validate_tenant_id
-from tenantq.stats_collector import QueueStatsCollector
-from tenantq.worker_metrics import ERROR_LABEL_LIMIT, WorkerMetrics
 
 
 def _label_values(registry: CollectorRegistry, label: str) -> set[str]:
@@ -49,13 +49,6 @@ def test_worker_metrics_and_collector_share_a_registry_without_clash() -> None:
     registry.register(QueueStatsCollector(_unreachable_database))  # describe() runs no query
     with pytest.raises(ValueError, match="Duplicated timeseries"):
         WorkerMetrics(registry)
-
-
-def test_lazy_reexports_point_at_the_real_objects() -> None:
-    assert metrics.WorkerMetrics is WorkerMetrics
-    assert metrics.QueueStatsCollector is QueueStatsCollector
-    with pytest.raises(AttributeError):
-        _ = metrics.NoSuchThing  # type: ignore[attr-defined]
 
 
 def test_tenant_labeler_keeps_first_n_and_folds_the_rest() -> None:

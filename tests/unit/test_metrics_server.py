@@ -8,9 +8,9 @@ import urllib.request
 
 import pytest
 from prometheus_client import CollectorRegistry
-from tenantq.metrics_server import serve_metrics, serve_metrics_from_settings
+from tenantq.observability.server import serve_metrics, serve_metrics_from_settings
+from tenantq.observability.worker_metrics import WorkerMetrics
 from tenantq.settings import Settings
-from tenantq.worker_metrics import WorkerMetrics
 
 
 def _free_port() -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tenantq.replay_pacing import RateLimiter
+from tenantq.dlq.pacing import RateLimiter
 
 
 class FakeTime:

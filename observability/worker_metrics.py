@@ -13,8 +13,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
-from tenantq import metrics as names
-from tenantq.metric_labels import BoundedLabel, TenantLabeler, is_identifier_label
+from tenantq.observability import specs as names
+from tenantq.observability.labels import BoundedLabel, TenantLabeler, is_identifier_label
 
 #: Outcomes of an attempt, as recorded in ``tenantq_job_attempts.outcome`` (less ``stale``,
 #: which is counted by ``stale_result_refused``).

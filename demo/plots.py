@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tenantq.demo_report import DemoRun
+    from tenantq.demo.report import DemoRun
 
 
 def write_plots(run: DemoRun, folder: Path) -> tuple[list[str], str]:

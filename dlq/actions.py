@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Literal
 
-from tenantq.dead_letter_filter import DeadLetterFilter
-from tenantq.dead_letter_purge import PurgePlan, execute_purge, plan_purge
-from tenantq.dead_letter_reader import DeadLetterReader
-from tenantq.dead_letters import DeadLetter
+from tenantq.dlq.filter import DeadLetterFilter
+from tenantq.dlq.purge import PurgePlan, execute_purge, plan_purge
+from tenantq.dlq.reader import DeadLetterReader
+from tenantq.dlq.records import DeadLetter
+from tenantq.dlq.replay import Replayer, ReplayOutcome, ReplayReport
 from tenantq.errors import ConfigurationError
-from tenantq.replay import Replayer, ReplayOutcome, ReplayReport
 from tenantq.settings import Settings
 from tenantq.store import replay as replay_store
 from tenantq.store.engine import connect
@@ -69,7 +69,7 @@ def replay_dead_letters(
     on_outcome: Callable[[ReplayOutcome], None] | None = None,
 ) -> tuple[ReplayReport, int]:
     """Replay (or with ``dry_run`` only preview) the matching records; returns the report and
-    the id of its audit row. See ``tenantq.replay`` for the order that keeps replays safe."""
+    the id of its audit row. See ``tenantq.dlq.replay`` for the order that keeps replays safe."""
     with connect(settings, autocommit=True, application_name="tenantq-dlq") as connection:
         report: ReplayReport | None = None
         try:
@@ -119,7 +119,7 @@ def purge_dead_letters(
     dry_run: bool,
 ) -> tuple[PurgePlan, int]:
     """Delete the DLQ records older than ``where.until`` (the only filter a purge honours:
-    see ``tenantq.dead_letter_purge``); returns the plan and the audit row's id."""
+    see ``tenantq.dlq.purge``); returns the plan and the audit row's id."""
     if not where.only_until:
         raise ConfigurationError(
             "purge deletes every record of a partition below an offset, so it takes --until "

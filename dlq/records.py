@@ -1,7 +1,7 @@
 """One record of a queue's dead-letter topic, decoded for the DLQ tools (`tenantq dlq`).
 
 The worker writes each dead letter as the original key and value bytes plus headers saying
-why it died (``tenantq.consumer.publisher.dead_letter``). The envelope is the truth: the job
+why it died (``tenantq.producer.publisher.dead_letter``). The envelope is the truth: the job
 id, type and tenant come from it when it decodes, and from the headers only when it does not
 (an undecodable message has no envelope and possibly no job row; it cannot be replayed).
 """

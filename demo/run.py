@@ -3,7 +3,7 @@
 Steps: servers (the dev stack, or the ``TENANTQ_*`` ones, which are then used as they are),
 migrations, a fresh topic prefix (``demo<timestamp>``) so runs never mix, topics with short
 retry tiers, a supervised pool of worker processes, a planned multi-tenant workload
-(``tenantq.demo_plan``) enqueued at a steady rate while progress is drawn live, then a summary
+(``tenantq.demo.plan``) enqueued at a steady rate while progress is drawn live, then a summary
 checked against the plan and a report folder. Exit status 0 only when every job is terminal
 and both the dead jobs and the DLQ are exactly the planned permanent failures plus the poison.
 """
@@ -18,19 +18,19 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.live import Live
-from tenantq.demo_kafka import LagProbe, read_dead_letters
-from tenantq.demo_monitor import Monitor
-from tenantq.demo_plan import Workload, plan_workload
-from tenantq.demo_pool import WorkerPool
-from tenantq.demo_report import DemoRun, print_summary, summarize, write_report
-from tenantq.demo_workload import APP
+from tenantq.demo.kafka import LagProbe, read_dead_letters
+from tenantq.demo.monitor import Monitor
+from tenantq.demo.plan import Workload, plan_workload
+from tenantq.demo.pool import WorkerPool
+from tenantq.demo.report import DemoRun, print_summary, summarize, write_report
+from tenantq.demo.workload import APP
 from tenantq.devstack.stack import DevStack, external_endpoints
 from tenantq.job_ids import new_job_id
 from tenantq.producer.producer import Producer
 from tenantq.settings import QueueSettings, Settings, WorkerSettings, load_settings
 from tenantq.store import migrate
-from tenantq.store.demo_queries import job_set_outcomes
 from tenantq.store.engine import connect, create_sqlalchemy_engine
+from tenantq.store.job_sets import job_set_outcomes
 from tenantq.topic_admin import declared_topics, delete_topics, ensure_topics, queue_topics
 from tenantq.topics import consumer_group
 

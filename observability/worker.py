@@ -15,8 +15,8 @@ from tenantq.store.engine import connect
 
 if TYPE_CHECKING:
     from tenantq.consumer.partitions import Partitions
-    from tenantq.metrics_server import MetricsServer
-    from tenantq.worker_metrics import WorkerMetrics
+    from tenantq.observability.server import MetricsServer
+    from tenantq.observability.worker_metrics import WorkerMetrics
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 #: How often a worker refreshes its utilization and lag gauges.
@@ -24,7 +24,7 @@ OBSERVE_INTERVAL_SECONDS = 2.0
 
 
 def queue_stats_collector(settings: Settings, queues: list[str] | None) -> Any:
-    from tenantq.stats_collector import QueueStatsCollector
+    from tenantq.observability.queue_stats import QueueStatsCollector
 
     return QueueStatsCollector(
         lambda: connect(settings, autocommit=True, application_name="tenantq-metrics"),
@@ -38,8 +38,8 @@ class WorkerObservability:
     """Metric families of one worker process, and its endpoint when it serves one."""
 
     def __init__(self, settings: Settings, queues: list[str]) -> None:
-        from tenantq.metrics_server import serve_metrics_from_settings
-        from tenantq.worker_metrics import WorkerMetrics
+        from tenantq.observability.server import serve_metrics_from_settings
+        from tenantq.observability.worker_metrics import WorkerMetrics
 
         self.registry = CollectorRegistry()
         self.metrics: WorkerMetrics = WorkerMetrics(

@@ -15,7 +15,7 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, start_wsgi_server
 from tenantq.settings import Settings
 
-logger = logging.getLogger("tenantq.metrics")
+logger = logging.getLogger("tenantq.observability.specs")
 
 DEFAULT_HOST = "127.0.0.1"
 _WILDCARDS = frozenset({"0.0.0.0", "::", ""})

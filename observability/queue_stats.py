@@ -18,18 +18,18 @@ from typing import Any
 import psycopg
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from tenantq import metrics as names
 from tenantq.errors import TenantqError
+from tenantq.observability import specs as names
 from tenantq.store import stats
 
-logger = logging.getLogger("tenantq.metrics")
+logger = logging.getLogger("tenantq.observability.specs")
 
 ConnectionFactory = Callable[[], psycopg.Connection[Any]]
 
 
 class QueueStatsCollector(Collector):
     """A custom Prometheus collector of the ``source="postgres"`` families of
-    ``tenantq.metrics.SPECS``. Register it with ``registry.register(collector)``.
+    ``tenantq.observability.specs.SPECS``. Register it with ``registry.register(collector)``.
 
     ``connect`` opens an autocommit connection (``lambda: connect(settings,
     autocommit=True)``); the collector keeps it and reopens it after a failure. ``queues``

@@ -15,8 +15,8 @@ from typing import Any
 
 import psycopg
 from rich.table import Table
-from tenantq.demo_kafka import LagProbe
-from tenantq.store.demo_queries import job_set_oldest_runnable_age, job_set_state_counts
+from tenantq.demo.kafka import LagProbe
+from tenantq.store.job_sets import job_set_oldest_runnable_age, job_set_state_counts
 
 STATES = ("pending", "runnable", "leased", "retrying", "succeeded", "dead", "canceled")
 #: Throughput is measured over this trailing window of samples.

@@ -4,19 +4,20 @@ Two sources feed them:
 
 * ``WorkerMetrics``: what a worker process observes as it runs jobs (durations, outcomes,
   retries, leases, utilization, dependencies, consumer lag), on an injectable registry.
-* ``tenantq.stats_collector.QueueStatsCollector``: what Postgres says at scrape time (depth by
-  state, oldest runnable age, live workers). Every worker that runs the collector reports the
-  same numbers, so dashboards take ``max`` over instances for them, never ``sum``.
+* ``QueueStatsCollector`` (``tenantq.observability.queue_stats``): what Postgres says at scrape
+  time (depth by state, oldest runnable age, live workers). Every worker that runs the
+  collector reports the same numbers, so dashboards take ``max`` over instances for them,
+  never ``sum``.
 
 Names are constants here and nowhere else; ``SPECS`` lists them all, and a test checks that
 the shipped dashboard and alert rules only use names from it. Tenant and error labels are
-bounded (``tenantq.metric_labels``) so a scrape stays small whatever the data.
+bounded (``tenantq.observability.labels``) so a scrape stays small whatever the data.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 PREFIX = "tenantq_"
 
@@ -240,42 +241,4 @@ def exported_sample_names() -> frozenset[str]:
     return frozenset().union(*(spec.sample_names() for spec in SPECS))
 
 
-# The worker side and the server live in their own modules (which import the names above);
-# they are re-exported here lazily so ``tenantq.metrics`` is the one place to look.
-_LAZY = {
-    "WorkerMetrics": "tenantq.worker_metrics",
-    "JOB_OUTCOMES": "tenantq.worker_metrics",
-    "BREAKER_STATES": "tenantq.worker_metrics",
-    "MetricsServer": "tenantq.metrics_server",
-    "serve_metrics": "tenantq.metrics_server",
-    "serve_metrics_from_settings": "tenantq.metrics_server",
-    "QueueStatsCollector": "tenantq.stats_collector",
-}
-
-if TYPE_CHECKING:
-    from tenantq.metrics_server import MetricsServer, serve_metrics, serve_metrics_from_settings
-    from tenantq.stats_collector import QueueStatsCollector
-    from tenantq.worker_metrics import BREAKER_STATES, JOB_OUTCOMES, WorkerMetrics
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'tenantq.metrics' has no attribute {name!r}")
-
-
-__all__ = [
-    "BREAKER_STATES",
-    "JOB_OUTCOMES",
-    "SPECS",
-    "SPECS_BY_NAME",
-    "MetricSpec",
-    "MetricsServer",
-    "QueueStatsCollector",
-    "WorkerMetrics",
-    "exported_sample_names",
-    "serve_metrics",
-    "serve_metrics_from_settings",
-]
+__all__ = ["SPECS", "SPECS_BY_NAME", "MetricSpec", "exported_sample_names"]

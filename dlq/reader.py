@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
-from tenantq.dead_letters import DeadLetter, decode_dead_letter
+from tenantq.dlq.records import DeadLetter, decode_dead_letter
 from tenantq.settings import Settings
 from tenantq.topics import dlq_topic
 

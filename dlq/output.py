@@ -8,9 +8,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-from tenantq.dead_letter_purge import PurgePlan
-from tenantq.dead_letters import DeadLetter
-from tenantq.replay import ReplayReport
+from tenantq.dlq.purge import PurgePlan
+from tenantq.dlq.records import DeadLetter
+from tenantq.dlq.replay import ReplayReport
 
 #: Replay outcomes listed one per line; the summary counts all of them.
 OUTCOMES_SHOWN = 50

@@ -1,5 +1,5 @@
 """The verdict of a ``tenantq demo`` run: what happened, checked against the plan, printed at
-the terminal and written as ``report.md`` (with plots from ``tenantq.demo_plots``)."""
+the terminal and written as ``report.md`` (with plots from ``tenantq.demo.plots``)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
-from tenantq.demo_kafka import DeadLetterReport
-from tenantq.demo_monitor import Sample
-from tenantq.demo_plan import TENANT_CLASSES, Workload
-from tenantq.store.demo_queries import JobOutcome
+from tenantq.demo.kafka import DeadLetterReport
+from tenantq.demo.monitor import Sample
+from tenantq.demo.plan import TENANT_CLASSES, Workload
+from tenantq.store.job_sets import JobOutcome
 
 if TYPE_CHECKING:
-    from tenantq.demo_run import DemoOptions
+    from tenantq.demo.run import DemoOptions
 
 TERMINAL = ("succeeded", "dead", "canceled")
 
@@ -192,7 +192,7 @@ def print_summary(summary: DemoSummary, console: Console) -> None:
 def write_report(run: DemoRun, summary: DemoSummary, folder: Path) -> Path:
     """``report.md``, ``summary.json`` and, when matplotlib is installed, plots in ``folder``;
     returns the folder."""
-    from tenantq.demo_plots import write_plots
+    from tenantq.demo.plots import write_plots
 
     plots, plot_note = write_plots(run, folder)
     options = run.options

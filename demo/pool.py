@@ -1,4 +1,4 @@
-"""The demo's worker pool: ``tenantq worker tenantq.demo_workload:APP --processes P`` in a
+"""The demo's worker pool: ``tenantq worker tenantq.demo.workload:APP --processes P`` in a
 subprocess (the real supervisor), its settings passed as ``TENANTQ_*`` variables and its
 output in a log file, stopped gracefully with SIGTERM."""
 
@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from tenantq.settings import Settings
 
-WORKLOAD_APP = "tenantq.demo_workload:APP"
+WORKLOAD_APP = "tenantq.demo.workload:APP"
 WORKER_COMMAND = (sys.executable, "-m", "tenantq.cli", "worker", WORKLOAD_APP)
 
 

@@ -1,7 +1,7 @@
 """The job types of ``tenantq demo``: email, export and webhook handlers with failures injected
-from the payload, as ``tenantq.demo_workload:APP`` (importable by worker subprocesses).
+from the payload, as ``tenantq.demo.workload:APP`` (importable by worker subprocesses).
 
-Every failure is decided when the workload is planned (``tenantq.demo_plan``) and written into
+Every failure is decided when the workload is planned (``tenantq.demo.plan``) and written into
 the payload, so a job fails the same way on every machine and the demo knows in advance which
 jobs must end dead:
 

@@ -27,10 +27,10 @@ from typing import Any, Literal
 
 import psycopg
 from tenantq import headers
-from tenantq.consumer.publisher import Outgoing, Publisher, retry_message
-from tenantq.dead_letters import DeadLetter
+from tenantq.dlq.pacing import RateLimiter
+from tenantq.dlq.records import DeadLetter
 from tenantq.partitioner.murmur2 import default_partition
-from tenantq.replay_pacing import RateLimiter
+from tenantq.producer.publisher import Outgoing, Publisher, retry_message
 from tenantq.settings import Settings
 from tenantq.store import replay as replay_store
 from tenantq.topics import QueueTopics

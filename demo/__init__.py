@@ -1,0 +1,1 @@
+"""``tenantq demo``: the whole system on this machine, with a checked verdict and a report."""

@@ -1,0 +1,2 @@
+"""What tenantq exports: metric specs, worker metrics, bounded labels, queue stats and the
+/metrics server."""
