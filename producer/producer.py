@@ -309,7 +309,7 @@ class Producer:
                 )
             except BufferError:
                 try:
-                    self._produce_when_room(message, on_delivery)
+                    self._produce_when_room(message, self._with_pending_row(message, on_delivery))
                 except QueueFull as full:
                     if index == 0:
                         raise
@@ -350,7 +350,7 @@ class Producer:
                 )
             except BufferError:
                 try:
-                    self._produce_when_room(message, future)
+                    self._produce_when_room(message, self._with_pending_row(message, future))
                 except QueueFull as full:
                     if index == 0:
                         raise
