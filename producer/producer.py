@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import itertools
 import logging
 import threading
 import time
@@ -18,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import confluent_kafka
 from tenantq import headers as header_names
@@ -30,7 +31,6 @@ from tenantq.producer.admission import TenantAdmission
 from tenantq.producer.batch import BatchFuture, JobRefs
 from tenantq.producer.config import producer_config
 from tenantq.producer.delivery import DeliveryFuture, JobRef
-from tenantq.producer.job_future import JobFuture
 from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.pending_rows import PendingRecorder
 from tenantq.producer.request import EnqueueRequest, Outgoing, RequestPreparer
@@ -292,111 +292,99 @@ class Producer:
                     self._latency_guard.check(queue)
         return outgoing
 
+    def _publish(self, outgoing: list[Outgoing]) -> list[Future[JobRef]]:
+        """One ``DeliveryFuture`` per job; after a full buffer, the rest fail with ``QueueFull``."""
+        futures = [DeliveryFuture(message.job_uuid()) for message in outgoing]
+
+        def refused(index: int, failure: EnqueueFailed) -> None:
+            futures[index].set_exception(failure)
+
+        stopped = self._hand_over(outgoing, futures, refused)
+        if stopped is not None:
+            index, full = stopped
+            futures[index].set_exception(full)
+            for unsent in futures[index + 1 :]:
+                unsent.set_exception(QueueFull(str(full), retry_after=full.retry_after))
+        # A list of DeliveryFuture is one of Future[JobRef]; only list invariance objects.
+        return cast("list[Future[JobRef]]", futures)
+
     def _publish_batch(self, outgoing: list[Outgoing], batch: BatchFuture) -> None:
-        produce = self._kafka.produce
-        on_delivery = batch.on_delivery
-        job_id_header = header_names.JOB_ID
-        for index, message in enumerate(outgoing):
-            try:
-                produce(
-                    message.topic,
-                    message.value,
-                    message.key,
-                    partition=message.partition,
-                    on_delivery=self._with_pending_row(message, on_delivery),
-                    # Built here, not kept per job: librdkafka copies it, so it dies at once.
-                    headers=[(job_id_header, message.job_id), *message.extra_headers],
-                )
-            except BufferError:
-                try:
-                    self._produce_when_room(message, self._with_pending_row(message, on_delivery))
-                except QueueFull as full:
-                    if index == 0:
-                        raise
-                    for unsent in range(index, len(outgoing)):
-                        batch.fail(
-                            unsent,
-                            EnqueueFailed(
-                                f"job {outgoing[unsent].job_id} was not handed to Kafka: {full}",
-                                retriable=True,
-                                possibly_persisted=False,
-                            ),
-                        )
-                    return
-            except confluent_kafka.KafkaException as error:
+        """One callback for the batch; after a full buffer, the rest fail inside its result."""
+        stopped = self._hand_over(outgoing, itertools.repeat(batch.on_delivery), batch.fail)
+        if stopped is not None:
+            index, full = stopped
+            for unsent in range(index, len(outgoing)):
                 batch.fail(
-                    index,
+                    unsent,
                     EnqueueFailed(
-                        f"job {message.job_id} refused by the client: {error}",
-                        retriable=bool(error.args[0].retriable()),
+                        f"job {outgoing[unsent].job_id} was not handed to Kafka: {full}",
+                        retriable=True,
                         possibly_persisted=False,
                     ),
                 )
 
-    def _publish(self, outgoing: list[Outgoing]) -> list[Future[JobRef]]:
-        produce = self._kafka.produce
-        futures: list[Future[JobRef]] = []
-        append = futures.append
-        for index, message in enumerate(outgoing):
-            future = DeliveryFuture(message.job_uuid())
-            try:
-                produce(
-                    message.topic,
-                    message.value,
-                    message.key,
-                    partition=message.partition,
-                    on_delivery=self._with_pending_row(message, future),
-                    headers=message.kafka_headers(),
-                )
-            except BufferError:
-                try:
-                    self._produce_when_room(message, self._with_pending_row(message, future))
-                except QueueFull as full:
-                    if index == 0:
-                        raise
-                    append(future)
-                    for _ in outgoing[index + 1 :]:
-                        failed: Future[JobRef] = JobFuture()
-                        failed.set_exception(QueueFull(str(full), retry_after=full.retry_after))
-                        append(failed)
-                    future.set_exception(full)
-                    return futures
-            except confluent_kafka.KafkaException as error:
-                future.set_exception(
-                    EnqueueFailed(
-                        f"job {message.job_id} refused by the client: {error}",
-                        retriable=bool(error.args[0].retriable()),
-                        possibly_persisted=False,
-                    )
-                )
-            append(future)
-        return futures
+    def _hand_over(
+        self,
+        outgoing: list[Outgoing],
+        callbacks: Iterable[Callback],
+        refused: Callable[[int, EnqueueFailed], None],
+    ) -> tuple[int, QueueFull] | None:
+        """``produce`` every message with its delivery callback, in order.
 
-    def _produce_when_room(
-        self, message: Outgoing, on_delivery: Callable[[Any, Any], None]
-    ) -> None:
-        timeout = self.settings.producer.buffer_timeout_seconds
-        deadline = time.monotonic() + timeout
-        while True:
-            # Serving delivery reports is what frees room in librdkafka's queue.
-            self._kafka.poll(0.05)
-            try:
-                self._kafka.produce(
-                    message.topic,
-                    message.value,
-                    message.key,
-                    partition=message.partition,
-                    on_delivery=on_delivery,
-                    headers=message.kafka_headers(),
-                )
-                return
-            except BufferError:
-                if time.monotonic() >= deadline:
-                    raise QueueFull(
-                        f"the local producer buffer stayed full for {timeout:g}s "
-                        "(buffer_timeout_seconds); Kafka is slower than the enqueue rate",
-                        retry_after=1.0,
-                    ) from None
+        A message the client refuses outright is settled through ``refused``. A full buffer
+        is waited out for ``buffer_timeout_seconds``; if it stays full, ``QueueFull`` is
+        raised when nothing was handed over yet, else returned with the index of the first
+        message not handed over (the caller settles it and the rest). None: all handed over.
+        """
+        # The hot loop of every enqueue: locals instead of attribute lookups per message.
+        produce = self._kafka.produce
+        with_pending_row = self._with_pending_row
+        job_id_header = header_names.JOB_ID
+        # Not strict: a batch passes one callback repeated without end.
+        for index, (message, callback) in enumerate(zip(outgoing, callbacks, strict=False)):
+            on_delivery = with_pending_row(message, callback)
+            deadline: float | None = None
+            while True:
+                try:
+                    produce(
+                        message.topic,
+                        message.value,
+                        message.key,
+                        partition=message.partition,
+                        on_delivery=on_delivery,
+                        # Built here, not kept per job: librdkafka copies it, so it dies at once.
+                        headers=[(job_id_header, message.job_id), *message.extra_headers],
+                    )
+                    break
+                except BufferError:
+                    if deadline is None:
+                        deadline = time.monotonic() + self.settings.producer.buffer_timeout_seconds
+                    elif time.monotonic() >= deadline:
+                        full = self._buffer_stayed_full()
+                        if index == 0:
+                            raise full from None
+                        return index, full
+                    # Serving delivery reports is what frees room in librdkafka's queue.
+                    self._kafka.poll(0.05)
+                except confluent_kafka.KafkaException as error:
+                    refused(
+                        index,
+                        EnqueueFailed(
+                            f"job {message.job_id} refused by the client: {error}",
+                            retriable=bool(error.args[0].retriable()),
+                            possibly_persisted=False,
+                        ),
+                    )
+                    break
+        return None
+
+    def _buffer_stayed_full(self) -> QueueFull:
+        return QueueFull(
+            f"the local producer buffer stayed full for "
+            f"{self.settings.producer.buffer_timeout_seconds:g}s "
+            "(buffer_timeout_seconds); Kafka is slower than the enqueue rate",
+            retry_after=1.0,
+        )
 
     def _with_pending_row(self, message: Outgoing, on_delivery: Callback) -> Callback:
         """The delivery callback, plus the pending row for a scheduled job."""
