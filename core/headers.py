@@ -6,6 +6,8 @@ missing headers is decoded from its envelope, never given a new job id.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 JOB_ID = "tenantq-job-id"
 JOB_TYPE = "tenantq-job-type"
 TENANT = "tenantq-tenant"
@@ -34,3 +36,16 @@ def header_map(headers: list[tuple[str, bytes | None]] | None) -> dict[str, byte
         if value is not None:
             result[key] = value
     return result
+
+
+def header_pairs(
+    listed: dict[str, str | bytes | None] | Sequence[tuple[str, str | bytes | None]] | None,
+) -> list[tuple[str, bytes]]:
+    """A consumed message's headers (``Message.headers()``: pairs, or a dict) as (name, bytes)
+    pairs in their order: text values encoded as UTF-8, null values skipped."""
+    pairs = listed.items() if isinstance(listed, dict) else listed or ()
+    return [
+        (str(name), value if isinstance(value, bytes) else str(value).encode())
+        for name, value in pairs
+        if value is not None
+    ]

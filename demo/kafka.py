@@ -1,5 +1,5 @@
 """What ``tenantq demo`` reads from Kafka: per-partition consumer lag of the main topic, the
-size of the dead-letter topic, and the dead letters themselves.
+size of the dead-letter topic, and a summary of the dead letters themselves.
 
 The lag probe is a consumer that never subscribes: it only asks the broker for the workers'
 committed offsets and the partitions' end offsets, so it never joins (or disturbs) the group.
@@ -7,13 +7,13 @@ committed offsets and the partitions' end offsets, so it never joins (or disturb
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
-from tenantq import headers
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from tenantq.dlq.reader import DeadLetterReader
+from tenantq.dlq.records import DeadLetter
 from tenantq.settings import Settings
 
 
@@ -79,62 +79,23 @@ class DeadLetterReport:
     def distinct_job_ids(self) -> set[uuid.UUID]:
         return set(self.job_ids)
 
+    def add(self, letter: DeadLetter) -> None:
+        """Count one dead letter."""
+        self.total += 1
+        self.by_error_class[letter.error_class] += 1
+        self.messages_by_error_class[letter.error_class][letter.error_message] += 1
+        if letter.job_id is not None:
+            self.job_ids.append(letter.job_id)
 
-def read_dead_letters(
-    settings: Settings, dlq_topic: str, timeout: float = 30.0
-) -> DeadLetterReport:
-    """Read the whole DLQ topic (start to end offset of every partition) without a group."""
-    consumer = Consumer(
-        settings.kafka_client_config(
-            **{
-                "group.id": f"tenantq-demo-dlq-{uuid.uuid4().hex[:8]}",
-                "enable.auto.commit": False,
-                "enable.partition.eof": False,
-            }
-        )
-    )
+
+def read_dead_letters(settings: Settings, queue: str) -> DeadLetterReport:
+    """Read the whole DLQ of ``queue`` (start to end offset of every partition) without a
+    group, with the reader of the DLQ tools."""
     report = DeadLetterReport()
-    try:
-        partitions = _partitions(consumer, dlq_topic)
-        ends = {}
-        for partition in partitions:
-            low, high = consumer.get_watermark_offsets(partition, timeout=10, cached=False)
-            if high > low:
-                ends[partition.partition] = high
-        if not ends:
-            return report
-        consumer.assign(
-            [TopicPartition(dlq_topic, number, OFFSET_BEGINNING) for number in sorted(ends)]
-        )
-        deadline = time.monotonic() + timeout
-        positions = dict.fromkeys(ends, -1)
-        while any(positions[p] + 1 < ends[p] for p in ends):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"could not read {dlq_topic} to its end in {timeout:.0f}s")
-            for message in consumer.consume(num_messages=500, timeout=0.5):
-                if message.error() is not None:
-                    continue
-                number, offset = message.partition(), message.offset()
-                if number is None or offset is None:
-                    continue
-                positions[number] = offset
-                listed = message.headers() or []
-                pairs = listed.items() if isinstance(listed, dict) else listed
-                _add(report, {k: v for k, v in pairs if isinstance(v, bytes)})
-    finally:
-        consumer.close()
+    with DeadLetterReader(settings, queue) as reader:
+        for letter in reader.records():
+            report.add(letter)
     return report
-
-
-def _add(report: DeadLetterReport, found: dict[str, bytes]) -> None:
-    error_class = found.get(headers.ERROR_CLASS, b"?").decode(errors="replace")
-    message = found.get(headers.ERROR_MESSAGE, b"").decode(errors="replace")
-    report.total += 1
-    report.by_error_class[error_class] += 1
-    report.messages_by_error_class[error_class][message] += 1
-    job_id = found.get(headers.JOB_ID)
-    if job_id is not None:
-        report.job_ids.append(uuid.UUID(job_id.decode()))
 
 
 def _partitions(consumer: Consumer, topic: str) -> list[TopicPartition]:

@@ -185,7 +185,7 @@ def run_demo(options: DemoOptions, console: Console) -> int:
             stopped = pool.stop(timeout=settings.worker.drain_seconds + 20)
             probe.close()
         outcomes = job_set_outcomes(connection, job_ids)
-    dead_letters = read_dead_letters(settings, topics.dlq)
+    dead_letters = read_dead_letters(settings, QUEUE)
     run = DemoRun(
         options=options,
         prefix=prefix,

@@ -17,6 +17,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 from tenantq.dlq.records import DeadLetter, decode_dead_letter
+from tenantq.headers import header_pairs
 from tenantq.settings import Settings
 from tenantq.topics import dlq_topic
 
@@ -169,19 +170,12 @@ class DeadLetterReader:
 
 
 def _decode(message: Any, partition: int, offset: int, max_bytes: int) -> DeadLetter:
-    listed = message.headers() or []
-    pairs = listed.items() if isinstance(listed, dict) else listed
-    raw_headers = [
-        (str(name), value if isinstance(value, bytes) else str(value).encode())
-        for name, value in pairs
-        if value is not None
-    ]
     return decode_dead_letter(
         partition=partition,
         offset=offset,
         timestamp_ms=message.timestamp()[1],
         key=message.key(),
         value=message.value(),
-        raw_headers=raw_headers,
+        raw_headers=header_pairs(message.headers()),
         max_bytes=max_bytes,
     )

@@ -16,7 +16,7 @@ import psycopg
 import tenantq
 from tenantq.demo.kafka import read_dead_letters
 from tenantq.settings import QueueSettings
-from tenantq.topic_admin import declared_topics, delete_topics, queue_topics
+from tenantq.topic_admin import declared_topics, delete_topics
 
 
 def test_demo_every_job_terminal_and_dlq_is_permanent_plus_poison(
@@ -57,7 +57,7 @@ def test_demo_every_job_terminal_and_dlq_is_permanent_plus_poison(
         assert len(expected_dead) == facts["planned"]["permanent"] + facts["planned"]["poison"]
         assert facts["planned"]["poison"] == 1
         assert {job_id for job_id, state in states.items() if state == "dead"} == expected_dead
-        letters = read_dead_letters(settings, queue_topics(settings, "default").dlq)
+        letters = read_dead_letters(settings, "default")
         assert letters.distinct_job_ids == expected_dead
         assert letters.total == len(expected_dead)
         assert letters.by_error_class["AttemptsExhausted"] == 1
