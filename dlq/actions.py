@@ -48,8 +48,7 @@ def selected(
     with DeadLetterReader(settings, queue, since=where.since) as reader:
         if on_open is not None:
             on_open(reader)
-        matching = (r for r in reader.records(on_scanned) if where.matches(r))
-        yield itertools.islice(matching, limit) if limit else matching
+        yield _matching(reader, where, limit, on_scanned)
 
 
 def replay_dead_letters(
@@ -91,8 +90,7 @@ def replay_dead_letters(
                     on_outcome=on_outcome,
                 )
                 report = replayer.report
-                matching = (r for r in reader.records(on_scanned) if where.matches(r))
-                replayer.run(itertools.islice(matching, limit) if limit else matching)
+                replayer.run(_matching(reader, where, limit, on_scanned))
         finally:
             if report is not None:
                 audit_id = replay_store.replay_audit_insert(
@@ -142,6 +140,17 @@ def purge_dead_letters(
             job_ids=plan.job_ids,
         )
     return plan, audit_id
+
+
+def _matching(
+    reader: DeadLetterReader,
+    where: DeadLetterFilter,
+    limit: int | None,
+    on_scanned: Callable[[int], None] | None,
+) -> Iterator[DeadLetter]:
+    """The reader's records that match ``where``, streamed, at most ``limit`` (None or 0: all)."""
+    matching = (record for record in reader.records(on_scanned) if where.matches(record))
+    return itertools.islice(matching, limit) if limit else matching
 
 
 def _audit_filter(where: DeadLetterFilter, limit: int | None) -> dict[str, object]:
