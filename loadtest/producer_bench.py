@@ -27,18 +27,16 @@ import gc
 import pstats
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, wait
 from typing import Any
 
 import confluent_kafka
 import tenantq
+from bench_topics import bench_settings
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.config import producer_config
 from tenantq.producer.producer import BatchFuture, EnqueueRequest, JobRef, Producer
-from tenantq.settings import QueueSettings
-from tenantq.topic_admin import declared_topics, delete_topics, ensure_topics
 
 QUEUE = "bench"
 TENANTS = 200
@@ -201,32 +199,8 @@ def where_the_time_goes(
         stats.sort_stats("tottime").print_stats(top)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=200_000)
-    parser.add_argument("--rounds", type=int, default=3, help="alternating raw/many/batch rounds")
-    parser.add_argument("--chunk", type=int, default=10_000, help="requests per call")
-    parser.add_argument("--partitions", type=int, default=12)
-    parser.add_argument("--profile", action="store_true", help="profile one more run of each")
-    parser.add_argument("--top", type=int, default=0, help="with --profile: top N functions")
-    parser.add_argument("--keep-topics", action="store_true")
-    parser.add_argument(
-        "--tune-gc",
-        action="store_true",
-        help="freeze the prepared inputs out of the cyclic GC and raise its gen-0 threshold, "
-        "as a high-rate producer process may (shows how much of the SDK cost is GC)",
-    )
-    arguments = parser.parse_args(argv)
-
-    base = tenantq.load_settings()
-    settings = base.model_copy(
-        update={
-            "topic_prefix": f"bench{uuid.uuid4().hex[:8]}",
-            "queues": {QUEUE: QueueSettings(partitions=arguments.partitions)},
-            "metrics_port": 0,
-        }
-    )
-    ensure_topics(settings)
+def compare(settings: tenantq.Settings, arguments: argparse.Namespace) -> None:
+    """The alternating rounds, their best figures and, with ``--profile``, the profiles."""
     requests = [
         EnqueueRequest(r.job_type, r.tenant, r.payload, queue=QUEUE)
         for r in requests_for(arguments.messages)
@@ -245,34 +219,53 @@ def main(argv: list[str] | None = None) -> int:
         "enqueue_batch": lambda: run_batch(settings, requests, arguments.chunk),
     }
     rates: dict[str, list[float]] = {name: [] for name in runs}
-    try:
-        for round_number in range(arguments.rounds):
-            for name, run in runs.items():
-                rates[name].append(run())
-            print(
-                f"round {round_number + 1}: "
-                + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name in runs)
-                + " msg/s; "
-                + ", ".join(
-                    f"{name}/raw {rates[name][-1] / rates['raw'][-1]:.2f}"
-                    for name in runs
-                    if name != "raw"
-                )
+    for round_number in range(arguments.rounds):
+        for name, run in runs.items():
+            rates[name].append(run())
+        print(
+            f"round {round_number + 1}: "
+            + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name in runs)
+            + " msg/s; "
+            + ", ".join(
+                f"{name}/raw {rates[name][-1] / rates['raw'][-1]:.2f}"
+                for name in runs
+                if name != "raw"
             )
-        best = {name: max(values) for name, values in rates.items()}
-        print("\nbest of each (msg/s, us/msg, ratio to raw):")
-        for name, rate in best.items():
-            print(f"  {name:<14} {rate:>10,.0f} {1e6 / rate:6.2f} us  {rate / best['raw']:.2f}x")
-        if arguments.profile:
-            print("\nwhere the time goes")
-            for name in ("enqueue_many", "enqueue_batch"):
-                where_the_time_goes(
-                    name, runs[name], arguments.messages, arguments.top,
-                    show_top=arguments.top > 0,
-                )  # fmt: skip
-    finally:
-        if not arguments.keep_topics:
-            delete_topics(settings, [spec.name for spec in declared_topics(settings)])
+        )
+    best = {name: max(values) for name, values in rates.items()}
+    print("\nbest of each (msg/s, us/msg, ratio to raw):")
+    for name, rate in best.items():
+        print(f"  {name:<14} {rate:>10,.0f} {1e6 / rate:6.2f} us  {rate / best['raw']:.2f}x")
+    if arguments.profile:
+        print("\nwhere the time goes")
+        for name in ("enqueue_many", "enqueue_batch"):
+            where_the_time_goes(
+                name, runs[name], arguments.messages, arguments.top,
+                show_top=arguments.top > 0,
+            )  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating raw/many/batch rounds")
+    parser.add_argument("--chunk", type=int, default=10_000, help="requests per call")
+    parser.add_argument("--partitions", type=int, default=12)
+    parser.add_argument("--profile", action="store_true", help="profile one more run of each")
+    parser.add_argument("--top", type=int, default=0, help="with --profile: top N functions")
+    parser.add_argument("--keep-topics", action="store_true")
+    parser.add_argument(
+        "--tune-gc",
+        action="store_true",
+        help="freeze the prepared inputs out of the cyclic GC and raise its gen-0 threshold, "
+        "as a high-rate producer process may (shows how much of the SDK cost is GC)",
+    )
+    arguments = parser.parse_args(argv)
+
+    with bench_settings(
+        "bench", QUEUE, arguments.partitions, keep_topics=arguments.keep_topics
+    ) as settings:
+        compare(settings, arguments)
     return 0
 
 

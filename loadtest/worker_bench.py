@@ -31,15 +31,14 @@ from concurrent.futures import Future, wait
 
 import confluent_kafka
 import tenantq
+from bench_topics import bench_settings
 from pydantic import BaseModel
 from tenantq.consumer.worker import Worker
 from tenantq.job_ids import new_job_id
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.producer import EnqueueRequest, JobRef, Producer
-from tenantq.settings import QueueSettings
 from tenantq.store.engine import connect
 from tenantq.store.job_sets import job_set_state_counts
-from tenantq.topic_admin import declared_topics, delete_topics, ensure_topics
 
 QUEUE = "bench"
 TENANTS = 200
@@ -173,6 +172,43 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
 
 
+def measure(settings: tenantq.Settings, arguments: argparse.Namespace) -> None:
+    """Worker and raw consumer throughput, latency at a sustainable rate, the profile."""
+    topic = f"{settings.topic_prefix}.{QUEUE}"
+    print(
+        f"{arguments.jobs} no-op jobs on {topic} ({arguments.partitions} partitions), "
+        f"worker concurrency {arguments.concurrency}, on {settings.kafka_bootstrap_servers}"
+    )
+    backlog = enqueue(settings, arguments.jobs)
+    worker_rate, latencies = run_worker(
+        settings, backlog, arguments.concurrency, arguments.latency_jobs, arguments.rate
+    )
+    raw_rate = run_raw(settings, topic, arguments.jobs)
+    print(
+        f"worker {worker_rate:,.0f} jobs/s, raw consumer {raw_rate:,.0f} msg/s, "
+        f"worker/raw = {worker_rate / raw_rate:.3f}"
+    )
+    if latencies:
+        rate = arguments.rate or worker_rate / 2
+        print(
+            f"enqueue-to-start at {rate:,.0f} jobs/s ({len(latencies)} jobs): "
+            f"p50 {percentile(latencies, 0.5) * 1000:,.1f} ms, "
+            f"p99 {percentile(latencies, 0.99) * 1000:,.1f} ms"
+        )
+    if arguments.profile:
+        profiler = cProfile.Profile()
+        run_worker(
+            settings,
+            enqueue(settings, arguments.jobs),
+            arguments.concurrency,
+            0,
+            None,
+            profiler,
+        )
+        stats = pstats.Stats(profiler, stream=sys.stdout)
+        stats.sort_stats("cumulative").print_stats(30)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=20_000)
@@ -184,53 +220,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-topics", action="store_true")
     arguments = parser.parse_args(argv)
 
-    base = tenantq.load_settings()
-    settings = base.model_copy(
-        update={
-            "topic_prefix": f"wbench{uuid.uuid4().hex[:8]}",
-            "queues": {QUEUE: QueueSettings(partitions=arguments.partitions)},
-            "metrics_port": 0,
-            "log_level": "WARNING",
-        }
-    )
-    ensure_topics(settings)
-    topic = f"{settings.topic_prefix}.{QUEUE}"
-    print(
-        f"{arguments.jobs} no-op jobs on {topic} ({arguments.partitions} partitions), "
-        f"worker concurrency {arguments.concurrency}, on {settings.kafka_bootstrap_servers}"
-    )
-    try:
-        backlog = enqueue(settings, arguments.jobs)
-        worker_rate, latencies = run_worker(
-            settings, backlog, arguments.concurrency, arguments.latency_jobs, arguments.rate
-        )
-        raw_rate = run_raw(settings, topic, arguments.jobs)
-        print(
-            f"worker {worker_rate:,.0f} jobs/s, raw consumer {raw_rate:,.0f} msg/s, "
-            f"worker/raw = {worker_rate / raw_rate:.3f}"
-        )
-        if latencies:
-            rate = arguments.rate or worker_rate / 2
-            print(
-                f"enqueue-to-start at {rate:,.0f} jobs/s ({len(latencies)} jobs): "
-                f"p50 {percentile(latencies, 0.5) * 1000:,.1f} ms, "
-                f"p99 {percentile(latencies, 0.99) * 1000:,.1f} ms"
-            )
-        if arguments.profile:
-            profiler = cProfile.Profile()
-            run_worker(
-                settings,
-                enqueue(settings, arguments.jobs),
-                arguments.concurrency,
-                0,
-                None,
-                profiler,
-            )
-            stats = pstats.Stats(profiler, stream=sys.stdout)
-            stats.sort_stats("cumulative").print_stats(30)
-    finally:
-        if not arguments.keep_topics:
-            delete_topics(settings, [spec.name for spec in declared_topics(settings)])
+    with bench_settings(
+        "wbench",
+        QUEUE,
+        arguments.partitions,
+        keep_topics=arguments.keep_topics,
+        log_level="WARNING",
+    ) as settings:
+        measure(settings, arguments)
     return 0
 
 
