@@ -3,25 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from fakes import FakeClock
 from tenantq.dlq.pacing import RateLimiter
 
 
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
 def test_first_second_is_free_then_the_rate_holds() -> None:
-    time = FakeTime()
-    limiter = RateLimiter(10, clock=time.clock, sleep=time.sleep)
+    time = FakeClock()
+    limiter = RateLimiter(10, clock=time, sleep=time.sleep)
     assert limiter.acquire(10) == 0.0
     waited = limiter.acquire(50)
     assert waited == pytest.approx(5.0)
@@ -29,8 +17,8 @@ def test_first_second_is_free_then_the_rate_holds() -> None:
 
 
 def test_slow_rate_paces_one_at_a_time() -> None:
-    time = FakeTime()
-    limiter = RateLimiter(0.5, clock=time.clock, sleep=time.sleep)
+    time = FakeClock()
+    limiter = RateLimiter(0.5, clock=time, sleep=time.sleep)
     for _ in range(4):
         limiter.acquire()
     # One token at start, then one every two seconds.
@@ -39,8 +27,8 @@ def test_slow_rate_paces_one_at_a_time() -> None:
 
 
 def test_idle_time_refills_only_up_to_the_burst() -> None:
-    time = FakeTime()
-    limiter = RateLimiter(5, clock=time.clock, sleep=time.sleep)
+    time = FakeClock()
+    limiter = RateLimiter(5, clock=time, sleep=time.sleep)
     limiter.acquire(5)
     time.now += 100.0  # a long canary wait
     start = time.now

@@ -1,42 +1,13 @@
-"""The retry policy's formula and bounds, and the one table that turns an attempt's ending into
-a job state."""
+"""The one table that turns an attempt's ending into a job state."""
 
 from __future__ import annotations
 
-import random
-
 import pydantic
-import pytest
+from fakes import seeded_retry_policy
 from tenantq.app import JobType
 from tenantq.consumer.outcomes import classify
-from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.errors import JobCanceled, PermanentError, RateLimited, RetryableError, Snooze
 from tenantq.states import JobState
-from tenantq.topics import tier_for_wait
-
-
-def policy(jitter: float = 0.5) -> RetryPolicy:
-    return RetryPolicy(
-        base_delay=2, multiplier=3, max_delay=60, jitter=jitter, random_source=random.Random(1)
-    )
-
-
-def test_backoff_grows_within_jitter_band_and_caps() -> None:
-    p = policy()
-    for attempt, ceiling in [(1, 2), (2, 6), (3, 18), (4, 54), (5, 60), (400, 60)]:
-        for _ in range(50):
-            delay = p.delay(attempt)
-            assert ceiling * 0.5 <= delay <= ceiling
-
-
-def test_no_jitter_is_exact() -> None:
-    assert policy(jitter=0).delay(3) == 18
-
-
-@pytest.mark.parametrize("bad", [{"base_delay": 0}, {"multiplier": float("nan")}, {"jitter": 2}])
-def test_policy_rejects_nonsense(bad: dict[str, float]) -> None:
-    with pytest.raises(ValueError):
-        RetryPolicy(**bad)  # type: ignore[arg-type]
 
 
 def verdict(error: BaseException | None, attempt: int = 1, max_attempts: int = 3, **kw: object):  # type: ignore[no-untyped-def]
@@ -45,7 +16,7 @@ def verdict(error: BaseException | None, attempt: int = 1, max_attempts: int = 3
         job_type=kw.pop("job_type", None),
         attempt=attempt,  # type: ignore[arg-type]
         max_attempts=max_attempts,
-        policy=policy(),
+        policy=seeded_retry_policy(),
         **kw,
     )  # type: ignore[arg-type]
 
@@ -103,15 +74,6 @@ def test_per_type_never_retry_on() -> None:
     assert verdict(ValueError("v"), job_type=job_type).state is JobState.RETRYING
 
 
-def test_tier_choice_covers_the_wait_and_hops_past_the_last() -> None:
-    delays = (5.0, 30.0, 300.0)
-    assert tier_for_wait(0.1, delays) == 0
-    assert tier_for_wait(5.0, delays) == 0
-    assert tier_for_wait(5.1, delays) == 1
-    assert tier_for_wait(299, delays) == 2
-    assert tier_for_wait(10_000, delays) == 2
-
-
 def test_retry_budget_per_error_class() -> None:
     job_type = JobType("t", "q", None, None, retry_budgets=((TimeoutError, 2),))
     assert verdict(TimeoutError(), attempt=1, max_attempts=8, job_type=job_type).retries
@@ -121,24 +83,3 @@ def test_retry_budget_per_error_class() -> None:
     )
     # other errors keep the job's own max_attempts
     assert verdict(ValueError(), attempt=2, max_attempts=8, job_type=job_type).retries
-
-
-def test_transient_database_errors_are_recognised() -> None:
-    from tenantq.consumer.runner import is_transient_database_error
-
-    class Deadlock(Exception):
-        sqlstate = "40P01"
-
-    class Wrapped(Exception):
-        orig = Deadlock()
-
-    assert is_transient_database_error(Deadlock())
-    assert is_transient_database_error(Wrapped())
-    try:
-        try:
-            raise Deadlock()
-        except Deadlock as inner:
-            raise RuntimeError("query failed") from inner
-    except RuntimeError as outer:
-        assert is_transient_database_error(outer)
-    assert not is_transient_database_error(ValueError("no"))

@@ -5,25 +5,18 @@ from __future__ import annotations
 import threading
 
 import pytest
+from fakes import FakeClock
 from tenantq.token_bucket import TokenBucket
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 50.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_starts_full_and_allows_a_burst() -> None:
-    bucket = TokenBucket(rate=10, burst=5, clock=FakeClock())
+    bucket = TokenBucket(rate=10, burst=5, clock=FakeClock(50.0))
     assert [bucket.take() for _ in range(5)] == [0.0] * 5
     assert bucket.take() == pytest.approx(0.1)
 
 
 def test_refills_at_the_rate_and_caps_at_burst() -> None:
-    clock = FakeClock()
+    clock = FakeClock(50.0)
     bucket = TokenBucket(rate=2, burst=4, clock=clock)
     for _ in range(4):
         bucket.take()
@@ -35,7 +28,7 @@ def test_refills_at_the_rate_and_caps_at_burst() -> None:
 
 
 def test_retry_after_says_when_enough_tokens_are_due() -> None:
-    clock = FakeClock()
+    clock = FakeClock(50.0)
     bucket = TokenBucket(rate=4, burst=8, clock=clock)
     assert bucket.take(8) == 0.0
     wait = bucket.take(3)
@@ -45,7 +38,7 @@ def test_retry_after_says_when_enough_tokens_are_due() -> None:
 
 
 def test_a_refused_take_takes_nothing() -> None:
-    clock = FakeClock()
+    clock = FakeClock(50.0)
     bucket = TokenBucket(rate=1, burst=3, clock=clock)
     bucket.take(2)
     assert bucket.take(2) > 0
@@ -53,7 +46,7 @@ def test_a_refused_take_takes_nothing() -> None:
 
 
 def test_give_back_refunds_up_to_burst() -> None:
-    bucket = TokenBucket(rate=1, burst=3, clock=FakeClock())
+    bucket = TokenBucket(rate=1, burst=3, clock=FakeClock(50.0))
     bucket.take(3)
     bucket.give_back(2)
     assert bucket.available == pytest.approx(2.0)
@@ -62,7 +55,7 @@ def test_give_back_refunds_up_to_burst() -> None:
 
 
 def test_a_clock_stepping_back_does_not_drain() -> None:
-    clock = FakeClock()
+    clock = FakeClock(50.0)
     bucket = TokenBucket(rate=1, burst=3, clock=clock)
     bucket.take(1)
     clock.now -= 10
@@ -81,7 +74,7 @@ def test_more_than_burst_can_never_be_taken() -> None:
 
 
 def test_threads_never_take_more_than_exists() -> None:
-    bucket = TokenBucket(rate=1e-9, burst=1000, clock=FakeClock())
+    bucket = TokenBucket(rate=1e-9, burst=1000, clock=FakeClock(50.0))
     taken = []
     lock = threading.Lock()
 

@@ -1,24 +1,22 @@
 """The producer without servers: what is checked before Kafka, and what would be published.
 
-The Kafka client is replaced by an in-memory recorder, so each test can assert both the error
-raised and that nothing was handed to Kafka.
+The Kafka client is replaced by ``fakes.FakeKafkaProducer``, which records what it is handed,
+so each test can assert both the error raised and that nothing was handed to Kafka.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import tenantq
-from confluent_kafka import KafkaError
+from fakes import FakeClock, FakeKafkaProducer, make_settings
 from pydantic import BaseModel, Field
 from tenantq import headers as header_names
 from tenantq.errors import (
@@ -37,72 +35,6 @@ from tenantq.producer.latency_guard import LatencyGuard
 from tenantq.producer.producer import EnqueueRequest, JobRef, Producer
 from tenantq.schemas.envelope import SCHEMA_FINGERPRINT_HEX, decode_envelope
 from tenantq.store.placement import PlacementRecord
-from tenantq.topics import tier_for_wait
-
-
-class RecordingKafka:
-    """Stands in for confluent_kafka.Producer: records messages, acknowledges on poll/flush."""
-
-    def __init__(self, partitions: dict[str, int]) -> None:
-        self.partitions = partitions
-        self.produced: list[dict[str, Any]] = []
-        self.pending: list[tuple[Any, SimpleNamespace]] = []
-        self.buffer_full = False
-        self.acknowledge = True
-        self.lock = threading.Lock()
-
-    def produce(self, topic: str, value: bytes, key: bytes, **options: Any) -> None:
-        if self.buffer_full:
-            raise BufferError("Local: Queue full")
-        with self.lock:
-            offset = len(self.produced)
-            record = {"topic": topic, "value": value, "key": key, **options}
-            self.produced.append(record)
-            message = SimpleNamespace(
-                topic=lambda: topic,
-                partition=lambda: options["partition"],
-                offset=lambda: offset,
-            )
-            self.pending.append((options["on_delivery"], message))
-
-    def _deliver(self) -> int:
-        if not self.acknowledge:
-            return len(self.pending)
-        with self.lock:
-            pending, self.pending = self.pending, []
-        for callback, message in pending:
-            callback(None, message)
-        return 0
-
-    def poll(self, timeout: float) -> int:
-        time.sleep(min(timeout, 0.01))
-        self._deliver()
-        return 0
-
-    def flush(self, timeout: float) -> int:
-        return self._deliver()
-
-    def purge(self, in_queue: bool, in_flight: bool, blocking: bool) -> None:
-        with self.lock:
-            pending, self.pending = self.pending, []
-        for callback, message in pending:
-            callback(KafkaError(KafkaError._PURGE_QUEUE), message)
-
-    def list_topics(self, topic: str, timeout: float) -> SimpleNamespace:
-        count = self.partitions.get(topic)
-        if count is None:
-            error = KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)
-            return SimpleNamespace(topics={topic: SimpleNamespace(error=error, partitions={})})
-        partitions = {index: None for index in range(count)}
-        return SimpleNamespace(topics={topic: SimpleNamespace(error=None, partitions=partitions)})
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class SendEmail(BaseModel):
@@ -111,33 +43,14 @@ class SendEmail(BaseModel):
     retries: int = 0
 
 
-def make_settings(tmp_path: Path, **overrides: Any) -> tenantq.Settings:
-    fields: dict[str, Any] = {
-        "kafka_bootstrap_servers": "127.0.0.1:1",
-        "dev_home": tmp_path,
-        "topic_prefix": "unit",
-        "queues": {"default": {"partitions": 12}, "mail": {"partitions": 4, "retry_partitions": 2}},
-    }
-    fields.update(overrides)
-    return tenantq.Settings(**fields)
-
-
-TOPICS = {
-    "unit.default": 12,
-    "unit.mail": 4,
-    **{f"unit.default.retry.{tier}": 12 for tier in range(4)},
-    **{f"unit.mail.retry.{tier}": 2 for tier in range(4)},
-}
-
-
 @pytest.fixture
-def kafka() -> RecordingKafka:
-    return RecordingKafka(dict(TOPICS))
+def kafka() -> FakeKafkaProducer:
+    return FakeKafkaProducer()
 
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(100.0)
 
 
 @pytest.fixture
@@ -153,7 +66,7 @@ def app() -> tenantq.App:
 
 @pytest.fixture
 def producer(
-    tmp_path: Path, kafka: RecordingKafka, clock: FakeClock, app: tenantq.App
+    tmp_path: Path, kafka: FakeKafkaProducer, clock: FakeClock, app: tenantq.App
 ) -> Iterator[Producer]:
     settings = make_settings(tmp_path)
     book = PlacementBook(None, 5.0, clock)
@@ -168,7 +81,7 @@ def email(**changes: Any) -> dict[str, Any]:
 
 
 def test_a_valid_job_is_published_where_the_partitioner_says(
-    producer: Producer, kafka: RecordingKafka
+    producer: Producer, kafka: FakeKafkaProducer
 ) -> None:
     future = producer.enqueue("send_email", tenant="acme", payload=email(), max_attempts=3)
     ref = future.result(timeout=5)
@@ -190,7 +103,7 @@ def test_a_valid_job_is_published_where_the_partitioner_says(
 
 
 def test_unknown_job_types_go_to_the_default_queue_as_plain_json(
-    producer: Producer, kafka: RecordingKafka
+    producer: Producer, kafka: FakeKafkaProducer
 ) -> None:
     job_id = uuid.uuid4()
     producer.enqueue("resize", tenant="acme", payload={"w": 3}, job_id=str(job_id)).result(5)
@@ -206,7 +119,7 @@ def test_unknown_job_types_go_to_the_default_queue_as_plain_json(
     [({"subject": "x"}, "to: Field required"), (email(to="a"), "to: String should have at least")],
 )
 def test_payload_failing_its_model_names_the_field(
-    producer: Producer, kafka: RecordingKafka, payload: dict[str, Any], field: str
+    producer: Producer, kafka: FakeKafkaProducer, payload: dict[str, Any], field: str
 ) -> None:
     with pytest.raises(PayloadValidationError, match=field):
         producer.enqueue("send_email", tenant="acme", payload=payload)
@@ -214,7 +127,9 @@ def test_payload_failing_its_model_names_the_field(
 
 
 @pytest.mark.parametrize("payload", [{1, 2}, {"x": float("nan")}, {"x": object()}])
-def test_payload_that_is_not_json(producer: Producer, kafka: RecordingKafka, payload: Any) -> None:
+def test_payload_that_is_not_json(
+    producer: Producer, kafka: FakeKafkaProducer, payload: Any
+) -> None:
     with pytest.raises(PayloadValidationError, match="not JSON-serialisable"):
         producer.enqueue("resize", tenant="acme", payload=payload)
     assert kafka.produced == []
@@ -222,7 +137,7 @@ def test_payload_that_is_not_json(producer: Producer, kafka: RecordingKafka, pay
 
 @pytest.mark.parametrize("tenant", ["", "a b", "x" * 129, "acme#1"])
 def test_invalid_tenants_never_reach_kafka(
-    producer: Producer, kafka: RecordingKafka, tenant: str
+    producer: Producer, kafka: FakeKafkaProducer, tenant: str
 ) -> None:
     with pytest.raises(InvalidTenantId):
         producer.enqueue("resize", tenant=tenant, payload={})
@@ -230,18 +145,20 @@ def test_invalid_tenants_never_reach_kafka(
 
 
 @pytest.mark.parametrize("job_type", ["", "has space", "x" * 129])
-def test_invalid_job_type_names(producer: Producer, kafka: RecordingKafka, job_type: str) -> None:
+def test_invalid_job_type_names(
+    producer: Producer, kafka: FakeKafkaProducer, job_type: str
+) -> None:
     with pytest.raises(InvalidJobError, match="job type"):
         producer.enqueue(job_type, tenant="acme", payload={})
     assert kafka.produced == []
 
 
-def test_undeclared_queue(producer: Producer, kafka: RecordingKafka) -> None:
+def test_undeclared_queue(producer: Producer, kafka: FakeKafkaProducer) -> None:
     with pytest.raises(InvalidJobError, match="queue 'nope' is not declared"):
         producer.enqueue("resize", tenant="acme", payload={}, queue="nope")
 
 
-def test_oversized_payload_and_envelope(tmp_path: Path, kafka: RecordingKafka) -> None:
+def test_oversized_payload_and_envelope(tmp_path: Path, kafka: FakeKafkaProducer) -> None:
     settings = make_settings(tmp_path, max_payload_bytes=2000, max_message_bytes=1024)
     book = PlacementBook(None, 5.0)
     with Producer(settings, placement_book=book, kafka_client=kafka) as producer:
@@ -275,7 +192,7 @@ def test_oversized_payload_and_envelope(tmp_path: Path, kafka: RecordingKafka) -
     ],
 )
 def test_absurd_options_are_refused(
-    producer: Producer, kafka: RecordingKafka, options: dict[str, Any], message: str
+    producer: Producer, kafka: FakeKafkaProducer, options: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(InvalidJobError, match=message):
         producer.enqueue("resize", tenant="acme", payload={}, **options)
@@ -283,7 +200,7 @@ def test_absurd_options_are_refused(
 
 
 def test_scheduled_jobs_ride_the_tier_that_covers_the_wait(
-    producer: Producer, kafka: RecordingKafka
+    producer: Producer, kafka: FakeKafkaProducer
 ) -> None:
     before = time.time()
     producer.enqueue("resize", tenant="acme", payload={}, delay=20).result(5)
@@ -306,21 +223,8 @@ def test_scheduled_jobs_ride_the_tier_that_covers_the_wait(
     assert mail["partition"] == default_partition(b"acme", 2)
 
 
-def test_tier_for_wait() -> None:
-    delays = (5.0, 30.0, 300.0)
-    assert [tier_for_wait(wait, delays) for wait in (0.1, 5, 5.1, 30, 299, 301, 1e9)] == [
-        0,
-        0,
-        1,
-        1,
-        2,
-        2,
-        2,
-    ]
-
-
 def test_a_batch_with_one_bad_request_publishes_nothing(
-    producer: Producer, kafka: RecordingKafka
+    producer: Producer, kafka: FakeKafkaProducer
 ) -> None:
     requests: list[Any] = [
         EnqueueRequest("resize", "acme", {"n": 1}),
@@ -335,7 +239,9 @@ def test_a_batch_with_one_bad_request_publishes_nothing(
         producer.enqueue_many([{"job_type": "resize", "tenant": "a", "payload": {}, "prio": 1}])
 
 
-def test_enqueue_many_returns_futures_in_order(producer: Producer, kafka: RecordingKafka) -> None:
+def test_enqueue_many_returns_futures_in_order(
+    producer: Producer, kafka: FakeKafkaProducer
+) -> None:
     futures = producer.enqueue_many(
         [EnqueueRequest("resize", f"tenant-{n}", {"n": n}) for n in range(50)]
     )
@@ -345,7 +251,7 @@ def test_enqueue_many_returns_futures_in_order(producer: Producer, kafka: Record
         assert message["partition"] == default_partition(f"tenant-{n}".encode(), 12)
 
 
-def test_tenant_token_bucket(tmp_path: Path, kafka: RecordingKafka, clock: FakeClock) -> None:
+def test_tenant_token_bucket(tmp_path: Path, kafka: FakeKafkaProducer, clock: FakeClock) -> None:
     settings = make_settings(
         tmp_path,
         producer={
@@ -372,18 +278,18 @@ def test_tenant_token_bucket(tmp_path: Path, kafka: RecordingKafka, clock: FakeC
     assert len(kafka.produced) == 6
 
 
-def test_full_buffer_raises_queue_full(tmp_path: Path, kafka: RecordingKafka) -> None:
+def test_full_buffer_raises_queue_full(tmp_path: Path, kafka: FakeKafkaProducer) -> None:
     settings = make_settings(tmp_path, producer={"buffer_timeout_seconds": 0.2})
     with Producer(settings, placement_book=PlacementBook(None, 5.0), kafka_client=kafka) as made:
-        kafka.buffer_full = True
+        kafka.room = 0
         started = time.monotonic()
         with pytest.raises(QueueFull, match="stayed full for 0.2s"):
             made.enqueue("resize", tenant="acme", payload={})
         assert 0.2 <= time.monotonic() - started < 2
-        kafka.buffer_full = False
+        kafka.room = None
 
 
-def test_placement_overrides_apply(tmp_path: Path, kafka: RecordingKafka) -> None:
+def test_placement_overrides_apply(tmp_path: Path, kafka: FakeKafkaProducer) -> None:
     rows = [PlacementRecord("default", "hot", "pinned", None, (7, 9))]
     book = PlacementBook(lambda queue: rows, 5.0)
     with Producer(make_settings(tmp_path), placement_book=book, kafka_client=kafka) as producer:
@@ -396,7 +302,7 @@ def test_placement_overrides_apply(tmp_path: Path, kafka: RecordingKafka) -> Non
 
 
 def test_latency_guard_rejects_past_the_budget(
-    tmp_path: Path, kafka: RecordingKafka, clock: FakeClock
+    tmp_path: Path, kafka: FakeKafkaProducer, clock: FakeClock
 ) -> None:
     ages = {"default": 120.0}
     guard = LatencyGuard(60.0, ages.get, cache_seconds=5.0, clock=clock)
@@ -413,7 +319,7 @@ def test_latency_guard_rejects_past_the_budget(
     assert len(kafka.produced) == 1
 
 
-def test_missing_topic_is_a_clear_error(tmp_path: Path, kafka: RecordingKafka) -> None:
+def test_missing_topic_is_a_clear_error(tmp_path: Path, kafka: FakeKafkaProducer) -> None:
     del kafka.partitions["unit.default"]
     with Producer(
         make_settings(tmp_path), placement_book=PlacementBook(None, 1), kafka_client=kafka
@@ -422,7 +328,7 @@ def test_missing_topic_is_a_clear_error(tmp_path: Path, kafka: RecordingKafka) -
             made.enqueue("resize", tenant="acme", payload={})
 
 
-def test_close_fails_what_it_could_not_deliver(tmp_path: Path, kafka: RecordingKafka) -> None:
+def test_close_fails_what_it_could_not_deliver(tmp_path: Path, kafka: FakeKafkaProducer) -> None:
     made = Producer(
         make_settings(tmp_path), placement_book=PlacementBook(None, 1), kafka_client=kafka
     )
@@ -436,7 +342,9 @@ def test_close_fails_what_it_could_not_deliver(tmp_path: Path, kafka: RecordingK
         made.enqueue("resize", tenant="acme", payload={})
 
 
-def test_context_manager_raises_when_jobs_were_lost(tmp_path: Path, kafka: RecordingKafka) -> None:
+def test_context_manager_raises_when_jobs_were_lost(
+    tmp_path: Path, kafka: FakeKafkaProducer
+) -> None:
     kafka.acknowledge = False
     with pytest.raises(EnqueueFailed, match="1 jobs were not acknowledged"):
         with Producer(
@@ -445,25 +353,14 @@ def test_context_manager_raises_when_jobs_were_lost(tmp_path: Path, kafka: Recor
             made.enqueue("resize", tenant="acme", payload={})
 
 
-def test_enqueue_async(producer: Producer, kafka: RecordingKafka) -> None:
+def test_enqueue_async(producer: Producer, kafka: FakeKafkaProducer) -> None:
     ref = asyncio.run(producer.enqueue_async("resize", tenant="acme", payload={"a": 1}))
     assert isinstance(ref, JobRef) and ref.topic == "unit.default"
 
 
-def test_cyclic_payload_is_refused(producer: Producer, kafka: RecordingKafka) -> None:
+def test_cyclic_payload_is_refused(producer: Producer, kafka: FakeKafkaProducer) -> None:
     cyclic: list[Any] = []
     cyclic.append(cyclic)
     with pytest.raises(PayloadValidationError, match="not JSON-serialisable"):
         producer.enqueue("resize", tenant="acme", payload=cyclic)
     assert kafka.produced == []
-
-
-@pytest.mark.parametrize(
-    "value", [{"a": 1, "b": [1, 2.5, None, True], "c": 'é"\n\u2028'}, [], "x", 3, None, {1: 2}]
-)
-def test_payload_json_is_compact_standard_json(value: Any) -> None:
-    import json
-
-    from tenantq.producer.validation import encode_json
-
-    assert encode_json(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -19,10 +19,6 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def test_settings_default_to_localhost() -> None:
-    assert Settings.model_fields["metrics_host"].default == "127.0.0.1"
-
-
 def test_port_zero_is_disabled() -> None:
     assert serve_metrics(CollectorRegistry(), "127.0.0.1", 0) is None
     settings = Settings(kafka_bootstrap_servers="b:9092", metrics_port=0)

@@ -5,40 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any
 
+from fakes import FakeIntakeWorker, FakeJobStore
 from tenantq.consumer.intake import Intake
 from tenantq.consumer.work import WorkItem
 from tenantq.schemas.envelope import Envelope
 from tenantq.states import JobState
 from tenantq.store.job_store import JobStatus
-
-
-class Recorder:
-    """Stands in for the worker's partitions and store: records what the intake decides."""
-
-    def __init__(self, status: JobStatus) -> None:
-        self.status = status
-        self.done: list[tuple[str, int, int]] = []
-
-    def states_of(self, ids: Any) -> dict[uuid.UUID, JobStatus]:
-        return {self.status.job_id: self.status}
-
-    def cancel_waiting(self, ids: Any) -> set[uuid.UUID]:
-        return set(ids)
-
-    def bury_exhausted(self, ids: Any) -> set[uuid.UUID]:
-        return set()
-
-
-class FakeWorker:
-    def __init__(self, recorder: Recorder) -> None:
-        self.store = recorder
-        self.partitions = self
-        self.recorder = recorder
-
-    def done(self, topic: str, partition: int, offset: int) -> None:
-        self.recorder.done.append((topic, partition, offset))
 
 
 def item(job_id: uuid.UUID, tier: int | None) -> WorkItem:
@@ -51,8 +24,8 @@ def decide(state: JobState, due: bool, tier: int | None) -> tuple[bool, bool]:
     """(marked done, parked) for one message."""
     job_id = uuid.uuid4()
     status = JobStatus(job_id, state, None, 1, 3, due, False, None, 0.0)
-    recorder = Recorder(status)
-    intake = Intake(FakeWorker(recorder))  # type: ignore[arg-type]
+    recorder = FakeJobStore(status)
+    intake = Intake(FakeIntakeWorker(recorder))  # type: ignore[arg-type]
     intake._sort_out([item(job_id, tier)])
     return bool(recorder.done), bool(intake.parked)
 

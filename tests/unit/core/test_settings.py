@@ -74,3 +74,7 @@ def test_missing_servers_are_clear_errors(tmp_path: object) -> None:
         settings.require_bootstrap_servers()
     with pytest.raises(ConfigurationError, match="tenantq dev up"):
         settings.require_database_url()
+
+
+def test_settings_default_to_localhost() -> None:
+    assert Settings.model_fields["metrics_host"].default == "127.0.0.1"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from tenantq.observability import specs as metrics
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DASHBOARD = ROOT / "docs" / "grafana" / "tenantq.json"
 ALERTS = ROOT / "docs" / "prometheus" / "alerts.yml"
 
