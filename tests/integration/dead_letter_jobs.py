@@ -49,6 +49,15 @@ def dlq_size(settings: tenantq.Settings, queue: str = "default") -> int:
     return sum(end_offsets(settings, dlq_topic(settings.topic_prefix, queue)).values())
 
 
+def failing_charges(count: int) -> list[dict[str, Any]]:
+    """``count`` charge jobs of tenant acme that fail permanently until the fix (``fill_dlq``
+    input); each payload differs, so each is a job of its own."""
+    return [
+        {"job_type": "charge", "tenant": "acme", "payload": {"fail": True, "i": i}}
+        for i in range(count)
+    ]
+
+
 def fill_dlq(
     flaky: FlakyApp,
     settings: tenantq.Settings,

@@ -63,6 +63,18 @@ def wait_for(
     raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
 
 
+def short_leases(lease_seconds: float = 2.0, **worker: Any) -> dict[str, Any]:
+    """Worker settings (for ``make_settings(worker=...)``) under which a frozen or killed
+    worker's lease runs out, and its owner counts as gone, ``lease_seconds`` after its last
+    heartbeat; ``worker`` sets further fields."""
+    return {
+        "lease_seconds": lease_seconds,
+        "heartbeat_interval_seconds": 0.5,
+        "stale_owner_seconds": lease_seconds,
+        **worker,
+    }
+
+
 def states(db: psycopg.Connection[Any], job_ids: list[uuid.UUID]) -> dict[uuid.UUID, str]:
     rows = db.execute(
         "SELECT id, state::text FROM tenantq_jobs WHERE id = ANY(%s)", (job_ids,)

@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 import tenantq
-from dead_letter_jobs import FlakyApp, audit_rows, fill_dlq
+from dead_letter_jobs import FlakyApp, audit_rows, failing_charges, fill_dlq
 from support import running_worker, states
 from tenantq.dlq.actions import replay_dead_letters
 from tenantq.dlq.filter import DeadLetterFilter
@@ -17,9 +17,7 @@ def test_failed_canary_stops_the_replay(
     settings: tenantq.Settings, db: psycopg.Connection[Any]
 ) -> None:
     flaky = FlakyApp(settings)
-    jobs = [{"job_type": "charge", "tenant": "acme", "payload": {"fail": True, "i": i}}
-            for i in range(5)]  # fmt: skip
-    ids = fill_dlq(flaky, settings, db, jobs)
+    ids = fill_dlq(flaky, settings, db, failing_charges(5))
     # No fix deployed: the canary dies again.
     with running_worker(flaky.app, settings):
         report, _ = replay_dead_letters(

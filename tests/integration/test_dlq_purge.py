@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 import tenantq
-from dead_letter_jobs import FlakyApp, audit_rows, dlq_size, fill_dlq
+from dead_letter_jobs import FlakyApp, audit_rows, dlq_size, failing_charges, fill_dlq
 from support import settings_environment, states
 from tenantq.cli import app as cli
 from tenantq.dlq.reader import DeadLetterReader
@@ -37,9 +37,7 @@ def test_purge_until_deletes_older_records(
     settings: tenantq.Settings, db: psycopg.Connection[Any]
 ) -> None:
     flaky = FlakyApp(settings)
-    jobs = [{"job_type": "charge", "tenant": "acme", "payload": {"fail": True, "i": i}}
-            for i in range(4)]  # fmt: skip
-    ids = fill_dlq(flaky, settings, db, jobs)
+    ids = fill_dlq(flaky, settings, db, failing_charges(4))
     env = settings_environment(settings)
     later = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=1)).isoformat()
     runner = CliRunner()

@@ -8,19 +8,13 @@ from typing import Any
 
 import psycopg
 import tenantq
-from support import WorkerProcess, all_in, wait_for
+from support import WorkerProcess, all_in, short_leases, wait_for
 
 
 def test_exit_and_hang_end_dead_and_the_pool_recovers(
     make_settings: Any, db: psycopg.Connection[Any]
 ) -> None:
-    settings = make_settings(
-        worker={
-            "lease_seconds": 2.0,
-            "heartbeat_interval_seconds": 0.5,
-            "stale_owner_seconds": 2.0,
-        },
-    )
+    settings = make_settings(worker=short_leases())
     with tenantq.Producer(settings) as producer:
         exit_id = producer.enqueue("poison_exit", tenant="bad", payload={}).result(30).job_id
         hang_id = producer.enqueue("poison_hang", tenant="bad", payload={}).result(30).job_id

@@ -68,14 +68,15 @@ def total_messages(settings: tenantq.Settings, topic: str) -> int:
         consumer.close()
 
 
-def test_every_acknowledged_job_is_where_the_partitioner_said(settings: tenantq.Settings) -> None:
-    requests = [
-        EnqueueRequest("resize", f"tenant-{index % 17}", {"index": index}) for index in range(300)
-    ]
-    with Producer(settings) as producer:
-        refs = [future.result(30) for future in producer.enqueue_many(requests)]
-    topic = f"{settings.topic_prefix}.default"
-    messages = read_all(settings, topic, len(refs))
+def assert_each_job_where_its_ref_says(
+    settings: tenantq.Settings,
+    topic: str,
+    requests: list[EnqueueRequest],
+    refs: list[JobRef],
+    messages: dict[tuple[int, int], Any],
+) -> None:
+    """Each request's job is in ``topic`` (4 partitions) at the partition the partitioner
+    gives its tenant and at the offset its ref names, with its job id header and envelope."""
     for request, ref in zip(requests, refs, strict=True):
         assert ref.topic == topic
         assert ref.partition == key_partition(request.tenant, 4)
@@ -85,6 +86,17 @@ def test_every_acknowledged_job_is_where_the_partitioner_said(settings: tenantq.
         assert envelope.job_id == ref.job_id
         assert envelope.tenant_id == request.tenant
         assert envelope.payload_json() == request.payload
+
+
+def test_every_acknowledged_job_is_where_the_partitioner_said(settings: tenantq.Settings) -> None:
+    requests = [
+        EnqueueRequest("resize", f"tenant-{index % 17}", {"index": index}) for index in range(300)
+    ]
+    with Producer(settings) as producer:
+        refs = [future.result(30) for future in producer.enqueue_many(requests)]
+    topic = f"{settings.topic_prefix}.default"
+    messages = read_all(settings, topic, len(refs))
+    assert_each_job_where_its_ref_says(settings, topic, requests, refs, messages)
 
 
 def test_every_job_of_a_batch_is_in_the_partition_its_ref_names(
@@ -101,15 +113,7 @@ def test_every_job_of_a_batch_is_in_the_partition_its_ref_names(
     topic = f"{settings.topic_prefix}.default"
     messages = read_all(settings, topic, len(refs))
     assert len(messages) == len(refs) == total_messages(settings, topic)
-    for request, ref in zip(requests, refs, strict=True):
-        assert ref.topic == topic
-        assert ref.partition == key_partition(request.tenant, 4)
-        message = messages[(ref.partition, ref.offset)]
-        assert dict(message.headers())[header_names.JOB_ID] == str(ref.job_id).encode()
-        envelope = decode_envelope(message.value(), max_bytes=settings.max_message_bytes)
-        assert envelope.job_id == ref.job_id
-        assert envelope.tenant_id == request.tenant
-        assert envelope.payload_json() == request.payload
+    assert_each_job_where_its_ref_says(settings, topic, requests, refs, messages)
 
 
 def test_placement_changes_apply_within_the_ttl(

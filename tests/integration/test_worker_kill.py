@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 import tenantq
-from support import WorkerProcess, all_in, wait_for
+from support import WorkerProcess, all_in, short_leases, wait_for
 
 
 def _succeeded(db: psycopg.Connection[Any], job_ids: list[Any]) -> int:
@@ -22,14 +22,7 @@ def _succeeded(db: psycopg.Connection[Any], job_ids: list[Any]) -> int:
 def test_kill_9_mid_batch_every_job_still_succeeds(
     make_settings: Any, db: psycopg.Connection[Any]
 ) -> None:
-    settings = make_settings(
-        worker={
-            "lease_seconds": 3.0,
-            "heartbeat_interval_seconds": 0.5,
-            "stale_owner_seconds": 3.0,
-            "concurrency": 8,
-        },
-    )
+    settings = make_settings(worker=short_leases(3.0, concurrency=8))
     with tenantq.Producer(settings) as producer:
         futures = producer.enqueue_many(
             [

@@ -10,19 +10,13 @@ from typing import Any
 import psycopg
 import tenantq
 from apps import APP
-from support import WorkerProcess, all_in, running_worker, wait_for
+from support import WorkerProcess, all_in, running_worker, short_leases, wait_for
 
 
 def test_result_of_a_frozen_worker_is_refused(
     make_settings: Any, db: psycopg.Connection[Any]
 ) -> None:
-    settings = make_settings(
-        worker={
-            "lease_seconds": 2.0,
-            "heartbeat_interval_seconds": 0.5,
-            "stale_owner_seconds": 2.0,
-        },
-    )
+    settings = make_settings(worker=short_leases())
     with tenantq.Producer(settings) as producer:
         job_id = (
             producer.enqueue("uncooperative", tenant="acme", payload={"seconds": 4.0})
