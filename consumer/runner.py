@@ -22,6 +22,11 @@ from typing import Any
 from tenantq.app import JobType
 from tenantq.consumer.context import JobContext
 from tenantq.errors import PayloadValidationError
+from tenantq.store.transient import (
+    TRANSIENT_RETRIES,
+    backoff_seconds,
+    is_transient_database_error,
+)
 
 
 @dataclass(eq=False)
@@ -43,26 +48,6 @@ class Task:
     @property
     def duration(self) -> float:
         return (self.finished or time.monotonic()) - self.started
-
-
-#: SQLSTATEs of errors that are transient by definition: deadlock, serialization failure.
-TRANSIENT_SQLSTATES = frozenset({"40P01", "40001"})
-#: How often a handler that hit one is re-run in place before the error counts.
-TRANSIENT_RETRIES = 3
-
-
-def is_transient_database_error(error: BaseException) -> bool:
-    """A deadlock or serialization failure, raised by psycopg or wrapped by SQLAlchemy."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if getattr(current, "sqlstate", None) in TRANSIENT_SQLSTATES:
-            return True
-        if getattr(getattr(current, "orig", None), "sqlstate", None) in TRANSIENT_SQLSTATES:
-            return True
-        current = current.__cause__ or current.__context__
-    return False
 
 
 def decode_payload(job_type: JobType, payload: bytes) -> Any:
@@ -206,7 +191,7 @@ class HandlerRunner:
                 error = raised
             if not self._retry_in_place(task, error, retry):
                 break
-            time.sleep(0.02 * 2**retry)
+            time.sleep(backoff_seconds(retry))
         self._finish(task, error)
 
     async def _run_async(self, task: Task) -> None:
@@ -223,7 +208,7 @@ class HandlerRunner:
                 error = raised
             if not self._retry_in_place(task, error, retry):
                 break
-            await asyncio.sleep(0.02 * 2**retry)
+            await asyncio.sleep(backoff_seconds(retry))
         self._finish(task, error)
 
     @staticmethod

@@ -20,12 +20,12 @@ from tenantq.settings import Settings
 from tenantq.states import JobState
 from tenantq.store import statements
 from tenantq.store.engine import connect
+from tenantq.store.transient import TRANSIENT_RETRIES, backoff_seconds
 
 if TYPE_CHECKING:
     from tenantq.schemas.envelope import Envelope
 
 T = TypeVar("T")
-TRANSIENT_RETRIES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +105,8 @@ class Lease:
     replays: int
     inserted: bool
     lease_until: dt.datetime
+    #: When the lease was taken, by the database clock: the attempt's ``started_at``.
+    claimed_at: dt.datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +164,7 @@ class JobStore:
             except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
                 if attempt == TRANSIENT_RETRIES:
                     raise
-                time.sleep(0.01 * 2**attempt)
+                time.sleep(backoff_seconds(attempt))
             except psycopg.errors.UniqueViolation:
                 # Two workers inserting different jobs with one idempotency key at once: the
                 # retry sees the winner and leaves the loser unclaimed.

@@ -1,0 +1,86 @@
+"""One rule for transient database errors (a deadlock, a serialisation failure), wrapped or
+chained: recognised the same way, and retried in place the same number of times by the store
+(its own transactions) and by the runner (a handler's database work)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from tenantq.app import JobType
+from tenantq.consumer.context import JobContext
+from tenantq.consumer.runner import HandlerRunner, Task
+from tenantq.store.job_store import JobStore
+from tenantq.store.transient import TRANSIENT_RETRIES, is_transient_database_error
+
+
+def test_transient_database_errors_are_recognised() -> None:
+    class Deadlock(Exception):
+        sqlstate = "40P01"
+
+    class Wrapped(Exception):
+        orig = Deadlock()
+
+    assert is_transient_database_error(Deadlock())
+    assert is_transient_database_error(Wrapped())
+    try:
+        try:
+            raise Deadlock()
+        except Deadlock as inner:
+            raise RuntimeError("query failed") from inner
+    except RuntimeError as outer:
+        assert is_transient_database_error(outer)
+    assert not is_transient_database_error(ValueError("no"))
+
+
+class _Deadlock(Exception):
+    sqlstate = "40P01"
+
+
+def test_the_runner_reruns_a_handler_exactly_the_shared_number_of_times() -> None:
+    calls: list[int] = []
+
+    def handler(ctx: JobContext, payload: Any) -> None:
+        calls.append(1)
+        raise _Deadlock()
+
+    finished = threading.Event()
+    runner = HandlerRunner(1, lambda task: finished.set())
+    job_type = JobType("deadlocking", "default", handler, None)
+    context = JobContext(uuid.uuid4(), "default", "deadlocking", "t", 1, 3, deadline=1e12)
+    runner.submit(Task(job_type, b"{}", context, deadline=1e12))
+    assert finished.wait(10)
+    runner.stop()
+    assert len(calls) == TRANSIENT_RETRIES + 1
+
+
+class _FailingConnection:
+    """Every transaction raises a deadlock."""
+
+    def __init__(self) -> None:
+        self.transactions = 0
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.transactions += 1
+        raise psycopg.errors.DeadlockDetected("deadlock detected")
+        yield  # pragma: no cover
+
+    def cursor(self) -> Any:  # pragma: no cover - never reached
+        raise AssertionError
+
+
+def test_the_store_retries_its_transactions_the_same_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("tenantq.store.job_store.backoff_seconds", lambda retry: 0.0)
+    connection = _FailingConnection()
+    store = JobStore(connection, "owner")  # type: ignore[arg-type]
+    with pytest.raises(psycopg.errors.DeadlockDetected):
+        store.stop_worker()
+    assert connection.transactions == TRANSIENT_RETRIES + 1
