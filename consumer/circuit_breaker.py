@@ -79,8 +79,8 @@ class CircuitBreaker:
                 self._probes_out += 1
             return True
 
-    def release(self) -> None:
-        """Give back a permission that was taken but not used."""
+    def return_permit(self) -> None:
+        """Give back a call permission that was taken but not used."""
         with self._lock:
             if self._state == HALF_OPEN:
                 self._probes_out = max(0, self._probes_out - 1)

@@ -107,7 +107,7 @@ class DependencyGuard:
         for bucket in taken:
             bucket.give_back(1)
         for breaker in acquired:
-            breaker.release()
+            breaker.return_permit()
         return False
 
     def record(self, names: Iterable[str], success: bool) -> dict[str, str]:

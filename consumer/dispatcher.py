@@ -125,6 +125,3 @@ class FairDispatcher(Generic[T]):
                     del lane.tenants[tenant]
         self._size -= len(removed)
         return removed
-
-    def waiting_tenants(self) -> int:
-        return sum(len(lane.tenants) for lane in self._lanes.values())

@@ -37,7 +37,6 @@ class Heartbeat:
         self._on_cancel = on_cancel
         self._on_lost = on_lost
         self._stop = threading.Event()
-        self._paused = threading.Event()
         self._thread = threading.Thread(target=self._main, name="tenantq-heartbeat", daemon=True)
 
     def start(self) -> None:

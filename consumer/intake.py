@@ -64,13 +64,7 @@ class Polled:
     def of(cls, message: Message) -> Polled:
         topic, partition, offset = message.topic(), message.partition(), message.offset()
         assert topic is not None and partition is not None and offset is not None
-        listed = message.headers() or []
-        pairs = listed.items() if isinstance(listed, dict) else listed
-        raw_headers = [
-            (str(k), v if isinstance(v, bytes) else str(v).encode())
-            for k, v in pairs
-            if v is not None
-        ]
+        raw_headers = headers.header_pairs(message.headers())
         key = message.key()
         value = message.value()
         return cls(
@@ -120,15 +114,15 @@ class Intake:
             if waiting is not None:
                 waiting.append((0.0, message))
                 continue
-            release = self._release_at(message, 0.0)
-            if release > now:
+            route_at = self._route_at(message, 0.0)
+            if route_at > now:
                 self.waiting[key] = deque([(0.0, message)])
                 partitions.pause_waiting(worker.consumer, topic, partition)
                 continue
             self._route(message, routed)
         self._finish(routed)
 
-    def release_waiting(self) -> None:
+    def route_due(self) -> None:
         """Route the waiting messages that came due; keep their partitions paused otherwise."""
         if not self.waiting:
             return
@@ -142,15 +136,15 @@ class Intake:
                 continue
             while waiting:
                 not_before, message = waiting[0]
-                release = self._release_at(message, not_before)
-                if release > now:
+                route_at = self._route_at(message, not_before)
+                if route_at > now:
                     worker.partitions.pause_waiting(worker.consumer, topic, partition)
                     break
                 waiting.popleft()
                 self._route(message, routed)
             if not waiting:
                 del self.waiting[key]
-                worker.partitions.release(worker.consumer, topic, partition)
+                worker.partitions.resume_due(worker.consumer, topic, partition)
         self._finish(routed)
 
     def drop_waiting(self, keys: set[tuple[str, int]] | None) -> None:
@@ -160,7 +154,7 @@ class Intake:
             if keys is None or key in keys:
                 del self.waiting[key]
 
-    def _release_at(self, message: Polled, not_before: float) -> float:
+    def _route_at(self, message: Polled, not_before: float) -> float:
         """Wall-clock time at which a message may be routed: a retry-tier message waits for
         its due time, or for its tier's delay to pass (then it hops onwards)."""
         queue_name, tier = self.worker.queue_of_topic[message.topic]
@@ -169,11 +163,11 @@ class Intake:
         due_ms = _due_ms(message.headers)
         if due_ms is None:
             return not_before
-        release_ms = float(due_ms)
+        route_ms = float(due_ms)
         if message.timestamp_ms > 0:
             delay = self.worker.settings.queue(queue_name).retry_delays_seconds[tier]
-            release_ms = min(release_ms, message.timestamp_ms + delay * 1000)
-        return max(not_before, release_ms / 1000)
+            route_ms = min(route_ms, message.timestamp_ms + delay * 1000)
+        return max(not_before, route_ms / 1000)
 
     def _route(self, message: Polled, routed: _Routed) -> None:
         """A message whose time has come: hop it onwards, dead-letter it, or make it work."""
@@ -234,9 +228,8 @@ class Intake:
     def _finish(self, routed: _Routed) -> None:
         worker = self.worker
         self._publish_and_mark(routed.outgoing)
-        if worker.metrics is not None:
-            for queue_name, reason in routed.dead_letters:
-                worker.metrics.dead_lettered(queue_name, "(undecodable)", reason)
+        for queue_name, reason in routed.dead_letters:
+            worker.events.dead_lettered(queue_name, "(undecodable)", reason)
         self.admit(routed.items)
 
     def _hop(
@@ -245,7 +238,11 @@ class Intake:
         worker = self.worker
         definition = worker.settings.queue(queue_name)
         wait = max(0.0, due_ms / 1000 - time.time())
-        reason = dict(raw_headers).get(headers.DELAY_REASON, b"retry").decode(errors="replace")
+        found = dict(raw_headers).get(headers.DELAY_REASON, b"").decode(errors="replace")
+        try:
+            reason = headers.DelayReason(found)
+        except ValueError:  # written by an older or foreign producer: it waits all the same
+            reason = headers.DelayReason.RETRY
         return retry_message(
             worker.topics[queue_name],
             definition.retry_delays_seconds,
@@ -308,8 +305,8 @@ class Intake:
             item = unique[job_id]
             item.lease = lease
             worker.hold(item)
-            if not lease.inserted and worker.metrics is not None and item.tier is None:
-                worker.metrics.lease_takeover(item.queue)
+            if not lease.inserted and item.tier is None:
+                worker.events.lease_takeover(item.queue)
             claimed.append(item)
         rest = [item for job_id, item in unique.items() if job_id not in leases]
         if rest:
@@ -323,10 +320,10 @@ class Intake:
         budget = min(item.lease.max_attempts, worker.settings.worker.unknown_type_attempts)
         message = f"unknown job type {item.job_type!r} (no handler in this worker group)"
         if item.lease.attempt >= budget:
-            return Verdict("dead", JobState.DEAD, "UnknownJobType", message)
+            return Verdict.dead("UnknownJobType", message)
         delay = worker.retry_policy.delay(item.lease.attempt)
-        return Verdict(
-            "retrying", JobState.RETRYING, "UnknownJobType", message, delay_seconds=delay
+        return Verdict.retrying(
+            "UnknownJobType", message, delay, reason=headers.DelayReason.UNKNOWN_TYPE
         )
 
     def _sort_out(self, items: list[WorkItem]) -> None:

@@ -62,7 +62,7 @@ class Partitions:
 
     def pause_waiting(self, consumer: Consumer, topic: str, partition: int) -> None:
         """Pause the partition: its head message is not due yet. Flow control leaves it
-        paused until ``release``."""
+        paused until ``resume_due``."""
         state = self.states.get((topic, partition))
         if state is None or state.revoked:
             return
@@ -74,7 +74,7 @@ class Partitions:
             except KafkaException as error:
                 log.warning("pause of %s[%d] failed: %s", topic, partition, error)
 
-    def release(self, consumer: Consumer, topic: str, partition: int) -> None:
+    def resume_due(self, consumer: Consumer, topic: str, partition: int) -> None:
         """The partition's waiting messages are routed: let it flow again."""
         state = self.states.get((topic, partition))
         if state is None or not state.waiting:
@@ -96,7 +96,7 @@ class Partitions:
                 continue
             in_flight = state.offsets.in_flight
             if state.waiting:
-                continue  # waiting for a retry to come due: the intake releases it
+                continue  # waiting for a retry to come due: the intake resumes it
             if not state.paused_full and in_flight >= self.window:
                 state.paused_full = True
                 pause.append(TopicPartition(topic, partition))

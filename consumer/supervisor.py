@@ -15,6 +15,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from prometheus_client import CollectorRegistry, Counter
+from tenantq.observability import specs
 from tenantq.settings import Settings
 
 log = logging.getLogger("tenantq.supervisor")
@@ -39,7 +41,10 @@ class Supervisor:
         self._metrics_dir: str | None = None
         self._server: Any = None
         self.children: dict[int, tuple[subprocess.Popen[bytes], float]] = {}
-        self.restarts = 0
+        #: The pool's own families, served beside the children's aggregate.
+        self.registry = CollectorRegistry()
+        spec = specs.SPECS_BY_NAME[specs.WORKER_RESTARTS]
+        self.restarts = Counter(spec.name, spec.help, registry=self.registry)
         self._stopping = False
         self._signals = 0
 
@@ -70,7 +75,6 @@ class Supervisor:
         settings = self.settings
         if settings is None or not settings.metrics_port:
             return
-        from prometheus_client import CollectorRegistry
         from prometheus_client.multiprocess import MultiProcessCollector
         from tenantq.observability.server import serve_metrics_from_settings
         from tenantq.observability.worker import MULTIPROCESS_ENV, queue_stats_collector
@@ -78,10 +82,9 @@ class Supervisor:
         self._metrics_dir = tempfile.mkdtemp(prefix="tenantq-metrics-")
         self._environment[MULTIPROCESS_ENV] = self._metrics_dir
         self._environment["TENANTQ_METRICS_PORT"] = "0"
-        registry = CollectorRegistry()
-        MultiProcessCollector(registry, path=self._metrics_dir)  # type: ignore[no-untyped-call]
-        registry.register(queue_stats_collector(settings, self.queues))
-        self._server = serve_metrics_from_settings(registry, settings)
+        MultiProcessCollector(self.registry, path=self._metrics_dir)  # type: ignore[no-untyped-call]
+        self.registry.register(queue_stats_collector(settings, self.queues))
+        self._server = serve_metrics_from_settings(self.registry, settings)
 
     def _child_gone(self, pid: int) -> None:
         if self._metrics_dir is not None:
@@ -126,7 +129,7 @@ class Supervisor:
                     delays[slot],
                 )
                 time.sleep(delays[slot])
-                self.restarts += 1
+                self.restarts.inc()
                 self._spawn(slot)
                 alive += 1
             if self._stopping and alive == 0:

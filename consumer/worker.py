@@ -31,9 +31,10 @@ from tenantq.app import App, JobType
 from tenantq.consumer.context import JobContext
 from tenantq.consumer.dependencies import DependencyGuard, policies_from
 from tenantq.consumer.dispatcher import FairDispatcher
+from tenantq.consumer.events import WorkerEvents
 from tenantq.consumer.heartbeat import Heartbeat
 from tenantq.consumer.intake import Intake
-from tenantq.consumer.outcomes import Verdict, classify, released
+from tenantq.consumer.outcomes import Verdict, classify
 from tenantq.consumer.partitions import Partitions
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.runner import HandlerRunner, Task
@@ -45,11 +46,12 @@ from tenantq.errors import (
     RateLimited,
     Snooze,
 )
+from tenantq.headers import DelayReason
 from tenantq.log import job_fields, log_event
 from tenantq.observability.worker import WorkerObservability
 from tenantq.producer.publisher import Outgoing, Publisher, dead_letter, retry_message
 from tenantq.settings import Settings
-from tenantq.states import JobState
+from tenantq.states import JobState, Outcome
 from tenantq.store.job_store import JobStore, Result
 from tenantq.topic_admin import queue_topics
 from tenantq.topics import QueueTopics, consumer_group
@@ -103,18 +105,26 @@ class Worker:
             for tier, topic in enumerate(topics.retries):
                 self.queue_of_topic[topic] = (name, tier)
         weights = {q: self.settings.queue(q).weight for q in self.queues}
+        # Owned by the poll thread unless said otherwise.
         self.dispatcher: FairDispatcher[WorkItem] = FairDispatcher(weights, strict=strict_priority)
+        #: Handler threads put finished tasks here; the poll thread takes them.
         self._finished: queue.SimpleQueue[Task] = queue.SimpleQueue()
         self._pending: list[Completion] = []
         self._tasks: dict[uuid.UUID, Task] = {}
+        #: Jobs whose lease this process holds; read by the heartbeat thread under the lock.
         self._held_lock = threading.Lock()
         self._held: dict[uuid.UUID, WorkItem] = {}
+        #: Jobs whose lease the heartbeat found lost (counted once as an expiry); under the lock.
+        self._lost: set[uuid.UUID] = set()
         self._type_running: dict[str, int] = {}
+        #: Set from any thread (signal handlers, ``stop()``).
         self._stop_requested = threading.Event()
         self._drain_deadline: float | None = None
         self.stats: dict[str, int] = {"succeeded": 0, "stale_refused": 0, "executed": 0}
-        self.metrics: Any = None
         self.guard = DependencyGuard(policies_from(app.dependencies))
+        self.observability = WorkerObservability(self.settings, self.queues)
+        #: Where the worker reports what happens (the metrics subscribe here).
+        self.events: WorkerEvents = self.observability.metrics
 
     # -- lifecycle --
 
@@ -147,8 +157,7 @@ class Worker:
         self.side_store = JobStore.open(settings, self.worker_id)
         self.side_lock = threading.Lock()
         self.store.register_worker(socket.gethostname(), os.getpid(), self.queues, self.slots)
-        self.observability = WorkerObservability(settings, self.queues)
-        self.metrics = self.observability.metrics
+        self.observability.start()
         self.publisher = Publisher(settings, f"tenantq-worker-{self.worker_id}")
         self.runner = HandlerRunner(self.slots, self._finished.put)
         self.partitions = Partitions(self.settings.worker.read_ahead_per_partition)
@@ -161,7 +170,7 @@ class Worker:
             held=self._held_ids,
             usage=lambda: (self.runner.busy, self.slots),
             on_cancel=lambda job_id: self._signal(job_id, "operator"),
-            on_lost=lambda job_id: self._signal(job_id, "lease_lost"),
+            on_lost=self._lease_lost,
         )
         self.heartbeat.start()
         self.consumer = Consumer(consumer_config(settings, self.group_id, self.worker_id))
@@ -190,7 +199,7 @@ class Worker:
         )
         if messages:
             self.intake.take([m for m in messages if self._usable(m)])
-        self.intake.release_waiting()
+        self.intake.route_due()
         self.intake.retry_parked()
         self._expire()
         self._collect_finished()
@@ -255,13 +264,11 @@ class Worker:
         if wait is None and self.guard.acquire(names):
             return None
         reason = f"circuit open for {', '.join(names)}" if wait else "dependency busy"
-        return Verdict(
-            "snoozed",
-            JobState.RETRYING,
+        return Verdict.snoozed(
             "CircuitOpen" if wait else "DependencyBusy",
             reason,
-            delay_seconds=max(wait or 0.0, 0.5),
-            give_back=True,
+            max(wait or 0.0, 0.5),
+            reason=DelayReason.BREAKER,
         )
 
     def _reserve(self, item: WorkItem) -> None:
@@ -300,11 +307,8 @@ class Worker:
         task = Task(job_type, item.envelope.payload, context, context.deadline, item=item)
         self._tasks[job_id] = task
         self.stats["executed"] += 1
-        if self.metrics is not None:
-            wait = (
-                time.time() - item.envelope.created_at.timestamp() if lease.attempt == 1 else None
-            )
-            self.metrics.job_started(item.queue, item.job_type, item.tenant_id, wait)
+        wait = time.time() - item.envelope.created_at.timestamp() if lease.attempt == 1 else None
+        self.events.job_started(item.queue, item.job_type, item.tenant_id, wait)
         self.runner.submit(task)
 
     def _expire(self) -> None:
@@ -343,20 +347,18 @@ class Worker:
         if isinstance(error, RateLimited):
             # A throttle is the dependency protecting itself, not failing.
             for name in names:
-                self.guard.breaker(name).release()
-                if self.metrics is not None:
-                    self.metrics.dependency_throttled(name)
+                self.guard.breaker(name).return_permit()
+                self.events.dependency_throttled(name)
             return
         if isinstance(error, PermanentError | PayloadValidationError | Snooze | JobCanceled):
             for name in names:
-                self.guard.breaker(name).release()
+                self.guard.breaker(name).return_permit()
             return
         success = error is None and not task.timed_out
         states = self.guard.record(names, success)
-        if self.metrics is not None:
-            for name, state in states.items():
-                self.metrics.dependency_call(name, task.duration)
-                self.metrics.breaker_state(name, state)
+        for name, state in states.items():
+            self.events.dependency_call(name, task.duration)
+            self.events.breaker_state(name, state)
 
     def _task_done(self, item: WorkItem) -> None:
         self._tasks.pop(item.envelope.job_id, None)
@@ -401,7 +403,7 @@ class Worker:
                 value=item.value,
                 base_headers=item.headers,
                 wait_seconds=verdict.delay_seconds or 0.0,
-                reason=verdict.outcome,
+                reason=verdict.delay_reason or DelayReason.RETRY,
                 partition=partition,
             )
         if verdict.state is JobState.DEAD:
@@ -437,6 +439,7 @@ class Worker:
                     delay_seconds=verdict.delay_seconds,
                     give_back=verdict.give_back,
                     duration_ms=int(completion.duration * 1000),
+                    started_at=item.lease.claimed_at,
                 )
             )
         applied = self.store.complete_batch(results)
@@ -445,10 +448,13 @@ class Worker:
             job_id = item.envelope.job_id
             with self._held_lock:
                 self._held.pop(job_id, None)
+                already_lost = job_id in self._lost
+                self._lost.discard(job_id)
             if job_id not in applied:
                 self.stats["stale_refused"] += 1
-                if self.metrics is not None:
-                    self.metrics.stale_result_refused(item.queue)
+                self.events.stale_result_refused(item.queue)
+                if not already_lost:
+                    self.events.lease_expired(item.queue)
                 log.warning(
                     "stale result refused: job %s attempt %s",
                     job_id,
@@ -459,7 +465,7 @@ class Worker:
                     self.stats["succeeded"] += 1
                 self._observe(completion)
                 self._log_outcome(completion)
-            if completion.verdict.outcome != "released":
+            if completion.verdict.outcome is not Outcome.RELEASED:
                 # A released job has no other message: its offset stays unfinished so the
                 # partition's next owner reads it again and runs the job.
                 self.partitions.done(item.topic, item.partition, item.offset)
@@ -489,11 +495,9 @@ class Worker:
         )
 
     def _observe(self, completion: Completion) -> None:
-        if self.metrics is None:
-            return
         item, verdict = completion.item, completion.verdict
         attempts = item.lease.attempt if item.lease else 0
-        self.metrics.job_finished(
+        self.events.job_finished(
             item.queue,
             item.job_type,
             item.tenant_id,
@@ -502,9 +506,9 @@ class Worker:
             attempts,
         )
         if verdict.state is JobState.RETRYING:
-            self.metrics.retried(item.queue, item.job_type, verdict.error_class or "unknown")
+            self.events.retried(item.queue, item.job_type, verdict.error_class or "unknown")
         elif verdict.state is JobState.DEAD:
-            self.metrics.dead_lettered(item.queue, item.job_type, verdict.error_class or "dead")
+            self.events.dead_lettered(item.queue, item.job_type, verdict.error_class or "dead")
 
     # -- leases --
 
@@ -521,10 +525,24 @@ class Worker:
         if task is not None:
             task.context.signal_cancel(reason)
 
-    def release(self, items: Iterable[WorkItem], reason: str) -> None:
+    def _lease_lost(self, job_id: uuid.UUID) -> None:
+        """Heartbeat thread: a lease we hold is no longer ours (it expired and the job moved
+        on). Counted once per job; its handler is asked to stop, its result will be stale."""
+        with self._held_lock:
+            item = self._held.get(job_id)
+            first = item is not None and job_id not in self._lost
+            if first:
+                self._lost.add(job_id)
+        if first and item is not None:
+            self.events.lease_expired(item.queue)
+        self._signal(job_id, "lease_lost")
+
+    def release_leases(self, items: Iterable[WorkItem], reason: str) -> None:
         """Give leases back (shutdown, revoke): the job is runnable again, attempt returned."""
         completions = [
-            Completion(item, released(reason), 0.0) for item in items if item.lease is not None
+            Completion(item, Verdict.released(reason), 0.0)
+            for item in items
+            if item.lease is not None
         ]
         self._write_results(completions)
 
@@ -565,6 +583,8 @@ class Worker:
             return (item.topic, item.partition) in keys
 
         self.partitions.mark_revoked(keys)
+        for topic, partition in keys:
+            self.events.partition_revoked(topic, partition)
         self.intake.drop_parked(ours)
         self.intake.drop_waiting(keys)
         waiting = self.dispatcher.remove(ours)
@@ -587,7 +607,9 @@ class Worker:
         abandoned = [t.item for t in unfinished if self.runner.abandon(t)]
         for item in abandoned:
             self._task_done(item)
-        self.release([*waiting, *abandoned], "partition revoked" if not lost else "partition lost")
+        self.release_leases(
+            [*waiting, *abandoned], "partition revoked" if not lost else "partition lost"
+        )
         if not lost:
             self.partitions.commit(self.consumer, keys)
         self.partitions.forget(keys)
@@ -602,7 +624,7 @@ class Worker:
             self._drain_deadline = time.monotonic() + settings.drain_seconds
         log.info("draining %d running jobs", self.runner.busy)
         self.partitions.pause_all(self.consumer)
-        self.release(self.dispatcher.remove(lambda item: True), "worker shutting down")
+        self.release_leases(self.dispatcher.remove(lambda item: True), "worker shutting down")
         self.intake.drop_parked(lambda item: True)
         self.intake.drop_waiting(None)
         while self.runner.busy and time.monotonic() < self._drain_deadline:
@@ -618,7 +640,7 @@ class Worker:
         abandoned = [t.item for t in self.runner.running() if self.runner.abandon(t)]
         for item in abandoned:
             self._task_done(item)
-        self.release(abandoned, "worker shut down before the job finished")
+        self.release_leases(abandoned, "worker shut down before the job finished")
         for _ in range(3):
             if not self._pending:
                 break

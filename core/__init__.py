@@ -42,7 +42,9 @@ from tenantq.settings import QueueSettings, Settings, load_settings
 from tenantq.states import JobState
 
 if TYPE_CHECKING:  # the lazily imported names below, for type checkers
-    pass
+    from tenantq.consumer.context import JobContext
+    from tenantq.consumer.worker import Worker
+    from tenantq.producer.producer import JobRef, Producer
 
 __version__ = "0.1.0"
 

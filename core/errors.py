@@ -140,10 +140,6 @@ class TopicDriftError(TenantqError):
     """An existing topic differs from its declaration (e.g. fewer partitions)."""
 
 
-class StaleResultError(TenantqError):
-    """A result was refused: the attempt is no longer the job's current lease."""
-
-
 class DevStackError(TenantqError):
     """The local dev stack could not be started, stopped or found."""
 

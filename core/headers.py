@@ -6,6 +6,7 @@ missing headers is decoded from its envelope, never given a new job id.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 
 JOB_ID = "tenantq-job-id"
@@ -14,7 +15,7 @@ TENANT = "tenantq-tenant"
 SCHEMA_FINGERPRINT = "tenantq-schema"
 #: Milliseconds since the epoch at which a message in a retry tier becomes due.
 DUE_AT_MS = "tenantq-due-at-ms"
-#: Why a message sits in a retry tier: retry, snooze, scheduled, breaker, unknown-type.
+#: Why a message sits in a retry tier: one of ``DelayReason``.
 DELAY_REASON = "tenantq-delay-reason"
 #: Dead-letter headers.
 ERROR_CLASS = "tenantq-error-class"
@@ -49,3 +50,20 @@ def header_pairs(
         for name, value in pairs
         if value is not None
     ]
+
+
+class DelayReason(enum.StrEnum):
+    """The values of the ``DELAY_REASON`` header: why a message waits in a retry tier."""
+
+    #: A failed attempt waits for its backoff.
+    RETRY = "retry"
+    #: The handler asked to run later (``Snooze``), without spending an attempt.
+    SNOOZE = "snooze"
+    #: Enqueued with ``run_after`` / ``delay`` in the future.
+    SCHEDULED = "scheduled"
+    #: A dependency's circuit breaker is open (or it has no permit free).
+    BREAKER = "breaker"
+    #: No worker of the group has a handler for the job type (a deploy rolling out).
+    UNKNOWN_TYPE = "unknown-type"
+    #: Replayed from the DLQ into the first retry tier (``tenantq dlq replay --to retry``).
+    REPLAY = "replay"

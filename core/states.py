@@ -1,4 +1,5 @@
-"""The job state machine: the seven states and every allowed transition, in one place.
+"""The job state machine: the seven states, every allowed transition, and the closed set of
+ways an attempt can end, in one place.
 
 The store's SQL guards each transition with the same rules (``store/statements.py``), and the
 database enforces the invariants that follow from them (``finished_at`` set exactly on terminal
@@ -50,6 +51,31 @@ TRANSITIONS: dict[tuple[JobState, JobState], str] = {
     (JobState.LEASED, JobState.LEASED): "expired lease taken over by a new owner",
     (JobState.DEAD, JobState.RUNNABLE): "replayed from the DLQ",
 }
+
+
+class Outcome(enum.StrEnum):
+    """How one attempt ended: ``tenantq_job_attempts.outcome``, the ``outcome`` label of the
+    worker's metrics, and the ``job.<outcome>`` log events. The SQL CHECK and the metric label
+    set are derived from this list; nothing else spells an outcome out."""
+
+    SUCCEEDED = "succeeded"
+    #: Failed; runs again after its backoff.
+    RETRYING = "retrying"
+    DEAD = "dead"
+    CANCELED = "canceled"
+    #: Shutdown, revoke or a stopping worker: the lease is given back with the attempt.
+    RELEASED = "released"
+    #: ``Snooze`` or a dependency that is not ready: later, with the attempt given back.
+    SNOOZED = "snoozed"
+    #: The handler overran its timeout (retried, or dead when attempts are used up).
+    TIMEOUT = "timeout"
+    #: The store refused the result: the attempt no longer held the lease. Written by the
+    #: store only, never decided by a worker.
+    STALE = "stale"
+
+
+#: Outcomes a worker decides and reports (``stale`` is the store's refusal, counted apart).
+DECIDED_OUTCOMES = frozenset(Outcome) - {Outcome.STALE}
 
 
 class IllegalTransition(ValueError):

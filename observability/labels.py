@@ -4,8 +4,9 @@ A label value that comes from data (a tenant id, an error class, a dead-letter r
 mapped through a ``BoundedLabel``: the first ``limit`` distinct valid values keep their own
 label for the life of the process, everything else shares ``other``. First-come is simple,
 deterministic and never relabels a live series; ``preload`` lets a process start with the
-tenants that Postgres says carry the most volume (``tenantq.store.stats.top_tenants``), so the
-labelled set is the busy set rather than whoever happened to arrive first.
+tenants that Postgres says carry the most volume (a worker does it at start,
+``tenantq.observability.worker.busiest_tenants``), so the labelled set is the busy set rather
+than whoever happened to arrive first.
 """
 
 from __future__ import annotations

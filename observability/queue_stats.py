@@ -57,7 +57,6 @@ class QueueStatsCollector(Collector):
         self._lock = threading.Lock()
         self._cached: list[Metric] = []
         self._cached_at: float | None = None
-        self._busiest_tenants: list[str] = []
 
     def describe(self) -> Iterator[Metric]:
         """The families without samples: registration checks names without a query."""
@@ -73,13 +72,6 @@ class QueueStatsCollector(Collector):
                 self._cached = self._refresh()
                 self._cached_at = now
             yield from self._cached
-
-    @property
-    def busiest_tenants(self) -> list[str]:
-        """Named tenants of the last refresh, busiest first: feed them to
-        ``WorkerMetrics.tenants.preload`` so worker labels go to the tenants with volume."""
-        with self._lock:
-            return list(self._busiest_tenants)
 
     def close(self) -> None:
         """Close the collector's connection."""
@@ -106,7 +98,6 @@ class QueueStatsCollector(Collector):
             logger.warning("stats query failed: %s", type(error).__name__)
             self._drop_connection()
             return [_gauge(names.STATS_UP, 0.0), _duration(started)]
-        self._busiest_tenants = stats.top_tenants(queue_stats)
         families = _queue_families(queue_stats) + _worker_families(workers)
         return [*families, _gauge(names.STATS_UP, 1.0), _duration(started)]
 

@@ -1,6 +1,6 @@
 """Every Prometheus metric tenantq exports: names, types, labels and help, in one place.
 
-Two sources feed them:
+Three sources feed them:
 
 * ``WorkerMetrics``: what a worker process observes as it runs jobs (durations, outcomes,
   retries, leases, utilization, dependencies, consumer lag), on an injectable registry.
@@ -8,6 +8,7 @@ Two sources feed them:
   time (depth by state, oldest runnable age, live workers). Every worker that runs the
   collector reports the same numbers, so dashboards take ``max`` over instances for them,
   never ``sum``.
+* the supervisor of a worker's processes: how often it had to start a member again.
 
 Names are constants here and nowhere else; ``SPECS`` lists them all, and a test checks that
 the shipped dashboard and alert rules only use names from it. Tenant and error labels are
@@ -52,6 +53,9 @@ DEPENDENCY_THROTTLES = "tenantq_dependency_throttles"
 BREAKER_STATE = "tenantq_breaker_state"
 CONSUMER_LAG = "tenantq_consumer_lag_messages"
 COMMITTED_MESSAGE_AGE = "tenantq_committed_message_age_seconds"
+
+# -- from the supervisor ---------------------------------------------------------------------
+WORKER_RESTARTS = "tenantq_worker_restarts"
 
 Kind = Literal["counter", "gauge", "histogram"]
 
@@ -106,7 +110,7 @@ class MetricSpec:
     help: str
     labels: tuple[str, ...] = ()
     buckets: tuple[float, ...] = ()
-    source: Literal["postgres", "worker"] = "worker"
+    source: Literal["postgres", "worker", "supervisor"] = "worker"
 
     def sample_names(self) -> frozenset[str]:
         """The names this family exposes on a scrape (what PromQL may refer to)."""
@@ -230,6 +234,12 @@ SPECS: tuple[MetricSpec, ...] = (
         "gauge",
         "Age of the message at the committed offset: how far behind the consumer commits.",
         ("queue",),
+    ),
+    MetricSpec(
+        WORKER_RESTARTS,
+        "counter",
+        "Worker processes that died and were started again by their supervisor.",
+        source="supervisor",
     ),
 )
 

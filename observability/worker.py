@@ -5,27 +5,32 @@ scrape sees the whole pool."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from typing import TYPE_CHECKING, Any
 
+import psycopg
 from prometheus_client import CollectorRegistry
+from tenantq.errors import TenantqError
+from tenantq.observability.queue_stats import QueueStatsCollector
+from tenantq.observability.server import MetricsServer, serve_metrics_from_settings
+from tenantq.observability.worker_metrics import WorkerMetrics
 from tenantq.settings import Settings
+from tenantq.store import stats
 from tenantq.store.engine import connect
 
 if TYPE_CHECKING:
     from tenantq.consumer.partitions import Partitions
-    from tenantq.observability.server import MetricsServer
-    from tenantq.observability.worker_metrics import WorkerMetrics
+
+log = logging.getLogger("tenantq.metrics")
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 #: How often a worker refreshes its utilization and lag gauges.
 OBSERVE_INTERVAL_SECONDS = 2.0
 
 
-def queue_stats_collector(settings: Settings, queues: list[str] | None) -> Any:
-    from tenantq.observability.queue_stats import QueueStatsCollector
-
+def queue_stats_collector(settings: Settings, queues: list[str] | None) -> QueueStatsCollector:
     return QueueStatsCollector(
         lambda: connect(settings, autocommit=True, application_name="tenantq-metrics"),
         queues=queues,
@@ -34,22 +39,44 @@ def queue_stats_collector(settings: Settings, queues: list[str] | None) -> Any:
     )
 
 
+def busiest_tenants(settings: Settings, queues: list[str]) -> list[str]:
+    """The tenants with the most unfinished jobs in ``queues``, busiest first, as Postgres says
+    now; empty when it cannot say (labels then go first come, first served)."""
+    if not settings.metrics_top_tenants:
+        return []
+    try:
+        with connect(settings, autocommit=True, application_name="tenantq-metrics") as db:
+            by_tenant = stats.job_stats_by_tenant(
+                db, queues=queues, top_tenants=settings.metrics_top_tenants
+            )
+    except (psycopg.Error, TenantqError, OSError) as error:
+        log.warning("could not read the busiest tenants for metric labels: %s", error)
+        return []
+    return stats.top_tenants(by_tenant)
+
+
 class WorkerObservability:
     """Metric families of one worker process, and its endpoint when it serves one."""
 
     def __init__(self, settings: Settings, queues: list[str]) -> None:
-        from tenantq.observability.server import serve_metrics_from_settings
-        from tenantq.observability.worker_metrics import WorkerMetrics
-
         self.registry = CollectorRegistry()
         self.metrics: WorkerMetrics = WorkerMetrics(
             self.registry, top_tenants=settings.metrics_top_tenants
         )
         self.server: MetricsServer | None = None
-        self._collector: Any = None
+        self._settings = settings
+        self._queues = queues
+        self._collector: QueueStatsCollector | None = None
         self._last = 0.0
+
+    def start(self) -> None:
+        """Give tenant labels to the tenants with volume first, then serve /metrics (with the
+        Postgres-backed queue gauges) when this process serves; under a supervisor, the
+        supervisor does."""
+        settings = self._settings
+        self.metrics.tenants.preload(busiest_tenants(settings, self._queues))
         if settings.metrics_port and not os.environ.get(MULTIPROCESS_ENV):
-            self._collector = queue_stats_collector(settings, queues)
+            self._collector = queue_stats_collector(settings, self._queues)
             self.registry.register(self._collector)
             self.server = serve_metrics_from_settings(self.registry, settings)
 

@@ -1,9 +1,9 @@
 """``WorkerMetrics``: the metrics a worker process records as it runs jobs.
 
-The worker calls one method per event; each method knows which families it touches, so the
-worker never handles a metric object or a label. Tenant labels go through a ``TenantLabeler``
-and error classes and dead-letter reasons through a ``BoundedLabel``, so neither tenant count
-nor exception variety can blow up a scrape.
+It subscribes to the worker's events (``tenantq.consumer.events.WorkerEvents``): each method
+knows which families it touches, so the worker never handles a metric object or a label.
+Tenant labels go through a ``TenantLabeler`` and error classes and dead-letter reasons through
+a ``BoundedLabel``, so neither tenant count nor exception variety can blow up a scrape.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
+from tenantq.consumer.events import WorkerEvents
 from tenantq.observability import specs as names
 from tenantq.observability.labels import BoundedLabel, TenantLabeler, is_identifier_label
+from tenantq.states import DECIDED_OUTCOMES, Outcome
 
-#: Outcomes of an attempt, as recorded in ``tenantq_job_attempts.outcome`` (less ``stale``,
-#: which is counted by ``stale_result_refused``).
-JOB_OUTCOMES = frozenset(
-    {"succeeded", "retrying", "dead", "canceled", "released", "snoozed", "timeout"}
-)
+#: The ``outcome`` label values: the outcomes a worker decides (``stale`` is counted by
+#: ``stale_result_refused``), from ``tenantq.states.Outcome``.
+JOB_OUTCOMES: frozenset[str] = frozenset(outcome.value for outcome in DECIDED_OUTCOMES)
 
 #: Circuit breaker states and the gauge value each is exported as.
 BREAKER_STATES: dict[str, int] = {"closed": 0, "open": 1, "half_open": 2}
@@ -37,7 +37,7 @@ def _non_negative(value: float) -> float:
     return value
 
 
-class WorkerMetrics:
+class WorkerMetrics(WorkerEvents):
     """The worker-side metric families, registered on ``registry`` (a fresh
     ``CollectorRegistry`` when none is given, so tests and several workers in one process
     never collide on the global registry).
@@ -79,7 +79,7 @@ class WorkerMetrics:
         queue: str,
         job_type: str,
         tenant: str,
-        outcome: str,
+        outcome: Outcome | str,
         duration_seconds: float,
         attempts: int,
     ) -> None:
@@ -93,7 +93,7 @@ class WorkerMetrics:
         self._family(names.JOB_DURATION).labels(queue, job_type, outcome).observe(
             _non_negative(duration_seconds)
         )
-        if outcome == "succeeded":
+        if outcome == Outcome.SUCCEEDED:
             self._family(names.ATTEMPTS_PER_SUCCESS).labels(queue, job_type).observe(
                 max(1, attempts)
             )

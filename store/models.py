@@ -28,7 +28,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
-from tenantq.states import TERMINAL_STATES, JobState
+from tenantq.states import TERMINAL_STATES, JobState, Outcome
 
 metadata = MetaData(
     naming_convention={
@@ -49,6 +49,8 @@ job_state = Enum(
 
 _terminal_list = ", ".join(f"'{state.value}'" for state in sorted(TERMINAL_STATES))
 _leasable_list = "'pending', 'runnable', 'retrying'"
+#: Every attempt outcome, in declaration order (the order migration 0001 wrote them in).
+_outcome_list = ", ".join(f"'{outcome.value}'" for outcome in Outcome)
 
 jobs = Table(
     "tenantq_jobs",
@@ -139,11 +141,7 @@ job_attempts = Table(
     Column("started_at", DateTime(timezone=True), nullable=True),
     Column("finished_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("duration_ms", Integer, nullable=True),
-    CheckConstraint(
-        "outcome IN ('succeeded', 'retrying', 'dead', 'canceled', 'released', 'snoozed', "
-        "'timeout', 'stale')",
-        name="outcome_known",
-    ),
+    CheckConstraint(f"outcome IN ({_outcome_list})", name="outcome_known"),
     Index("ix_tenantq_job_attempts_job_id_attempt", "job_id", "attempt"),
 )
 

@@ -65,7 +65,7 @@ WHERE j.attempts < j.max_attempts
                   AND w.heartbeat_at > now() - make_interval(secs => %(stale_owner_seconds)s))))
   )
 RETURNING j.id, j.attempts, j.max_attempts, j.progress, j.replays,
-          (xmax = 0) AS inserted, j.lease_until
+          (xmax = 0) AS inserted, j.lease_until, now() AS claimed_at
 """
 
 #: What became of the jobs the claim did not take (terminal, leased elsewhere, conflict, ...).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import typer
-from tenantq.cli import infra
+from tenantq.cli import demo, dlq, enqueue, infra, placement, stats, worker
 from tenantq.errors import TenantqError
 
 app = typer.Typer(
@@ -18,23 +18,8 @@ app = typer.Typer(
 app.add_typer(infra.dev_app, name="dev")
 app.add_typer(infra.db_app, name="db")
 app.add_typer(infra.topics_app, name="topics")
-
-
-def _register_optional() -> None:
-    """Command groups of later layers; each registers itself when its module is present."""
-    import importlib
-
-    for module_name in ("enqueue", "placement", "worker", "dlq", "stats", "demo"):
-        try:
-            module = importlib.import_module(f"tenantq.cli.{module_name}")
-        except ModuleNotFoundError as error:
-            if error.name == f"tenantq.cli.{module_name}":
-                continue
-            raise
-        module.register(app)
-
-
-_register_optional()
+for commands in (enqueue, placement, worker, dlq, stats, demo):
+    commands.register(app)
 
 
 def main() -> None:

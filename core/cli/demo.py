@@ -1,4 +1,4 @@
-"""``tenantq demo``: run the whole system on this machine and prove it works (issue #6)."""
+"""``tenantq demo``: run the whole system on this machine and prove it works."""
 
 from __future__ import annotations
 

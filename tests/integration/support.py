@@ -177,3 +177,12 @@ def caught_up(settings: tenantq.Settings, group: str, topic: str) -> bool:
     ends = end_offsets(settings, topic)
     committed = committed_offsets(settings, group, topic)
     return all(committed.get(p) == end for p, end in ends.items() if end > 0)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

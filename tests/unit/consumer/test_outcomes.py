@@ -5,9 +5,10 @@ from __future__ import annotations
 import pydantic
 from fakes import seeded_retry_policy
 from tenantq.app import JobType
-from tenantq.consumer.outcomes import classify
+from tenantq.consumer.outcomes import Verdict, classify
 from tenantq.errors import JobCanceled, PermanentError, RateLimited, RetryableError, Snooze
-from tenantq.states import JobState
+from tenantq.headers import DelayReason
+from tenantq.states import JobState, Outcome
 
 
 def verdict(error: BaseException | None, attempt: int = 1, max_attempts: int = 3, **kw: object):  # type: ignore[no-untyped-def]
@@ -83,3 +84,34 @@ def test_retry_budget_per_error_class() -> None:
     )
     # other errors keep the job's own max_attempts
     assert verdict(ValueError(), attempt=2, max_attempts=8, job_type=job_type).retries
+
+
+def test_each_verdict_says_why_its_job_waits() -> None:
+    assert verdict(ConnectionError("timeout")).delay_reason is DelayReason.RETRY
+    assert verdict(RateLimited(retry_after=3)).delay_reason is DelayReason.RETRY
+    assert verdict(Snooze(5)).delay_reason is DelayReason.SNOOZE
+    assert verdict(None, timed_out=True).delay_reason is DelayReason.RETRY
+    breaker = Verdict.snoozed("CircuitOpen", "open", 2.0, reason=DelayReason.BREAKER)
+    assert breaker.delay_reason is DelayReason.BREAKER and breaker.give_back
+    for done in (verdict(None), verdict(PermanentError("no")), Verdict.released("shutdown")):
+        assert done.delay_reason is None
+
+
+def test_constructors_fix_state_and_attempt_accounting_per_outcome() -> None:
+    assert Verdict.succeeded() == Verdict(Outcome.SUCCEEDED, JobState.SUCCEEDED)
+    released = Verdict.released("revoked")
+    assert (released.outcome, released.state, released.give_back) == (
+        Outcome.RELEASED,
+        JobState.RUNNABLE,
+        True,
+    )
+    snoozed = Verdict.snoozed("Snooze", "later", -3)
+    assert (snoozed.state, snoozed.give_back, snoozed.delay_seconds) == (
+        JobState.RETRYING,
+        True,
+        0.0,
+    )
+    retrying = Verdict.retrying("E", "m", 2.0, timed_out=True)
+    assert (retrying.outcome, retrying.give_back) == (Outcome.TIMEOUT, False)
+    assert Verdict.dead("E", "m", timed_out=True).outcome is Outcome.TIMEOUT
+    assert Verdict.dead("E", "m").state is JobState.DEAD

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 from tenantq.states import (
+    DECIDED_OUTCOMES,
     LEASABLE_STATES,
     TERMINAL_STATES,
     TRANSITIONS,
     IllegalTransition,
     JobState,
+    Outcome,
     check_transition,
     sources_of,
 )
@@ -51,3 +53,16 @@ def test_sources_of_succeeded_is_only_leased() -> None:
 def test_every_state_is_reachable_or_initial() -> None:
     targets = {target for (_, target) in TRANSITIONS}
     assert set(JobState) - targets <= {JobState.PENDING}
+
+
+def test_outcomes_are_one_closed_list_that_labels_and_sql_derive_from() -> None:
+    from tenantq.observability.worker_metrics import JOB_OUTCOMES
+    from tenantq.store.models import job_attempts
+
+    assert JOB_OUTCOMES == {outcome.value for outcome in DECIDED_OUTCOMES}
+    assert set(Outcome) - DECIDED_OUTCOMES == {Outcome.STALE}
+    (check,) = [
+        c for c in job_attempts.constraints if "outcome_known" in str(getattr(c, "name", ""))
+    ]
+    listed = str(check.sqltext).split("IN (", 1)[1].rstrip(")").split(", ")  # type: ignore[attr-defined]
+    assert [value.strip("'") for value in listed] == [outcome.value for outcome in Outcome]

@@ -1,0 +1,78 @@
+"""What a worker reports as it runs: one method per event, each a no-op here.
+
+Side concerns subscribe by overriding the events they care about, instead of the worker
+guarding each call site (``tenantq.observability.worker_metrics.WorkerMetrics`` records them as
+Prometheus metrics). Every method is called from the worker's poll thread, except
+``lease_expired``, which the heartbeat thread may report; a subscriber must not block.
+"""
+
+from __future__ import annotations
+
+from tenantq.states import Outcome
+
+
+class WorkerEvents:
+    """The closed list of worker events. Subclass and override; the base ignores them all."""
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def job_started(
+        self, queue: str, job_type: str, tenant: str, wait_seconds: float | None
+    ) -> None:
+        """An attempt started; ``wait_seconds`` is how long the job waited since it was due
+        (None when unknown, or on a later attempt)."""
+
+    def job_finished(
+        self,
+        queue: str,
+        job_type: str,
+        tenant: str,
+        outcome: Outcome,
+        duration_seconds: float,
+        attempts: int,
+    ) -> None:
+        """An attempt ended with ``outcome`` after ``duration_seconds``; ``attempts`` is the
+        job's attempt count."""
+
+    def retried(self, queue: str, job_type: str, error_class: str) -> None:
+        """A failed attempt was scheduled to run again."""
+
+    def dead_lettered(self, queue: str, job_type: str, reason: str) -> None:
+        """A job (or an undecodable message) was written to the dead-letter topic."""
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def lease_takeover(self, queue: str) -> None:
+        """This worker took over a lease another owner let expire (or left behind)."""
+
+    def lease_expired(self, queue: str) -> None:
+        """A lease this worker held was lost before its job finished (it expired and the job
+        moved on: taken over, or refused as stale)."""
+
+    def stale_result_refused(self, queue: str, count: int = 1) -> None:
+        """The store refused ``count`` results of attempts that no longer held the lease."""
+
+    # -- capacity and consumption -----------------------------------------------------------
+
+    def utilization(self, busy: int, slots: int) -> None:
+        """``busy`` of ``slots`` handler slots are running a job."""
+
+    def consumer_lag(self, topic: str, partition: int, lag: int) -> None:
+        """The consumer is ``lag`` messages behind the log end of ``topic``/``partition``."""
+
+    def partition_revoked(self, topic: str, partition: int) -> None:
+        """The worker no longer owns ``topic``/``partition`` (revoked or lost)."""
+
+    def committed_message_age(self, queue: str, seconds: float) -> None:
+        """The oldest message of ``queue`` not yet durably done was produced ``seconds`` ago."""
+
+    # -- dependencies -----------------------------------------------------------------------
+
+    def dependency_call(self, dependency: str, seconds: float) -> None:
+        """A call to ``dependency`` took ``seconds``."""
+
+    def dependency_throttled(self, dependency: str) -> None:
+        """``dependency`` throttled a call (429, or its local token bucket was empty)."""
+
+    def breaker_state(self, dependency: str, state: str) -> None:
+        """The circuit breaker of ``dependency`` is now ``state`` (closed, open, half_open)."""

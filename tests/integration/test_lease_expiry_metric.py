@@ -1,0 +1,61 @@
+"""Guarantee: a worker that loses a lease (frozen past it while another member takes the job
+over) counts it on its /metrics as ``tenantq_lease_expirations_total`` — the series the
+lease-expiry alert reads — once per lost lease, next to the stale result refused."""
+
+from __future__ import annotations
+
+import signal
+import urllib.request
+from typing import Any
+
+import psycopg
+import tenantq
+from apps import APP
+from support import WorkerProcess, all_in, free_port, running_worker, wait_for
+
+
+def sample(port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    for line in text.splitlines():
+        if line.startswith(name + "{") and 'queue="default"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_lost_lease_is_counted_as_an_expiry(
+    make_settings: Any, db: psycopg.Connection[Any]
+) -> None:
+    port = free_port()
+    settings = make_settings(
+        metrics_port=port,
+        worker={
+            "lease_seconds": 2.0,
+            "heartbeat_interval_seconds": 0.5,
+            "stale_owner_seconds": 2.0,
+        },
+    )
+    with tenantq.Producer(settings) as producer:
+        job_id = (
+            producer.enqueue("uncooperative", tenant="acme", payload={"seconds": 4.0})
+            .result(30)
+            .job_id
+        )
+    frozen = WorkerProcess(settings, "apps:APP")
+    try:
+        wait_for(lambda: all_in(db, [job_id], {"leased"}), timeout=60, what="first lease")
+        assert sample(port, "tenantq_lease_expirations_total") == 0
+        frozen.signal(signal.SIGSTOP)
+        successor_settings = settings.model_copy(update={"metrics_port": 0})
+        with running_worker(APP, successor_settings, concurrency=2):
+            wait_for(lambda: all_in(db, [job_id], {"succeeded"}), timeout=90, what="takeover")
+            frozen.signal(signal.SIGCONT)
+            wait_for(
+                lambda: sample(port, "tenantq_stale_results_refused_total") == 1,
+                timeout=60,
+                what="the stale result refused",
+            )
+        assert sample(port, "tenantq_lease_expirations_total") == 1
+    finally:
+        frozen.signal(signal.SIGCONT)
+        frozen.kill()
