@@ -75,22 +75,29 @@ class ClaimRequest:
         )
 
 
+#: Array parameter of the batch statements -> the ``ClaimRequest`` field it carries.
+JOB_ROW_COLUMNS: dict[str, str] = {
+    "ids": "job_id",
+    "queues": "queue",
+    "job_types": "job_type",
+    "tenant_ids": "tenant_id",
+    "partition_keys": "partition_key",
+    "payloads": "payload",
+    "payload_hashes": "payload_sha256",
+    "max_attempts": "max_attempts",
+    "idempotency_keys": "idempotency_key",
+    "origin_topics": "origin_topic",
+    "origin_partitions": "origin_partition",
+    "origin_offsets": "origin_offset",
+    "enqueued_ats": "enqueued_at",
+}
+
+
 def job_row_arrays(requests: Sequence[ClaimRequest]) -> dict[str, list[Any]]:
     """The columns of ``requests`` as the arrays the batch statements ``unnest``."""
     return {
-        "ids": [r.job_id for r in requests],
-        "queues": [r.queue for r in requests],
-        "job_types": [r.job_type for r in requests],
-        "tenant_ids": [r.tenant_id for r in requests],
-        "partition_keys": [r.partition_key for r in requests],
-        "payloads": [r.payload for r in requests],
-        "payload_hashes": [r.payload_sha256 for r in requests],
-        "max_attempts": [r.max_attempts for r in requests],
-        "idempotency_keys": [r.idempotency_key for r in requests],
-        "origin_topics": [r.origin_topic for r in requests],
-        "origin_partitions": [r.origin_partition for r in requests],
-        "origin_offsets": [r.origin_offset for r in requests],
-        "enqueued_ats": [r.enqueued_at for r in requests],
+        parameter: [getattr(request, field) for request in requests]
+        for parameter, field in JOB_ROW_COLUMNS.items()
     }
 
 

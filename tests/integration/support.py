@@ -186,3 +186,21 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def scrape(port: int) -> str:
+    """The text of ``/metrics`` served on 127.0.0.1:``port``."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return str(response.read().decode())
+
+
+def sample_value(text: str, name: str, **labels: str) -> float | None:
+    """The value of sample ``name`` whose labels include ``labels`` in a scrape, or None."""
+    for line in text.splitlines():
+        if not line.startswith(name) or line[len(name) : len(name) + 1] not in ("{", " "):
+            continue
+        if all(f'{key}="{value}"' in line for key, value in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return None

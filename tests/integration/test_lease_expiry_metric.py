@@ -5,36 +5,32 @@ lease-expiry alert reads — once per lost lease, next to the stale result refus
 from __future__ import annotations
 
 import signal
-import urllib.request
 from typing import Any
 
 import psycopg
 import tenantq
 from apps import APP
-from support import WorkerProcess, all_in, free_port, running_worker, wait_for
+from support import (
+    WorkerProcess,
+    all_in,
+    free_port,
+    running_worker,
+    sample_value,
+    scrape,
+    short_leases,
+    wait_for,
+)
 
 
 def sample(port: int, name: str) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    for line in text.splitlines():
-        if line.startswith(name + "{") and 'queue="default"' in line:
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
+    return sample_value(scrape(port), name, queue="default") or 0.0
 
 
 def test_lost_lease_is_counted_as_an_expiry(
     make_settings: Any, db: psycopg.Connection[Any]
 ) -> None:
     port = free_port()
-    settings = make_settings(
-        metrics_port=port,
-        worker={
-            "lease_seconds": 2.0,
-            "heartbeat_interval_seconds": 0.5,
-            "stale_owner_seconds": 2.0,
-        },
-    )
+    settings = make_settings(metrics_port=port, worker=short_leases())
     with tenantq.Producer(settings) as producer:
         job_id = (
             producer.enqueue("uncooperative", tenant="acme", payload={"seconds": 4.0})

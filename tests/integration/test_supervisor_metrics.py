@@ -4,24 +4,17 @@ children's aggregated families."""
 
 from __future__ import annotations
 
-import urllib.request
 from typing import Any
 
 import psycopg
 import tenantq
-from support import WorkerProcess, all_in, free_port, wait_for
-
-
-def scrape(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        return str(response.read().decode())
+from support import WorkerProcess, all_in, free_port, sample_value, scrape, wait_for
 
 
 def restarts(text: str) -> float:
-    for line in text.splitlines():
-        if line.startswith("tenantq_worker_restarts_total "):
-            return float(line.split()[1])
-    raise AssertionError("tenantq_worker_restarts_total is not exported")
+    value = sample_value(text, "tenantq_worker_restarts_total")
+    assert value is not None, "tenantq_worker_restarts_total is not exported"
+    return value
 
 
 def test_supervisor_counts_restarts_of_crashed_members(
