@@ -72,6 +72,10 @@ class Outcome(enum.StrEnum):
     #: The store refused the result: the attempt no longer held the lease. Written by the
     #: store only, never decided by a worker.
     STALE = "stale"
+    #: The process running the attempt died (a handler that killed it, the OOM killer). The
+    #: attempt is not counted against ``max_attempts``; the job's ``crashes`` is, and a job
+    #: that was running in ``crash_budget`` process deaths is dead (a poison job).
+    CRASHED = "crashed"
 
 
 #: Outcomes a worker decides and reports (``stale`` is the store's refusal, counted apart).

@@ -68,6 +68,8 @@ jobs = Table(
     Column("attempts", Integer, nullable=False, server_default=text("0")),
     Column("max_attempts", Integer, nullable=False),
     Column("replays", Integer, nullable=False, server_default=text("0")),
+    # Process deaths the job was running in (worker or handler process): see Outcome.CRASHED.
+    Column("crashes", Integer, nullable=False, server_default=text("0")),
     Column("run_after", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("lease_owner", Text, nullable=True),
     Column("lease_until", DateTime(timezone=True), nullable=True),
@@ -88,6 +90,7 @@ jobs = Table(
     CheckConstraint("attempts >= 0", name="attempts_not_negative"),
     CheckConstraint("max_attempts >= 1", name="max_attempts_positive"),
     CheckConstraint("replays >= 0", name="replays_not_negative"),
+    CheckConstraint("crashes >= 0", name="crashes_not_negative"),
     CheckConstraint(
         f"(finished_at IS NOT NULL) = (state IN ({_terminal_list}))",
         name="finished_exactly_when_terminal",
