@@ -149,6 +149,32 @@ class ProducerSettings(BaseModel):
     )
 
 
+class WebSettings(BaseModel):
+    """``tenantq web``: the on-call console. Without a token it is read-only."""
+
+    model_config = {"extra": "forbid"}
+
+    host: str = Field("127.0.0.1", description="Bind address (localhost unless told otherwise).")
+    port: int = Field(8765, ge=0, le=65_535, description="Port of the console.")
+    token: SecretStr | None = Field(
+        None,
+        description="Bearer token that every action (POST) requires, also the login form's "
+        "password; unset = the console is read-only.",
+    )
+    refresh_seconds: float = Field(
+        5.0, ge=1, le=3_600, description="How often the overview refreshes itself."
+    )
+    session_hours: float = Field(
+        12.0, gt=0, le=24 * 30, description="How long a console login lasts."
+    )
+    top_tenants: int = Field(
+        25, ge=1, le=10_000, description="Tenants listed by name on the Tenants page."
+    )
+    kafka_timeout_seconds: float = Field(
+        3.0, gt=0, le=60, description="Longest wait for the broker per read (lag, health)."
+    )
+
+
 class Settings(BaseSettings):
     """All of tenantq's configuration, validated once, read from ``TENANTQ_*``."""
 
@@ -187,6 +213,7 @@ class Settings(BaseSettings):
     )
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     producer: ProducerSettings = Field(default_factory=ProducerSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
     metrics_host: str = Field(
         "127.0.0.1", description="Bind address of /metrics (localhost default)."
     )
