@@ -1,0 +1,189 @@
+"""What Kafka still holds for a queue: consumer lag of the main topic, the depth of each retry
+tier, the size of the dead-letter topic, and whether the broker answers at all.
+
+Read with an ``AdminClient`` only: committed offsets of the workers' group come from
+``list_consumer_group_offsets`` and partition ends from ``list_offsets``, so the probe never
+joins (or disturbs) the group and one request serves every partition of a topic. A tier's
+depth is its lag: messages written to it that the group has not committed past yet (waiting
+for their due time, or not read yet). Every read is bounded by ``timeout`` seconds: a broker
+that is down makes the numbers ``None`` with a reason, never a hang.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+from tenantq.settings import Settings
+from tenantq.topics import QueueTopics, consumer_group
+
+_LATEST = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+_EARLIEST = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+
+
+@dataclass(frozen=True)
+class TopicBacklog:
+    """One topic of a queue: records held (end - start) and the group's lag (end - committed)."""
+
+    topic: str
+    partitions: int
+    records: int
+    lag: int
+    #: Lag per partition, for the busiest-partition view.
+    lag_by_partition: dict[int, int]
+
+
+@dataclass(frozen=True)
+class QueueBacklog:
+    """Kafka's side of one queue. ``error`` says why the numbers are missing (broker down,
+    topics not created); then the topic fields are None."""
+
+    queue: str
+    main: TopicBacklog | None = None
+    tiers: tuple[TopicBacklog, ...] = ()
+    dlq: TopicBacklog | None = None
+    error: str | None = None
+
+    @property
+    def tier_depth(self) -> int | None:
+        """Messages waiting in all retry tiers together."""
+        return None if self.main is None else sum(tier.lag for tier in self.tiers)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data for JSON."""
+        return {
+            "consumer_lag": None if self.main is None else self.main.lag,
+            "retry_tiers": [{"topic": tier.topic, "depth": tier.lag} for tier in self.tiers],
+            "retry_tier_depth": self.tier_depth,
+            "dlq_records": None if self.dlq is None else self.dlq.records,
+            "kafka_error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class BrokerHealth:
+    """Whether the cluster answered a metadata request, how fast, and how many brokers."""
+
+    up: bool
+    brokers: int = 0
+    latency_ms: float | None = None
+    error: str | None = None
+
+
+class BacklogProbe:
+    """Reads ``QueueBacklog`` and ``BrokerHealth``; one admin client, safe across threads.
+
+    ``close()`` when done. The client is created lazily so a console can start while the
+    broker is down and show that, instead of failing to start.
+    """
+
+    def __init__(self, settings: Settings, *, timeout: float = 3.0) -> None:
+        self.settings = settings
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._admin: AdminClient | None = None
+
+    def health(self) -> BrokerHealth:
+        """One metadata round trip."""
+        started = time.perf_counter()
+        try:
+            metadata = self._client().list_topics(timeout=self.timeout)
+        except (KafkaException, ValueError, TimeoutError) as error:
+            return BrokerHealth(up=False, error=_reason(error))
+        latency = (time.perf_counter() - started) * 1000
+        return BrokerHealth(up=True, brokers=len(metadata.brokers), latency_ms=latency)
+
+    def queue_backlog(self, queue: str) -> QueueBacklog:
+        """Lag, tier depths and DLQ size of ``queue``; never raises for Kafka trouble."""
+        definition = self.settings.queue(queue)
+        topics = QueueTopics.of(
+            self.settings.topic_prefix, queue, len(definition.retry_delays_seconds)
+        )
+        group = consumer_group(self.settings.topic_prefix, queue)
+        try:
+            admin = self._client()
+            partitions = self._partitions(admin, topics.all)
+            main = self._backlog(admin, group, topics.main, partitions[topics.main])
+            tiers = tuple(
+                self._backlog(admin, group, tier, partitions[tier]) for tier in topics.retries
+            )
+            dlq = self._backlog(admin, None, topics.dlq, partitions[topics.dlq])
+        except (KafkaException, ValueError, LookupError, TimeoutError) as error:
+            return QueueBacklog(queue, error=_reason(error))
+        return QueueBacklog(queue, main=main, tiers=tiers, dlq=dlq)
+
+    def close(self) -> None:
+        """Drop the admin client (it has no close; its threads end when it is collected)."""
+        with self._lock:
+            self._admin = None
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _client(self) -> AdminClient:
+        with self._lock:
+            if self._admin is None:
+                self._admin = AdminClient(
+                    self.settings.kafka_client_config(**{"client.id": "tenantq-web"})
+                )
+            return self._admin
+
+    def _partitions(self, admin: AdminClient, names: Sequence[str]) -> dict[str, list[int]]:
+        metadata = admin.list_topics(timeout=self.timeout)
+        found: dict[str, list[int]] = {}
+        for name in names:
+            topic = metadata.topics.get(name)
+            if topic is None or topic.error is not None or not topic.partitions:
+                raise LookupError(f"topic {name} not found (run `tenantq topics ensure`)")
+            found[name] = sorted(topic.partitions)
+        return found
+
+    def _backlog(
+        self, admin: AdminClient, group: str | None, topic: str, partitions: list[int]
+    ) -> TopicBacklog:
+        ends = self._offsets(admin, topic, partitions, _LATEST)
+        starts = self._offsets(admin, topic, partitions, _EARLIEST)
+        committed = self._committed(admin, group, topic, partitions) if group else {}
+        lag: dict[int, int] = {}
+        for partition in partitions:
+            start, end = starts.get(partition, 0), ends.get(partition, 0)
+            # Nothing committed yet: everything still held is lag (a new group starts at the
+            # beginning); a committed offset below the start (retention) counts from the start.
+            done = max(committed.get(partition, start), start)
+            lag[partition] = max(0, end - done)
+        records = sum(max(0, ends.get(p, 0) - starts.get(p, 0)) for p in partitions)
+        return TopicBacklog(topic, len(partitions), records, sum(lag.values()), lag)
+
+    def _offsets(
+        self, admin: AdminClient, topic: str, partitions: list[int], spec: OffsetSpec
+    ) -> dict[int, int]:
+        asked = {TopicPartition(topic, partition): spec for partition in partitions}
+        futures = admin.list_offsets(asked, request_timeout=self.timeout)
+        return {
+            tp.partition: int(future.result(timeout=self.timeout).offset)
+            for tp, future in futures.items()
+        }
+
+    def _committed(
+        self, admin: AdminClient, group: str, topic: str, partitions: list[int]
+    ) -> dict[int, int]:
+        request = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(topic, partition) for partition in partitions]
+        )
+        futures = admin.list_consumer_group_offsets([request], request_timeout=self.timeout)
+        answer = futures[group].result(timeout=self.timeout)
+        return {
+            tp.partition: int(tp.offset) for tp in answer.topic_partitions or () if tp.offset >= 0
+        }
+
+
+def _reason(error: BaseException) -> str:
+    """The first line of a client error (a ``KafkaError`` in ``args[0]`` says it best)."""
+    if isinstance(error, TimeoutError):
+        return "the broker did not answer in time"
+    text = str(error.args[0]) if error.args else type(error).__name__
+    return (text.splitlines() or [type(error).__name__])[0][:300]
