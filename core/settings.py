@@ -10,13 +10,23 @@ endpoints of a running dev stack (``tenantq dev up``) are used, read from its st
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import os
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from tenantq.errors import ConfigurationError
 
@@ -149,6 +159,113 @@ class ProducerSettings(BaseModel):
     )
 
 
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 604_800.0}
+
+
+def parse_duration(value: object) -> dt.timedelta:
+    """A duration written ``0s``, ``90m``, ``12h``, ``7d``, ``2w`` (or ``500ms``), a number
+    of seconds, or a ``timedelta``; negative and non-finite values are refused."""
+    if isinstance(value, dt.timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str):
+        match = _DURATION.match(value.lower())
+        if match is None:
+            try:
+                seconds = float(value)
+            except ValueError:
+                raise ValueError(
+                    f"{value!r} is not a duration (examples: 0s, 90m, 12h, 7d)"
+                ) from None
+        else:
+            seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    else:
+        raise ValueError(f"{value!r} is not a duration (examples: 0s, 90m, 12h, 7d)")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"a duration must be finite and not negative, got {value!r}")
+    return dt.timedelta(seconds=seconds)
+
+
+#: A ``timedelta`` setting that also reads ``7d``, ``90m``, ``0s`` or plain seconds.
+Duration = Annotated[dt.timedelta, BeforeValidator(parse_duration)]
+
+
+class OutboxSettings(BaseModel):
+    """The outbox relay (``tenantq outbox relay``, and inside every ``tenantq worker``)."""
+
+    model_config = {"extra": "forbid"}
+
+    relay_in_worker: bool = Field(
+        True, description="Run a relay inside every `tenantq worker` (one per queue is active)."
+    )
+    poll_interval_seconds: float = Field(
+        0.1,
+        gt=0,
+        le=60,
+        description="How often an idle relay looks for committed entries (the added latency).",
+    )
+    batch_size: int = Field(
+        500, ge=1, le=100_000, description="Entries read, published and marked per round."
+    )
+    publish_timeout_seconds: float = Field(
+        10.0, gt=0, le=600, description="How long a round waits for Kafka's acknowledgements."
+    )
+    standby_seconds: float = Field(
+        2.0,
+        gt=0,
+        le=600,
+        description="How often a standby relay tries to take over a queue another relay holds.",
+    )
+
+
+class PeriodicSettings(BaseModel):
+    """The periodic scheduler that runs inside every ``tenantq worker`` of an app with
+    ``app.periodic(...)`` schedules."""
+
+    model_config = {"extra": "forbid"}
+
+    enabled: bool = Field(True, description="Schedule periodic jobs from `tenantq worker`.")
+    poll_interval_seconds: float = Field(
+        1.0, gt=0, le=60, description="Longest sleep of the scheduler between looks at its ticks."
+    )
+    misfire_grace_seconds: float = Field(
+        60.0,
+        ge=0,
+        le=86_400,
+        description="Without catch_up, a tick later than this (no worker ran) is skipped.",
+    )
+
+
+class RetentionSettings(BaseModel):
+    """How long finished jobs (with their attempt rows) and stopped workers are kept; every
+    ``tenantq worker`` prunes on this policy, one pruner at a time."""
+
+    model_config = {"extra": "forbid"}
+
+    enabled: bool = Field(True, description="Prune from `tenantq worker` on this policy.")
+    succeeded: Duration = Field(
+        dt.timedelta(days=1), description="Keep succeeded jobs this long after they finished."
+    )
+    dead: Duration = Field(
+        dt.timedelta(days=30), description="Keep dead jobs this long after they finished."
+    )
+    canceled: Duration = Field(
+        dt.timedelta(days=7), description="Keep canceled jobs this long after they finished."
+    )
+    workers: Duration = Field(
+        dt.timedelta(days=1),
+        description="Keep worker rows this long after they stopped (or last heartbeat).",
+    )
+    interval_seconds: float = Field(
+        300.0, gt=0, le=86_400, description="How often a worker's pruner runs a round."
+    )
+    batch_size: int = Field(
+        1_000, ge=1, le=100_000, description="Jobs deleted per statement (bounded transactions)."
+    )
+
+
 class WebSettings(BaseModel):
     """``tenantq web``: the on-call console. Without a token it is read-only."""
 
@@ -214,6 +331,9 @@ class Settings(BaseSettings):
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     producer: ProducerSettings = Field(default_factory=ProducerSettings)
     web: WebSettings = Field(default_factory=WebSettings)
+    outbox: OutboxSettings = Field(default_factory=OutboxSettings)
+    periodic: PeriodicSettings = Field(default_factory=PeriodicSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
     metrics_host: str = Field(
         "127.0.0.1", description="Bind address of /metrics (localhost default)."
     )
