@@ -198,3 +198,62 @@ replay_audit = Table(
     Column("job_ids", ARRAY(UUID(as_uuid=True)), nullable=True),
     CheckConstraint("action IN ('replay', 'purge')", name="action_known"),
 )
+
+#: The transactional outbox: a job enqueued inside the caller's transaction
+#: (``tenantq.Outbox``) waits here, as the exact Kafka record the producer would write, until
+#: the relay of its queue has published it; then the entry is deleted (the job row is the
+#: record). ``generation`` is stamped by the relay when it first sees a committed entry, so
+#: entries publish in commit order (generation) and insert order within one (id).
+outbox = Table(
+    "tenantq_outbox",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("queue", Text, nullable=False),
+    # The queue's main topic names the relay that owns the entry (prefix + queue).
+    Column("main_topic", Text, nullable=False),
+    Column(
+        "job_id",
+        UUID(as_uuid=True),
+        ForeignKey("tenantq_jobs.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("tenant_id", Text, nullable=False),
+    Column("topic", Text, nullable=False),
+    Column("partition", Integer, nullable=False),
+    Column("key", LargeBinary, nullable=True),
+    Column("value", LargeBinary, nullable=False),
+    Column("headers", JSONB, nullable=False),
+    Column("generation", BigInteger, nullable=True),
+    # The insert's own clock, not the transaction's start: lag counts from the write.
+    Column(
+        "created_at",
+        DateTime(timezone=True),
+        nullable=False,
+        server_default=text("clock_timestamp()"),
+    ),
+    CheckConstraint("partition >= 0", name="partition_not_negative"),
+    # The relay's read: unstamped entries, then by generation and id, per main topic.
+    Index("ix_tenantq_outbox_main_topic_generation_id", "main_topic", "generation", "id"),
+    # Deleting a job (retention) deletes its unsent entry without scanning the outbox.
+    Index("ix_tenantq_outbox_job_id", "job_id"),
+)
+
+#: One row per periodic schedule (``app.periodic``): the tick last enqueued and the next one.
+#: Schedulers in every worker advance ``next_tick`` by compare-and-set, in the transaction
+#: that enqueues the tick's job through the outbox, so one tick makes one job.
+periodic_schedules = Table(
+    "tenantq_periodic",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("job_type", Text, nullable=False),
+    Column("tenant_id", Text, nullable=False),
+    Column("queue", Text, nullable=False),
+    # "every 2s" or "cron 0 3 * * *": a changed schedule restarts from now.
+    Column("schedule", Text, nullable=False),
+    Column("catch_up", Boolean, nullable=False, server_default=text("false")),
+    Column("next_tick", DateTime(timezone=True), nullable=False),
+    Column("last_tick", DateTime(timezone=True), nullable=True),
+    Column("last_job_id", UUID(as_uuid=True), nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
