@@ -1,0 +1,202 @@
+"""The Dead letters pages: the DLQ with the CLI's filters, one job's letters in full, and
+replay of a selection (dry-run preview first, then canary and rate) through the engine and
+audit rows of ``tenantq dlq replay`` (``tenantq.dlq.actions``), the audit naming the console
+user (``web:<name>``)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Depends, Form, Query, Request
+from fastapi.responses import HTMLResponse, Response
+from starlette.exceptions import HTTPException
+from tenantq.dlq.actions import replay_dead_letters, selected
+from tenantq.dlq.filter import DeadLetterFilter, FilterError
+from tenantq.dlq.reader import DeadLetterReadError
+from tenantq.dlq.records import DeadLetter
+from tenantq.dlq.replay import ReplayReport
+from tenantq.errors import ConfigurationError
+from tenantq.settings import Settings
+from tenantq.store import console as console_store
+from tenantq.store.job_admin import get_job
+from tenantq.store.replay import job_state_summary
+from tenantq.web.console import acting, console_of, render
+from tenantq.web.database import Database
+from tenantq.web.security import Actor
+
+router = APIRouter(include_in_schema=False)
+
+#: Longest a console replay waits for its canary (a request should not hang for long).
+CANARY_TIMEOUT_SECONDS = 120.0
+
+
+def read_letters(
+    settings: Settings, queue: str, where: DeadLetterFilter, limit: int
+) -> list[DeadLetter]:
+    """The matching letters, at most ``limit`` (bounded: the page shows them all)."""
+    with selected(settings, queue, where, limit=limit) as letters:
+        return list(letters)
+
+
+def current_states(database: Database, letters: list[DeadLetter]) -> dict[uuid.UUID, str]:
+    """Where each letter's job stands now (dead, or succeeded after a replay, ...)."""
+    ids = [letter.job_id for letter in letters if letter.job_id is not None]
+    with database.connection() as connection:
+        return {job: summary.state for job, summary in job_state_summary(connection, ids).items()}
+
+
+def parse_filter(
+    tenant: str, job_type: str, error_class: str, since: str, until: str, job_id: str
+) -> DeadLetterFilter:
+    """The CLI's filters from form text (empty = any; ``FilterError`` on a bad value)."""
+    return DeadLetterFilter.parse(
+        tenants=[tenant.strip()] if tenant.strip() else [],
+        job_types=[job_type.strip()] if job_type.strip() else [],
+        error_classes=[error_class.strip()] if error_class.strip() else [],
+        since=since.strip() or None,
+        until=until.strip() or None,
+        job_ids=[job_id.strip()] if job_id.strip() else [],
+    )
+
+
+@router.get("/dlq", response_class=HTMLResponse)
+def dlq_page(
+    request: Request,
+    queue: str = Query("default"),
+    tenant: str = Query(""),
+    job_type: str = Query(""),
+    error_class: str = Query(""),
+    since: str = Query(""),
+    until: str = Query(""),
+    job_id: str = Query(""),
+    limit: int = Query(200, ge=1, le=5000),
+) -> Response:
+    """The dead letters of a queue, filtered; select some and preview their replay."""
+    console = console_of(request)
+    if queue not in console.settings.queues:
+        raise HTTPException(404, f"queue {queue!r} is not declared")
+    form = {
+        "queue": queue,
+        "tenant": tenant,
+        "job_type": job_type,
+        "error_class": error_class,
+        "since": since,
+        "until": until,
+        "job_id": job_id,
+        "limit": limit,
+    }
+    context: dict[str, Any] = {"form": form, "letters": [], "states": {}, "error": None}
+    status = 200
+    try:
+        where = parse_filter(tenant, job_type, error_class, since, until, job_id)
+        letters = read_letters(console.settings, queue, where, limit)
+        letters.sort(key=lambda letter: letter.dead_at, reverse=True)  # newest first
+        context["letters"] = letters
+        context["states"] = current_states(console.database, letters)
+        by_class: dict[str, int] = {}
+        for letter in letters:
+            by_class[letter.error_class] = by_class.get(letter.error_class, 0) + 1
+        context["by_class"] = sorted(by_class.items(), key=lambda item: -item[1])
+    except FilterError as error:
+        context["error"], status = str(error), 400
+    except DeadLetterReadError as error:
+        context["error"], status = f"cannot read the DLQ: {error}", 503
+    with console.database.connection() as connection:
+        context["audits"] = console_store.replay_audit_recent(connection, limit=10)
+    return render(request, "dlq.html", context, status=status, page="dlq")
+
+
+@router.get("/dlq/letters/{job_id}", response_class=HTMLResponse)
+def letter_page(request: Request, job_id: str, queue: str = Query("default")) -> Response:
+    """Every dead letter of one job: headers, envelope, payload; and the job row now."""
+    console = console_of(request)
+    if queue not in console.settings.queues:
+        raise HTTPException(404, f"queue {queue!r} is not declared")
+    try:
+        identifier = uuid.UUID(job_id)
+    except ValueError:
+        raise HTTPException(404, f"{job_id!r} is not a job id (a UUID)") from None
+    try:
+        where = DeadLetterFilter(job_ids=frozenset({identifier}))
+        letters = read_letters(console.settings, queue, where, 50)
+    except DeadLetterReadError as error:
+        raise HTTPException(503, f"cannot read the DLQ: {error}") from None
+    if not letters:
+        raise HTTPException(404, f"no dead letter of job {identifier} in queue {queue}")
+    with console.database.connection() as connection:
+        job = get_job(connection, identifier)
+    context = {"letters": letters, "job": job, "queue": queue, "job_id": identifier}
+    return render(request, "letter.html", context, page="dlq")
+
+
+def replay_selection(
+    settings: Settings,
+    queue: str,
+    job_ids: list[str],
+    *,
+    actor: str,
+    dry_run: bool,
+    canary: int = 0,
+    rate: float | None = None,
+) -> tuple[ReplayReport, int]:
+    """Replay (or preview) the letters of ``job_ids`` in ``queue`` with the CLI's engine;
+    returns the report and the id of its audit row."""
+    if queue not in settings.queues:
+        raise ConfigurationError(f"queue {queue!r} is not declared")
+    if not job_ids:
+        raise ConfigurationError("select at least one dead letter to replay")
+    try:
+        where = DeadLetterFilter.parse(job_ids=job_ids)
+    except FilterError as error:
+        raise ConfigurationError(str(error)) from None
+    if rate is not None and rate <= 0:
+        raise ConfigurationError("rate must be a positive number of publishes per second")
+    if canary < 0:
+        raise ConfigurationError("canary must be zero or more jobs")
+    return replay_dead_letters(
+        settings,
+        queue,
+        where,
+        actor=actor,
+        dry_run=dry_run,
+        rate=rate,
+        canary=canary,
+        canary_timeout=CANARY_TIMEOUT_SECONDS,
+    )
+
+
+@router.post("/dlq/replay", response_class=HTMLResponse)
+def replay_action(
+    request: Request,
+    actor: Actor = Depends(acting),
+    queue: str = Form("default"),
+    job_id: list[str] = Form([]),
+    dry_run: str = Form("1"),
+    canary: str = Form("0"),
+    rate: str = Form(""),
+) -> Response:
+    """Preview (``dry_run=1``, the default) or run a replay of the selected letters."""
+    console = console_of(request)
+    preview = dry_run != "0"
+    context: dict[str, Any] = {"queue": queue, "job_ids": job_id, "dry_run": preview}
+    try:
+        canary_count = int(canary or 0)
+        rate_value = float(rate) if rate.strip() else None
+        report, audit_id = replay_selection(
+            console.settings,
+            queue,
+            job_id,
+            actor=actor.audit_name,
+            dry_run=preview,
+            canary=canary_count,
+            rate=rate_value,
+        )
+    except (ConfigurationError, ValueError) as error:
+        context["error"] = str(error)
+        return render(request, "replay.html", context, status=400, page="dlq")
+    except DeadLetterReadError as error:
+        context["error"] = f"cannot read the DLQ: {error}"
+        return render(request, "replay.html", context, status=503, page="dlq")
+    context.update(report=report, audit_id=audit_id, actor=actor, canary=canary, rate=rate)
+    return render(request, "replay.html", context, page="dlq")
