@@ -7,15 +7,19 @@ none at all.
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 from tenantq.errors import ConfigurationError, UnknownJobType
 from tenantq.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from tenantq.periodic.schedule import Schedule
 
 JOB_TYPE_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
@@ -61,6 +65,7 @@ class App:
         self._settings = settings
         self._job_types: dict[str, JobType] = {}
         self._dependencies: dict[str, dict[str, Any]] = {}
+        self._schedules: dict[str, Schedule] = {}
 
     @property
     def settings(self) -> Settings:
@@ -135,6 +140,43 @@ class App:
             "open_seconds": open_seconds,
             "probes": probes,
         }
+
+    def periodic(
+        self,
+        name: str,
+        *,
+        job_type: str,
+        tenant: str,
+        payload: Any = None,
+        every: float | dt.timedelta | None = None,
+        cron: str | None = None,
+        queue: str | None = None,
+        catch_up: bool = False,
+    ) -> None:
+        """Enqueue a ``job_type`` job for ``tenant`` on a schedule: ``every`` seconds (or a
+        ``timedelta``, ticks at whole multiples since the epoch) or at each match of a
+        five-field ``cron`` expression (UTC). Every ``tenantq worker`` of this app schedules,
+        and each tick still makes one job. Ticks missed while no worker ran are skipped
+        unless ``catch_up``. ``name`` is unique per database (``tenantq periodic list``)."""
+        from tenantq.periodic.schedule import make_schedule
+
+        if name in self._schedules:
+            raise ConfigurationError(f"periodic {name!r} is declared twice")
+        self._schedules[name] = make_schedule(
+            name,
+            job_type=job_type,
+            tenant=tenant,
+            payload=payload,
+            every=every,
+            cron=cron,
+            queue=queue,
+            catch_up=catch_up,
+        )
+
+    @property
+    def schedules(self) -> dict[str, Schedule]:
+        """The periodic schedules, by name."""
+        return dict(self._schedules)
 
     @property
     def dependencies(self) -> dict[str, dict[str, Any]]:
