@@ -9,12 +9,16 @@ that any number of ``tenantq worker`` processes may run the same services.
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from tenantq.app import App
     from tenantq.settings import Settings
+
+log = logging.getLogger("tenantq.background")
 
 
 class BackgroundService(Protocol):
@@ -31,5 +35,137 @@ class BackgroundService(Protocol):
 def background_services(
     app: App, settings: Settings, queues: Sequence[str]
 ) -> list[BackgroundService]:
-    """The services every ``tenantq worker`` of ``app`` runs for ``queues``."""
-    return []
+    """The services every ``tenantq worker`` of ``app`` runs for ``queues``, each switchable
+    off by a setting: the outbox relay of those queues (``TENANTQ_OUTBOX__RELAY_IN_WORKER``),
+    the periodic scheduler of the app's schedules (``TENANTQ_PERIODIC__ENABLED``; none
+    without schedules) and the retention pruner (``TENANTQ_RETENTION__ENABLED``)."""
+    # Imported here: the services live in feature packages that import the foundation.
+    from tenantq.outbox.relay import RelayService
+    from tenantq.periodic.scheduler import PeriodicScheduler
+    from tenantq.retention.pruner import Pruner
+
+    services: list[BackgroundService] = []
+    served = list(queues) or app.queues() or sorted(settings.queues)
+    if settings.outbox.relay_in_worker:
+        services.append(RelayService(settings, served))
+    if settings.periodic.enabled and app.schedules:
+        services.append(PeriodicScheduler(app, settings))
+    if settings.retention.enabled:
+        services.append(Pruner(settings))
+    return services
+
+
+#: First pause after a failed round; it doubles per failure up to ``MAX_BACKOFF_SECONDS``.
+FIRST_BACKOFF_SECONDS = 0.5
+MAX_BACKOFF_SECONDS = 30.0
+
+
+class ServiceLoop:
+    """A ``BackgroundService`` as a loop of rounds in a thread of its own.
+
+    A subclass implements ``run_round`` (one round of work; returns the seconds to wait
+    before the next) and ``reset`` (drop its connections after a failure; the next round
+    reconnects). A round that raises is weather, not a crash: the loop logs one line when a
+    dependency goes down (``outage`` names it) and one when it is back, and tries again with
+    a capped exponential backoff. ``stop`` wakes the loop and waits up to its timeout; the
+    thread is a daemon, so a round stuck in a driver call cannot keep the process alive.
+
+    Thread ownership: everything but ``_stopping`` and ``_thread`` belongs to the loop's
+    thread once ``start`` has returned.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._main, name=f"tenantq-{name}", daemon=True)
+        self._down: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def stopping(self) -> bool:
+        """True once ``stop`` was called: long rounds look at it to end early."""
+        return self._stopping.is_set()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning(
+                "%s did not stop within %.1fs; leaving it to the process exit", self._name, timeout
+            )
+
+    def run_round(self) -> float:
+        """One round of work; returns the seconds to wait before the next."""
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Drop connections after a failed round (the next round opens them again)."""
+
+    def close(self) -> None:
+        """Release everything when the loop ends (called in its thread)."""
+        self.reset()
+
+    def outage(self, error: BaseException) -> str:
+        """What a failed round says is down: ``PostgreSQL``, ``Kafka`` or the error's class."""
+        return outage_of(error)
+
+    def _main(self) -> None:
+        backoff = FIRST_BACKOFF_SECONDS
+        try:
+            while not self._stopping.is_set():
+                try:
+                    wait = self.run_round()
+                except Exception as error:
+                    down = self.outage(error)
+                    if down != self._down:
+                        # One line per outage, not one per retry; the first also says why.
+                        log.warning(
+                            "%s: %s unavailable (%s: %s); retrying with backoff up to %.0fs",
+                            self._name, down, type(error).__name__, _first_line(error),
+                            MAX_BACKOFF_SECONDS,
+                        )  # fmt: skip
+                        self._down = down
+                    self._reset_quietly()
+                    wait, backoff = backoff, min(backoff * 2, MAX_BACKOFF_SECONDS)
+                else:
+                    if self._down is not None:
+                        log.warning("%s: %s is back", self._name, self._down)
+                        self._down = None
+                    backoff = FIRST_BACKOFF_SECONDS
+                self._stopping.wait(max(0.0, wait))
+        finally:
+            self._close_quietly()
+
+    def _reset_quietly(self) -> None:
+        try:
+            self.reset()
+        except Exception:  # a broken connection may fail to close; it is gone either way
+            log.debug("%s: reset failed", self._name, exc_info=True)
+
+    def _close_quietly(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            log.debug("%s: close failed", self._name, exc_info=True)
+
+
+def outage_of(error: BaseException) -> str:
+    """The dependency an error says is down (by the error's module, no driver import)."""
+    module = type(error).__module__
+    if module.startswith(("psycopg", "sqlalchemy")):
+        return "PostgreSQL"
+    if module.startswith("confluent_kafka") or type(error).__name__ == "KafkaUnavailable":
+        return "Kafka"
+    return type(error).__name__
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""

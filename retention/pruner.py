@@ -1,0 +1,111 @@
+"""Pruning finished jobs in bounded batches, by hand (``tenantq prune``) or on a policy.
+
+Only terminal jobs go (succeeded, dead, canceled: ``tenantq.store.retention`` says so in
+SQL), each state after its own age, oldest first, ``batch_size`` per transaction; the
+attempt rows of a job go with it, and an unsent outbox entry with its (canceled) job.
+
+Uniqueness lasts as long as the row: once a job is pruned, its idempotency key is free and
+``tenantq dlq replay`` refuses its dead letters (nothing says any more whether it ran).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from tenantq.background import ServiceLoop
+from tenantq.settings import RetentionSettings, Settings
+from tenantq.store import locks
+from tenantq.store import retention as retention_store
+from tenantq.store.engine import connect
+from tenantq.store.retention import Pruned
+
+log = logging.getLogger("tenantq.retention")
+
+Ages = dict[str, dt.timedelta | None]
+
+#: The terminal states, in the order ``tenantq prune`` reports them.
+STATES = ("succeeded", "dead", "canceled")
+
+
+def policy_ages(retention: RetentionSettings) -> Ages:
+    """The age after which each terminal state is pruned, from the settings."""
+    return {
+        "succeeded": retention.succeeded,
+        "dead": retention.dead,
+        "canceled": retention.canceled,
+    }
+
+
+def prune_jobs(
+    connection: psycopg.Connection[Any],
+    ages: Ages,
+    *,
+    batch_size: int,
+    on_batch: Callable[[Pruned], None] | None = None,
+    stopping: Callable[[], bool] = lambda: False,
+) -> Pruned:
+    """Delete every finished job older than its state's age (None: kept), batch by batch,
+    until a batch finds nothing; returns the totals."""
+    total = Pruned()
+    while not stopping():
+        batch = retention_store.job_prune_batch(connection, ages, batch_size)
+        if not batch.total:
+            break
+        total.add(batch)
+        if on_batch is not None:
+            on_batch(batch)
+    return total
+
+
+class Pruner(ServiceLoop):
+    """The retention policy as a ``BackgroundService``: every ``interval_seconds``, the one
+    pruner that holds the advisory lock (``tenantq.store.locks.RETENTION_PRUNER``) deletes
+    what the policy says; the pruners of other workers find the lock taken and skip the
+    round. Owns one connection."""
+
+    def __init__(self, settings: Settings, *, name: str = "pruner") -> None:
+        super().__init__(name)
+        self.settings = settings
+        self._connection: psycopg.Connection[Any] | None = None
+        #: What this pruner deleted since start.
+        self.pruned = Pruned()
+        self.workers_pruned = 0
+
+    def run_round(self) -> float:
+        retention = self.settings.retention
+        if self._connection is None or self._connection.closed:
+            self._connection = connect(self.settings, application_name="tenantq-pruner")
+        connection = self._connection
+        key = (locks.RETENTION_PRUNER, 0)
+        if not locks.try_lock(connection, *key):
+            return retention.interval_seconds
+        try:
+            pruned = prune_jobs(
+                connection,
+                policy_ages(retention),
+                batch_size=retention.batch_size,
+                stopping=lambda: self.stopping,
+            )
+            workers = retention_store.worker_prune(connection, retention.workers)
+        finally:
+            locks.unlock(connection, *key)
+        self.pruned.add(pruned)
+        self.workers_pruned += workers
+        if pruned.total or workers:
+            log.info(
+                "pruned %d finished jobs (%s) with %d attempt rows, and %d worker rows",
+                pruned.total,
+                ", ".join(f"{count} {state}" for state, count in sorted(pruned.jobs.items())),
+                pruned.attempts,
+                workers,
+            )
+        return retention.interval_seconds
+
+    def reset(self) -> None:
+        if self._connection is not None:
+            connection, self._connection = self._connection, None
+            connection.close()

@@ -1,0 +1,217 @@
+"""SQL of the transactional outbox: the caller's insert, the relay's rounds, the lag.
+
+An outbox enqueue is one statement in the caller's transaction: the job row (``pending``,
+due at ``run_after`` or now) and its entry (the exact Kafka record) together, or, when the
+idempotency key already names a job, neither. The relay of a queue then, per round:
+
+1. stamps every entry that has committed since its last round with the next generation
+   (``OUTBOX_STAMP``): entries that became visible together share a generation, and a later
+   commit always gets a later one, whatever its id (ids are drawn at insert, not at commit);
+2. reads the oldest entries by (generation, id) (``OUTBOX_BATCH``), publishes them and waits
+   for Kafka's acknowledgements;
+3. deletes the acknowledged entries (``OUTBOX_DELETE``). A relay that dies between 2 and 3
+   publishes them again: the worker's claim deduplicates by job id and payload hash.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+#: Column order of the parameters of ``OUTBOX_ENQUEUE`` (also the order of ``OutboxRow``).
+OUTBOX_ENQUEUE = """
+WITH job AS (
+    INSERT INTO tenantq_jobs (
+        id, queue, job_type, tenant_id, partition_key, state, payload, payload_sha256,
+        max_attempts, run_after, idempotency_key, origin_topic, origin_partition, enqueued_at
+    )
+    VALUES (
+        %(id)s::uuid, %(queue)s, %(job_type)s, %(tenant_id)s, %(partition_key)s, 'pending',
+        %(payload)s, %(payload_sha256)s, %(max_attempts)s,
+        coalesce(%(run_after)s::timestamptz, now()), %(idempotency_key)s, %(topic)s,
+        %(partition)s, %(enqueued_at)s::timestamptz
+    )
+    ON CONFLICT (queue, idempotency_key) DO NOTHING
+    RETURNING id
+),
+entry AS (
+    INSERT INTO tenantq_outbox (queue, main_topic, job_id, tenant_id, topic, partition, key,
+                                value, headers)
+    SELECT %(queue)s, %(main_topic)s, job.id, %(tenant_id)s, %(topic)s, %(partition)s,
+           %(key)s, %(value)s, %(headers)s::jsonb
+    FROM job
+)
+SELECT id::text FROM job
+"""
+
+#: The job that holds an idempotency key, to tell a duplicate from a conflict.
+JOB_BY_IDEMPOTENCY_KEY = """
+SELECT id::text, job_type, tenant_id, payload_sha256
+FROM tenantq_jobs WHERE queue = %(queue)s AND idempotency_key = %(idempotency_key)s
+"""
+
+#: The jobs holding any of a batch's idempotency keys (the producer's unique-job check).
+JOBS_BY_IDEMPOTENCY_KEYS = """
+SELECT j.queue, j.idempotency_key, j.id, j.job_type, j.tenant_id, j.payload_sha256,
+       j.origin_topic, j.origin_partition, j.origin_offset
+FROM unnest(%(queues)s::text[], %(keys)s::text[]) AS k(queue, idempotency_key)
+JOIN tenantq_jobs j ON j.queue = k.queue AND j.idempotency_key = k.idempotency_key
+"""
+
+#: Step 1 of a relay round: one new generation for everything committed since the last.
+OUTBOX_STAMP = """
+UPDATE tenantq_outbox
+SET generation = (
+    SELECT coalesce(max(generation), 0) + 1 FROM tenantq_outbox WHERE main_topic = %(main_topic)s
+)
+WHERE main_topic = %(main_topic)s AND generation IS NULL
+"""
+
+#: Step 2: the oldest stamped entries, in commit order (generation), then insert order (id).
+OUTBOX_BATCH = """
+SELECT id, job_id, topic, partition, key, value, headers
+FROM tenantq_outbox
+WHERE main_topic = %(main_topic)s AND generation IS NOT NULL
+ORDER BY generation, id
+LIMIT %(limit)s
+"""
+
+#: Step 3: forget what Kafka has acknowledged.
+OUTBOX_DELETE = """
+DELETE FROM tenantq_outbox WHERE id = ANY(%(ids)s::bigint[])
+"""
+
+#: Unpublished entries per queue and the age of the oldest (the relay's lag).
+OUTBOX_LAG = """
+SELECT queue, count(*)::bigint,
+       extract(epoch FROM greatest(now() - min(created_at), interval '0'))::float8
+FROM tenantq_outbox
+WHERE %(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[])
+GROUP BY queue
+ORDER BY queue
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """The parameters of ``OUTBOX_ENQUEUE``: a job row and its Kafka record."""
+
+    id: str
+    queue: str
+    main_topic: str
+    job_type: str
+    tenant_id: str
+    partition_key: str
+    payload: bytes
+    payload_sha256: bytes
+    max_attempts: int
+    run_after: Any
+    idempotency_key: str | None
+    topic: str
+    partition: int
+    enqueued_at: Any
+    key: bytes | None
+    value: bytes
+    headers: str
+
+    def parameters(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+@dataclass(frozen=True, slots=True)
+class ExistingJob:
+    """The job an idempotency key already names."""
+
+    job_id: uuid.UUID
+    job_type: str
+    tenant_id: str
+    payload_sha256: bytes | None
+
+
+def existing_job(row: Sequence[Any] | None) -> ExistingJob | None:
+    """``JOB_BY_IDEMPOTENCY_KEY``'s row as an ``ExistingJob``."""
+    if row is None:
+        return None
+    job_id, job_type, tenant_id, digest = row
+    return ExistingJob(uuid.UUID(str(job_id)), job_type, tenant_id, _bytes(digest))
+
+
+def _bytes(value: Any) -> bytes | None:
+    # psycopg gives bytes, psycopg2 a memoryview.
+    return None if value is None else bytes(value)
+
+
+def encode_headers(headers: Sequence[tuple[str, str | bytes]]) -> str:
+    """Kafka headers as the JSON the entry keeps (values are text: tenantq writes no others)."""
+    return json.dumps(
+        [[name, value.decode() if isinstance(value, bytes) else value] for name, value in headers]
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry as the relay publishes it."""
+
+    id: int
+    job_id: uuid.UUID
+    topic: str
+    partition: int
+    key: bytes | None
+    value: bytes
+    headers: list[tuple[str, str]]
+
+
+def outbox_next_batch(
+    connection: psycopg.Connection[Any], main_topic: str, limit: int
+) -> list[Entry]:
+    """Steps 1 and 2 of a relay round, committed: stamp, then read the oldest ``limit``."""
+    parameters = {"main_topic": main_topic, "limit": limit}
+    with connection.transaction(), connection.cursor() as cursor:
+        cursor.execute(OUTBOX_STAMP, parameters)
+        cursor.execute(OUTBOX_BATCH, parameters)
+        rows = cursor.fetchall()
+    return [
+        Entry(
+            id=row[0],
+            job_id=row[1],
+            topic=row[2],
+            partition=row[3],
+            key=None if row[4] is None else bytes(row[4]),
+            value=bytes(row[5]),
+            headers=[(str(name), str(value)) for name, value in row[6]],
+        )
+        for row in rows
+    ]
+
+
+def outbox_delete(connection: psycopg.Connection[Any], ids: Sequence[int]) -> int:
+    """Step 3: delete the published entries, committed; returns how many there were."""
+    if not ids:
+        return 0
+    with connection.transaction(), connection.cursor() as cursor:
+        cursor.execute(OUTBOX_DELETE, {"ids": list(ids)})
+        return cursor.rowcount
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxLag:
+    """A queue's unpublished entries and the age of the oldest."""
+
+    queue: str
+    unsent: int
+    oldest_age_seconds: float
+
+
+def outbox_lag(
+    connection: psycopg.Connection[Any], queues: Sequence[str] | None = None
+) -> dict[str, OutboxLag]:
+    """Lag per queue that has unpublished entries (a queue without any is absent)."""
+    with connection.cursor() as cursor:
+        cursor.execute(OUTBOX_LAG, {"queues": list(queues) if queues is not None else None})
+        rows = cursor.fetchall()
+    return {queue: OutboxLag(queue, int(count), float(age or 0.0)) for queue, count, age in rows}
