@@ -44,6 +44,7 @@ from tenantq.states import JobState
 if TYPE_CHECKING:  # the lazily imported names below, for type checkers
     from tenantq.consumer.context import JobContext
     from tenantq.consumer.worker import Worker
+    from tenantq.outbox.outbox import Outbox, OutboxRef
     from tenantq.producer.producer import JobRef, Producer
 
 __version__ = "0.1.0"
@@ -54,6 +55,8 @@ _LAZY = {
     "JobRef": ("tenantq.producer.producer", "JobRef"),
     "Worker": ("tenantq.consumer.worker", "Worker"),
     "JobContext": ("tenantq.consumer.context", "JobContext"),
+    "Outbox": ("tenantq.outbox.outbox", "Outbox"),
+    "OutboxRef": ("tenantq.outbox.outbox", "OutboxRef"),
 }
 
 
@@ -80,6 +83,8 @@ __all__ = [
     "JobState",
     "JobType",
     "LatencyBudgetExceeded",
+    "Outbox",
+    "OutboxRef",
     "PayloadValidationError",
     "PermanentError",
     "Producer",
