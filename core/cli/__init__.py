@@ -5,7 +5,19 @@ from __future__ import annotations
 import sys
 
 import typer
-from tenantq.cli import demo, dlq, enqueue, infra, placement, stats, web, worker
+from tenantq.cli import (
+    demo,
+    dlq,
+    enqueue,
+    infra,
+    outbox,
+    periodic,
+    placement,
+    prune,
+    stats,
+    web,
+    worker,
+)
 from tenantq.errors import TenantqError
 
 app = typer.Typer(
@@ -18,7 +30,7 @@ app = typer.Typer(
 app.add_typer(infra.dev_app, name="dev")
 app.add_typer(infra.db_app, name="db")
 app.add_typer(infra.topics_app, name="topics")
-for commands in (enqueue, placement, worker, dlq, stats, demo, web):
+for commands in (enqueue, placement, worker, dlq, stats, demo, web, outbox, periodic, prune):
     commands.register(app)
 
 
