@@ -14,6 +14,12 @@ never claimed since) is published again. That may duplicate a message that was i
 delivered, which is harmless: the claim is fenced in Postgres, so a job runs once, and a
 message whose job already succeeded is only acknowledged. For the same reason a job whose row
 is ``succeeded`` (or in any state but dead) is skipped: replaying twice never runs it twice.
+
+A decodable dead letter always had a job row: a worker claims (and so writes) a job before it
+can dead-letter it. A record whose row is missing outlived its row, which retention deleted
+(``tenantq prune``, ``TENANTQ_RETENTION__DEAD``): nothing says any more whether the job ran
+since, or was replayed and succeeded, so the replay refuses it (``PRUNED``) rather than run
+it as new.
 """
 
 from __future__ import annotations
@@ -61,6 +67,12 @@ _DROPPED_HEADERS = frozenset(
 )
 
 Action = Literal["replayed", "republished", "skipped", "failed"]
+
+#: Why a dead letter whose job row is gone is not replayed.
+PRUNED = (
+    "refused: its job row was pruned (retention), so whether it ran since is unknown; "
+    "enqueue it again as a new job if it must run"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +308,7 @@ class Replayer:
 def decide(row: replay_store.ReplayRow, queue: str) -> tuple[Action, str, int]:
     """What to do with a record given its job row: (action, why, replay count to send)."""
     if row.state is None:
-        return ("replayed", "no job row (never claimed); the worker creates it", 1)
+        return ("skipped", PRUNED, 0)
     if row.revived:
         return ("replayed", "dead -> runnable", row.replays_after or 1)
     if row.queue != queue:
