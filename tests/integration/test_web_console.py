@@ -1,0 +1,140 @@
+"""Guarantee: from the console alone, in a real browser, on-call staff see a queue with live
+numbers; a job that died shows why, with a hostile payload rendered as text (no script runs);
+an action without the token is refused (401); after signing in, the dead job is found on the
+Dead letters page, previewed (dry run: nothing changes), replayed with a canary through the
+engine of ``tenantq dlq replay`` once the fix is out, and its page then shows ``succeeded``;
+every replay leaves an audit row naming the console user. Screenshots of each page go to
+``reports/web-screenshots/``."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import psycopg
+import tenantq
+from dead_letter_jobs import FlakyApp, audit_rows, fill_dlq
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from support import running_worker, states, wait_for
+from web_console import browser, console_settings, screenshot, serving
+
+TOKEN = "console-token-for-tests"
+HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+
+
+def _text(driver: WebDriver, css: str) -> str:
+    return str(driver.find_element(By.CSS_SELECTOR, css).text)
+
+
+def _post(url: str, body: dict[str, Any]) -> int:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
+def test_find_why_a_job_died_replay_it_and_see_it_succeed(
+    settings: tenantq.Settings, db: psycopg.Connection[Any]
+) -> None:
+    flaky = FlakyApp(settings)
+    jobs = [
+        {"job_type": "charge", "tenant": "acme", "payload": {"fail": True, "note": HOSTILE}},
+        {"job_type": "export", "tenant": "globex", "payload": {"fail": False, "i": 1}},
+        {"job_type": "export", "tenant": "initech", "payload": {"fail": False, "i": 2}},
+    ]
+    dead_id, *_ = fill_dlq(flaky, settings, db, jobs)
+    console = console_settings(settings, TOKEN)
+    started = time.monotonic()
+    with serving(console) as base, browser() as driver:
+        assert isinstance(driver, WebDriver)
+        # Overview: the queue with live numbers, refreshed in place.
+        driver.get(base + "/")
+        row = driver.find_element(By.CSS_SELECTOR, 'tr[data-queue="default"]')
+        assert row.find_element(By.CSS_SELECTOR, '[data-k="lag"]').text.isdigit()
+        assert "PostgreSQL up" in _text(driver, "#health-db")
+        assert "Kafka up" in _text(driver, "#health-broker")
+        wait_for(
+            lambda: (
+                int(driver.find_element(By.ID, "live").get_attribute("data-refreshes") or 0) >= 2
+            ),
+            timeout=20,
+            what="two refreshes of the overview",
+        )
+        dead_cell = driver.find_element(By.CSS_SELECTOR, 'tr[data-queue="default"] a.bad')
+        assert dead_cell.text == "1"
+        screenshot(driver, "overview")
+
+        # The job's page says why it died; the hostile payload is text, and no script ran.
+        driver.get(f"{base}/jobs/{dead_id}")
+        assert _text(driver, "#job-state") == "dead"
+        assert "downstream rejected the request" in _text(driver, "#last-error")
+        assert "<script>window.__pwned = 1</script>" in _text(driver, "#payload")
+        assert driver.execute_script("return window.__pwned === undefined") is True
+        screenshot(driver, "job-dead")
+
+        # Acting without the token is refused: the form post and a script's POST.
+        driver.find_element(By.ID, "run-again").click()
+        assert "sign in" in _text(driver, "#error").lower()
+        assert _post(base + "/api/dlq/replay", {"job_ids": [str(dead_id)]}) == 401
+        screenshot(driver, "refused")
+        assert states(db, [dead_id]) == {dead_id: "dead"}
+
+        # Sign in, find the letter on the Dead letters page, preview its replay.
+        driver.get(base + "/login?next=/dlq")
+        driver.find_element(By.ID, "login-user").send_keys("oncall")
+        driver.find_element(By.ID, "login-token").send_keys(TOKEN)
+        driver.find_element(By.ID, "login-submit").click()
+        assert _text(driver, "#user") == "oncall"
+        driver.find_element(By.NAME, "tenant").send_keys("acme")
+        driver.find_element(By.ID, "dlq-search").click()
+        letters = driver.find_elements(By.CSS_SELECTOR, "#letters tbody tr")
+        assert len(letters) == 1 and "PermanentError" in letters[0].text
+        screenshot(driver, "dead-letters")
+        driver.find_element(By.CSS_SELECTOR, f'input[name="job_id"][value="{dead_id}"]').click()
+        driver.find_element(By.ID, "preview-replay").click()
+        assert "1 would be replayed" in _text(driver, "#replay-summary")
+        assert states(db, [dead_id]) == {dead_id: "dead"}
+        screenshot(driver, "replay-preview")
+
+        # The fix is out: replay it with a canary of one, and watch it succeed.
+        flaky.fixed.set()
+        with running_worker(flaky.app, settings, concurrency=4):
+            driver.find_element(By.ID, "canary-count").clear()
+            driver.find_element(By.ID, "canary-count").send_keys("1")
+            driver.find_element(By.ID, "replay-now").click()
+            assert "1 replayed" in _text(driver, "#replay-summary")
+            assert "canary of 1 succeeded" in _text(driver, "#canary")
+            screenshot(driver, "replay-done")
+            driver.find_element(By.CSS_SELECTOR, "a.replayed-job").click()
+
+            def shows_succeeded() -> bool:
+                driver.refresh()
+                return _text(driver, "#job-state") == "succeeded"
+
+            wait_for(shows_succeeded, timeout=30, interval=0.5, what="job page says succeeded")
+            assert "succeeded" in _text(driver, "#attempts")
+            screenshot(driver, "job-succeeded")
+        elapsed = time.monotonic() - started
+
+        # The other pages, for the report.
+        driver.get(base + "/tenants")
+        assert driver.find_element(By.CSS_SELECTOR, 'tr[data-tenant="acme"]')
+        screenshot(driver, "tenants")
+        driver.get(base + "/jobs?tenant=acme")
+        assert str(dead_id) in _text(driver, "#jobs")
+        screenshot(driver, "jobs")
+    assert elapsed < 60, f"find, preview, replay and see it succeed took {elapsed:.0f}s"
+    assert flaky.calls[dead_id] == 2
+    audits = audit_rows(db, ["web:oncall"])
+    assert [row[:5] for row in audits] == [
+        ("web:oncall", "replay", True, 1, 1),
+        ("web:oncall", "replay", False, 1, 1),
+    ]
