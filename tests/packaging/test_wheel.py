@@ -61,6 +61,12 @@ def test_wheel_has_every_package_and_data_file(wheel: Path) -> None:
         "tenantq/devstack/log4j2.yaml",
     ):
         assert data in names, data
+    # The console's templates and static files (package-data, not modules).
+    for folder in ("templates", "static"):
+        shipped = sorted(path.name for path in (ROOT / "web" / folder).iterdir())
+        assert shipped, folder
+        for file in shipped:
+            assert f"tenantq/web/{folder}/{file}" in names, f"web/{folder}/{file}"
     assert not any(name.startswith(("tests/", "loadtest/")) for name in names)
 
 
@@ -81,7 +87,7 @@ def test_installed_wheel_runs_cli_and_migrates(
         [str(tenantq), "--help"], capture_output=True, text=True, env=env, cwd=tmp_path
     )
     assert help_run.returncode == 0, help_run.stderr
-    for command in ("dev", "db", "topics"):
+    for command in ("dev", "db", "topics", "web"):
         assert command in help_run.stdout
     upgrade = subprocess.run(
         [str(tenantq), "db", "upgrade"], capture_output=True, text=True, env=env, cwd=tmp_path
