@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import logging
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import InvalidStateError
 from typing import Any, overload
 
@@ -37,15 +37,22 @@ class JobRefs(Sequence[JobRef]):
     never pays it. ``list(refs)`` gives a plain list.
     """
 
-    __slots__ = ("_job_ints", "_offsets", "_partitions", "_topics")
+    __slots__ = ("_existing", "_job_ints", "_offsets", "_partitions", "_topics")
 
     def __init__(
-        self, job_ints: list[int], topics: list[str], partitions: list[int], offsets: list[int]
+        self,
+        job_ints: list[int],
+        topics: list[str],
+        partitions: list[int],
+        offsets: list[int],
+        existing: frozenset[int] = frozenset(),
     ) -> None:
         self._job_ints = job_ints
         self._topics = topics
         self._partitions = partitions
         self._offsets = offsets
+        #: Indexes whose idempotency key named an existing job (``created=False``).
+        self._existing = existing
 
     def __len__(self) -> int:
         return len(self._job_ints)
@@ -59,19 +66,22 @@ class JobRefs(Sequence[JobRef]):
     def __getitem__(self, index: int | slice) -> JobRef | list[JobRef]:
         if isinstance(index, slice):
             return [self[position] for position in range(*index.indices(len(self)))]
+        position = range(len(self._job_ints))[index]
         return JobRef(
-            uuid.UUID(int=self._job_ints[index]),
-            self._topics[index],
-            self._partitions[index],
-            self._offsets[index],
+            uuid.UUID(int=self._job_ints[position]),
+            self._topics[position],
+            self._partitions[position],
+            self._offsets[position],
+            position not in self._existing,
         )
 
     def __iter__(self) -> Iterator[JobRef]:
         make = uuid.UUID
-        for job_int, topic, partition, offset in zip(
-            self._job_ints, self._topics, self._partitions, self._offsets, strict=True
+        existing = self._existing
+        for position, (job_int, topic, partition, offset) in enumerate(
+            zip(self._job_ints, self._topics, self._partitions, self._offsets, strict=True)
         ):
-            yield JobRef(make(int=job_int), topic, partition, offset)
+            yield JobRef(make(int=job_int), topic, partition, offset, position not in existing)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, JobRefs | list | tuple):
@@ -93,7 +103,9 @@ class BatchFuture(JobFuture[JobRefs]):
     picture. ``len()`` is the number of jobs.
     """
 
-    def __init__(self, outgoing: Sequence[Outgoing]) -> None:
+    def __init__(
+        self, outgoing: Sequence[Outgoing], existing: Mapping[int, JobRef] | None = None
+    ) -> None:
         super().__init__()
         # Columns rather than the messages: the envelopes can go once delivered.
         self._job_ints = [message.job_int for message in outgoing]
@@ -102,11 +114,21 @@ class BatchFuture(JobFuture[JobRefs]):
         self._size = len(outgoing)
         self._offsets: list[int] = [-1] * self._size
         self._failures: dict[int, EnqueueFailed] = {}
+        # Jobs whose idempotency key named an existing job are settled from the start.
+        existing = existing or {}
+        self._existing = frozenset(existing)
+        for index, ref in existing.items():
+            self._job_ints[index] = ref.job_id.int
+            self._topics[index] = ref.topic
+            self._partitions[index] = ref.partition
+            self._offsets[index] = ref.offset
         # next() on itertools.count is atomic under the GIL: deliveries are served by the
         # poller thread and by the enqueuing thread, and exactly one of them sees the last.
-        self._settle = itertools.count(1).__next__
+        self._settle = itertools.count(1 + len(existing)).__next__
         by_value: dict[bytes, Any] = {}
         for index, message in enumerate(outgoing):
+            if index in existing:
+                continue
             if by_value.setdefault(message.value, index) != index:
                 # The same envelope twice (the same explicit job id and content): either
                 # delivery may stand for either job, so keep a stack of their indexes.
@@ -115,8 +137,12 @@ class BatchFuture(JobFuture[JobRefs]):
                     [*earlier, index] if type(earlier) is list else [earlier, index]
                 )
         self._by_value = by_value
-        if not outgoing:
-            self.set_result(JobRefs([], [], [], []))
+        if len(existing) == self._size:
+            self.set_result(
+                JobRefs(
+                    self._job_ints, self._topics, self._partitions, self._offsets, self._existing
+                )
+            )
 
     def __len__(self) -> int:
         return self._size
@@ -149,7 +175,9 @@ class BatchFuture(JobFuture[JobRefs]):
 
     def _finish(self) -> None:
         self._by_value = {}
-        refs = JobRefs(self._job_ints, self._topics, self._partitions, self._offsets)
+        refs = JobRefs(
+            self._job_ints, self._topics, self._partitions, self._offsets, self._existing
+        )
         failures = self._failures
         try:
             if not failures:

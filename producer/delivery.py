@@ -12,12 +12,17 @@ from tenantq.producer.job_future import JobFuture
 
 
 class JobRef(NamedTuple):
-    """Where an acknowledged job was written (a named tuple: cheap to make per delivery)."""
+    """Where an acknowledged job was written (a named tuple: cheap to make per delivery).
+
+    ``created`` is False when the request's idempotency key already named this job: nothing
+    was published, and topic, partition and offset are where that job was first read (or
+    -1 while no worker has claimed it)."""
 
     job_id: uuid.UUID
     topic: str
     partition: int
     offset: int
+    created: bool = True
 
 
 #: Errors raised before the message could have been sent to a broker: certainly not persisted.

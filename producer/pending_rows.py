@@ -1,4 +1,5 @@
-"""Pending rows of scheduled jobs, written by the producer once Kafka holds the job.
+"""Pending rows of scheduled jobs (and of jobs with an idempotency key, so that the next
+enqueue of the key finds it), written by the producer once Kafka holds the job.
 
 The row is inserted after the acknowledgement, never before, so a failed enqueue leaves no
 orphan row that would look like a stuck job. If the producer dies in between, nothing is
@@ -68,14 +69,14 @@ class PendingRecorder:
         max_attempts = resolve_max_attempts(
             envelope.max_attempts, job_type, self._settings.worker.default_max_attempts
         )
-        assert envelope.run_after is not None
         row = ClaimRequest.of(
             envelope,
             queue=envelope.queue,
             max_attempts=max_attempts,
             origin=(topic, partition, offset),
         )
-        return row, envelope.run_after
+        # A keyed job due at once gets its row too (so its key is seen), due when enqueued.
+        return row, envelope.run_after or envelope.created_at
 
     def close(self) -> None:
         if self._connection is not None:

@@ -34,6 +34,7 @@ from tenantq.producer.delivery import DeliveryFuture, JobRef
 from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.pending_rows import PendingRecorder
 from tenantq.producer.request import EnqueueRequest, Outgoing, RequestPreparer
+from tenantq.producer.unique import UniqueJobs, idempotency_key_of
 from tenantq.settings import Settings, load_settings
 from tenantq.store.placement import PlacementReader
 from tenantq.topics import main_topic
@@ -100,6 +101,11 @@ class Producer:
         self._pending_rows = (
             PendingRecorder(self.settings, app) if self.settings.database_url is not None else None
         )
+        # Unique jobs: a keyed request whose key names a job reports it (database access).
+        self._unique = UniqueJobs(self.settings) if self.settings.database_url else None
+        #: Keyed jobs in flight: they get a pending row once acknowledged, so a second
+        #: producer's lookup finds the key (see ``tenantq.producer.unique``).
+        self._keyed: set[str] = set()
         self._main_topics: dict[str, str] = {}
         self._closed = False
         self._stop_polling = threading.Event()
@@ -130,6 +136,12 @@ class Producer:
         Raises at once (nothing published): ``InvalidJobError`` and its children for bad
         input, ``AdmissionRejected`` / ``LatencyBudgetExceeded`` / ``QueueFull`` for
         backpressure.
+
+        With database access, an ``idempotency_key`` that already names a job of the queue
+        resolves at once to that job's ``JobRef`` with ``created=False`` (same job type,
+        tenant and payload; nothing is published) or raises ``JobConflict`` (anything else);
+        ``tenantq.producer.unique`` documents the window in which two racing producers are
+        both accepted and collapse at claim.
         """
         request = EnqueueRequest(
             job_type=job_type,
@@ -155,9 +167,11 @@ class Producer:
         futures of the jobs that could not be handed over fail with ``QueueFull`` and the
         accepted ones are kept.
         """
-        outgoing = self._prepare_and_admit(requests)
+        outgoing, existing = self._prepare_and_admit(requests)
         if not outgoing:
             return []
+        if existing:
+            return self._publish_new(outgoing, existing)
         futures = self._publish(outgoing)
         # Serve the delivery reports that are ready in this thread, which holds the GIL
         # anyway: fewer hand-offs to the background thread, which then mostly idles.
@@ -175,9 +189,14 @@ class Producer:
         ``enqueue_many``: ``QueueFull`` if nothing was handed over, else the remaining jobs
         fail inside the batch result.
         """
-        outgoing = self._prepare_and_admit(requests)
-        batch = BatchFuture(outgoing)
-        if outgoing:
+        outgoing, existing = self._prepare_and_admit(requests)
+        batch = BatchFuture(outgoing, existing)
+        if existing:
+            positions = [index for index in range(len(outgoing)) if index not in existing]
+            if positions:
+                self._publish_batch([outgoing[index] for index in positions], batch, positions)
+                self._kafka.poll(0)
+        elif outgoing:
             self._publish_batch(outgoing, batch)
             self._kafka.poll(0)
         return batch
@@ -216,6 +235,8 @@ class Producer:
             self._pending_rows.close()
         if self._owned_probe is not None:
             self._owned_probe.close()
+        if self._unique is not None:
+            self._unique.close()
         close_placements = getattr(self._placements, "close", None)
         if close_placements is not None:
             close_placements()
@@ -280,17 +301,48 @@ class Producer:
 
     def _prepare_and_admit(
         self, requests: Iterable[EnqueueRequest | Mapping[str, Any]]
-    ) -> list[Outgoing]:
-        """Every request validated, placed and admitted; raises before anything is published."""
+    ) -> tuple[list[Outgoing], dict[int, JobRef]]:
+        """Every request validated, placed and admitted, and {index: existing job} of those
+        whose idempotency key names one; raises before anything is published."""
         self._check_usable()
+        if not isinstance(requests, list | tuple):
+            requests = list(requests)
         outgoing = self._preparer.prepare_all(requests, dt.datetime.now(dt.UTC))
-        if outgoing:
+        existing: dict[int, JobRef] = {}
+        if self._unique is not None and outgoing:
+            existing = self._unique.existing(requests, outgoing)
+            for index, request in enumerate(requests):
+                if index not in existing and idempotency_key_of(request):
+                    self._keyed.add(outgoing[index].job_id)
+        new = (
+            [message for index, message in enumerate(outgoing) if index not in existing]
+            if existing
+            else outgoing
+        )
+        if new:
             if self._admission.enabled:
-                self._admission.admit(Counter(message.tenant_id for message in outgoing))
+                self._admission.admit(Counter(message.tenant_id for message in new))
             if self._latency_guard is not None:
-                for queue in {message.queue for message in outgoing}:
+                for queue in {message.queue for message in new}:
                     self._latency_guard.check(queue)
-        return outgoing
+        return outgoing, existing
+
+    def _publish_new(
+        self, outgoing: list[Outgoing], existing: dict[int, JobRef]
+    ) -> list[Future[JobRef]]:
+        """``_publish`` of the jobs not named by their key; the others resolve at once."""
+        positions = [index for index in range(len(outgoing)) if index not in existing]
+        published = iter(self._publish([outgoing[index] for index in positions]))
+        futures: list[Future[JobRef]] = []
+        for index in range(len(outgoing)):
+            if index in existing:
+                known: Future[JobRef] = Future()
+                known.set_result(existing[index])
+                futures.append(known)
+            else:
+                futures.append(next(published))
+        self._kafka.poll(0)
+        return futures
 
     def _publish(self, outgoing: list[Outgoing]) -> list[Future[JobRef]]:
         """One ``DeliveryFuture`` per job; after a full buffer, the rest fail with ``QueueFull``."""
@@ -308,13 +360,20 @@ class Producer:
         # A list of DeliveryFuture is one of Future[JobRef]; only list invariance objects.
         return cast("list[Future[JobRef]]", futures)
 
-    def _publish_batch(self, outgoing: list[Outgoing], batch: BatchFuture) -> None:
-        """One callback for the batch; after a full buffer, the rest fail inside its result."""
-        stopped = self._hand_over(outgoing, itertools.repeat(batch.on_delivery), batch.fail)
+    def _publish_batch(
+        self, outgoing: list[Outgoing], batch: BatchFuture, positions: list[int] | None = None
+    ) -> None:
+        """One callback for the batch; after a full buffer, the rest fail inside its result.
+        ``positions``: the index in the batch of each message (default: the same)."""
+
+        def fail(index: int, failure: EnqueueFailed) -> None:
+            batch.fail(index if positions is None else positions[index], failure)
+
+        stopped = self._hand_over(outgoing, itertools.repeat(batch.on_delivery), fail)
         if stopped is not None:
             index, full = stopped
             for unsent in range(index, len(outgoing)):
-                batch.fail(
+                fail(
                     unsent,
                     EnqueueFailed(
                         f"job {outgoing[unsent].job_id} was not handed to Kafka: {full}",
@@ -395,8 +454,9 @@ class Producer:
             main = self._main_topics[message.queue] = main_topic(
                 self.settings.topic_prefix, message.queue
             )
-        if message.topic == main:
+        if message.topic == main and (not self._keyed or message.job_id not in self._keyed):
             return on_delivery
+        self._keyed.discard(message.job_id)
         acknowledged = self._pending_rows.acknowledged
 
         def deliver(error: Any, delivered: Any) -> None:
