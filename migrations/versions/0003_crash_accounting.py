@@ -17,7 +17,9 @@ down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-OUTCOMES_BEFORE = "'succeeded', 'retrying', 'dead', 'canceled', 'released', 'snoozed', 'timeout', 'stale'"
+OUTCOMES_BEFORE = (
+    "'succeeded', 'retrying', 'dead', 'canceled', 'released', 'snoozed', 'timeout', 'stale'"
+)
 OUTCOMES_AFTER = OUTCOMES_BEFORE + ", 'crashed'"
 
 
