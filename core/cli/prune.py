@@ -90,6 +90,7 @@ def _report(pruned: Pruned, age: dt.timedelta, *, dry_run: bool) -> None:
         f"{verb} {pruned.total} jobs finished more than {_age(age)} ago ({by_state}) "
         f"and {pruned.attempts} attempt rows",
         highlight=False,
+        soft_wrap=True,
     )
 
 
