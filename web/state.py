@@ -56,7 +56,7 @@ class QueueView:
     oldest_age_samples: list[float | None] = field(default_factory=list)
 
     @property
-    def succeeded_last_hour(self) -> int | None:
+    def succeeded_in_history(self) -> int | None:
         """Succeeded in the window the history covers (``HISTORY_MINUTES``)."""
         return sum(self.succeeded_per_minute) if self.counts is not None else None
 
@@ -74,7 +74,7 @@ class QueueView:
             "queue": self.name,
             "jobs": counts,
             "throughput_per_minute": self.throughput_per_minute,
-            f"succeeded_last_{HISTORY_MINUTES}_minutes": self.succeeded_last_hour,
+            f"succeeded_last_{HISTORY_MINUTES}_minutes": self.succeeded_in_history,
             "succeeded_per_minute": self.succeeded_per_minute,
             "oldest_runnable_age_samples": self.oldest_age_samples,
             **self.backlog.as_dict(),
