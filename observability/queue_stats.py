@@ -20,6 +20,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from tenantq.errors import TenantqError
 from tenantq.observability import specs as names
+from tenantq.store import outbox as outbox_store
 from tenantq.store import stats
 
 logger = logging.getLogger("tenantq.observability.specs")
@@ -93,12 +94,17 @@ class QueueStatsCollector(Collector):
             workers = stats.worker_summary(
                 self._connection, stale_after_seconds=self._stale_worker_seconds
             )
+            lag = outbox_store.outbox_lag(self._connection, self._queues)
         except (psycopg.Error, TenantqError, OSError) as error:
             # Scrapes must keep working when Postgres does not: report it, retry next scrape.
             logger.warning("stats query failed: %s", type(error).__name__)
             self._drop_connection()
             return [_gauge(names.STATS_UP, 0.0), _duration(started)]
-        families = _queue_families(queue_stats) + _worker_families(workers)
+        families = (
+            _queue_families(queue_stats)
+            + _worker_families(workers)
+            + _outbox_families([queue.queue for queue in queue_stats], lag)
+        )
         return [*families, _gauge(names.STATS_UP, 1.0), _duration(started)]
 
     def _drop_connection(self) -> None:
@@ -157,3 +163,14 @@ def _worker_families(workers: stats.WorkerSummary) -> list[Metric]:
         _gauge(names.CLUSTER_SLOTS, float(workers.slots)),
         _gauge(names.CLUSTER_BUSY_SLOTS, float(workers.busy_slots)),
     ]
+
+
+def _outbox_families(queues: list[str], lag: dict[str, outbox_store.OutboxLag]) -> list[Metric]:
+    """Relay lag and unsent entries per queue; 0 for a queue with nothing waiting."""
+    age = _family(names.OUTBOX_LAG)
+    unsent = _family(names.OUTBOX_UNSENT)
+    for queue in sorted(set(queues) | set(lag)):
+        found = lag.get(queue)
+        age.add_metric([queue], found.oldest_age_seconds if found else 0.0)
+        unsent.add_metric([queue], float(found.unsent) if found else 0.0)
+    return [age, unsent]

@@ -33,6 +33,8 @@ CLUSTER_SLOTS = "tenantq_cluster_slots"
 CLUSTER_BUSY_SLOTS = "tenantq_cluster_busy_slots"
 STATS_UP = "tenantq_stats_up"
 STATS_QUERY_DURATION = "tenantq_stats_query_duration_seconds"
+OUTBOX_LAG = "tenantq_outbox_lag_seconds"
+OUTBOX_UNSENT = "tenantq_outbox_unsent_entries"
 
 # -- from the worker (WorkerMetrics) ---------------------------------------------------------
 JOBS_STARTED = "tenantq_jobs_started"
@@ -137,6 +139,13 @@ SPECS: tuple[MetricSpec, ...] = (
     _postgres(CLUSTER_BUSY_SLOTS, "Running jobs reported by the live workers."),
     _postgres(STATS_UP, "1 if the last stats query of Postgres succeeded, else 0."),
     _postgres(STATS_QUERY_DURATION, "Seconds the last stats query of Postgres took."),
+    _postgres(
+        OUTBOX_LAG,
+        "Seconds since the oldest outbox entry not yet published was written (0 when none): "
+        "how far the outbox relay is behind.",
+        "queue",
+    ),
+    _postgres(OUTBOX_UNSENT, "Outbox entries committed and not yet published.", "queue"),
     MetricSpec(JOBS_STARTED, "counter", "Attempts started.", ("queue", "job_type", "tenant")),
     MetricSpec(
         JOBS_FINISHED,

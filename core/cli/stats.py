@@ -17,6 +17,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from tenantq.settings import Settings, load_settings
+from tenantq.store import outbox as outbox_store
 from tenantq.store import stats
 from tenantq.store.engine import connect
 
@@ -104,8 +105,17 @@ def take_snapshot(
     workers = stats.worker_summary(
         connection, stale_after_seconds=settings.worker.stale_owner_seconds
     )
+    lag = outbox_store.outbox_lag(connection, queues)
     return {
         "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        # Jobs committed through tenantq.Outbox that the relay has not published yet.
+        "outbox": {
+            queue: {
+                "unsent": lag[queue].unsent if queue in lag else 0,
+                "lag_seconds": lag[queue].oldest_age_seconds if queue in lag else 0.0,
+            }
+            for queue in queues
+        },
         "top_tenants": top_tenants,
         "workers": {
             "alive": workers.alive,
@@ -183,9 +193,20 @@ def render(snapshot: dict[str, Any]) -> Group:
         table.add_section()
         table.add_row("[bold]total[/]", *_cells(item))
         tables.append(table)
+    tables.append(_outbox_line(snapshot.get("outbox", {})))
     workers = snapshot["workers"]
     tables.append(
         f"workers: {workers['alive']} alive, {workers['stale']} stale, "
         f"{workers['busy_slots']}/{workers['slots']} slots busy  ({snapshot['at']})"
     )
     return Group(*tables)
+
+
+def _outbox_line(outbox: dict[str, Any]) -> str:
+    """``outbox: default 12 unsent, oldest 3s`` per queue with a backlog, else that none is."""
+    waiting = [
+        f"{queue} {item['unsent']} unsent, oldest {format_age(item['lag_seconds'])}"
+        for queue, item in outbox.items()
+        if item["unsent"]
+    ]
+    return "outbox: " + ("; ".join(waiting) if waiting else "nothing waiting for the relay")
