@@ -78,3 +78,34 @@ def test_missing_servers_are_clear_errors(tmp_path: object) -> None:
 
 def test_settings_default_to_localhost() -> None:
     assert Settings.model_fields["metrics_host"].default == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("written", "seconds"),
+    [("0s", 0), ("90m", 5400), ("12h", 43200), ("7d", 604800), ("2w", 1209600), ("1.5s", 1.5)]
+    + [("500ms", 0.5), ("30", 30), (45, 45), (2.5, 2.5)],
+)
+def test_durations_read_with_units_or_as_seconds(written: object, seconds: float) -> None:
+    from tenantq.settings import parse_duration
+
+    assert parse_duration(written).total_seconds() == seconds
+
+
+@pytest.mark.parametrize("written", ["-1s", "7 days", "d", "nan", "inf", -3, True, None])
+def test_bad_durations_are_refused(written: object) -> None:
+    from tenantq.settings import parse_duration
+
+    with pytest.raises(ValueError):
+        parse_duration(written)
+
+
+def test_retention_reads_durations_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TENANTQ_RETENTION__SUCCEEDED", "90m")
+    monkeypatch.setenv("TENANTQ_RETENTION__DEAD", "3600")
+    retention = load_settings().retention
+    assert retention.succeeded.total_seconds() == 5400
+    assert retention.dead.total_seconds() == 3600
+    assert retention.canceled.days == 7 and retention.workers.days == 1
+    monkeypatch.setenv("TENANTQ_RETENTION__CANCELED", "soon")
+    with pytest.raises(ConfigurationError, match="TENANTQ_RETENTION__CANCELED"):
+        load_settings()

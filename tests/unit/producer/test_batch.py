@@ -4,6 +4,7 @@ preparation fast path is in ``test_request.py``."""
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 import tenantq
 from confluent_kafka import KafkaError
-from fakes import FakeKafkaProducer, make_settings
+from fakes import FakeKafkaProducer, FakeMessage, make_settings
 from tenantq import headers as header_names
 from tenantq.errors import BatchEnqueueFailed, EnqueueFailed, InvalidTenantId, QueueFull
 from tenantq.partitioner.murmur2 import default_partition
@@ -132,3 +133,21 @@ def test_the_same_explicit_job_twice_in_a_batch(producer: Producer) -> None:
     refs = producer.enqueue_batch([same, same, EnqueueRequest("resize", "t", {})]).result(5)
     assert [ref.job_id for ref in refs[:2]] == [job_id, job_id]
     assert sorted(ref.offset for ref in refs) == [0, 1, 2]
+
+
+def test_jobs_named_by_their_key_are_settled_from_the_start(
+    producer: Producer, kafka: FakeKafkaProducer
+) -> None:
+    outgoing = producer._preparer.prepare_all(requests(3), dt.datetime.now(dt.UTC))
+    known = JobRef(uuid.uuid4(), "unit.default", 4, 17, False)
+    batch = BatchFuture(outgoing, {1: known})
+    assert not batch.done()
+    for index in (0, 2):
+        message = outgoing[index]
+        batch.on_delivery(None, FakeMessage(message.topic, message.partition, index, message.value))
+    refs = batch.result(0)
+    assert refs[1] == known and not refs[1].created
+    assert (
+        refs[0].created and refs[2].created and [ref.created for ref in refs] == [True, False, True]
+    )
+    assert BatchFuture(outgoing[:1], {0: known}).result(0)[0] == known
