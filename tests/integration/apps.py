@@ -66,3 +66,33 @@ def poison_hang(ctx: tenantq.JobContext, payload: Work) -> None:
     """Never returns (and ignores cancellation): only the timeout can end the attempt."""
     record(ctx, "hang")
     time.sleep(3600)
+
+
+@APP.job("flaky", max_attempts=5, timeout=30)
+def flaky(ctx: tenantq.JobContext, payload: Work) -> None:
+    """Fails its first attempt (a retry through the tiers), succeeds on the next."""
+    if ctx.attempt == 1:
+        record(ctx, "failed")
+        raise tenantq.RetryableError("first attempt fails", delay=0.5)
+    record(ctx, "done")
+
+
+@APP.job("marker", max_attempts=5, timeout=120)
+def marker(ctx: tenantq.JobContext, payload: Work) -> None:
+    """Records when it starts (``start``, database clock) and when it is done: the start rows
+    tell how long a job waited behind a crash."""
+    record(ctx, "start")
+    end = time.monotonic() + payload.seconds
+    while time.monotonic() < end:
+        ctx.raise_if_cancelled()
+        time.sleep(min(0.05, max(0.0, end - time.monotonic())))
+    record(ctx, "done")
+
+
+@APP.job("poison_after", max_attempts=3, timeout=30)
+def poison_after(ctx: tenantq.JobContext, payload: Work) -> None:
+    """Kills its own process ``seconds`` after starting, so that other jobs are running in
+    that process when it dies; the ``exit`` row carries the time of the crash."""
+    time.sleep(payload.seconds)
+    record(ctx, "exit")
+    os._exit(1)

@@ -204,3 +204,120 @@ def sample_value(text: str, name: str, **labels: str) -> float | None:
         if all(f'{key}="{value}"' in line for key, value in labels.items()):
             return float(line.rsplit(" ", 1)[1])
     return None
+
+
+class LoggedWorkerProcess:
+    """``tenantq worker`` (``python -m tenantq.cli worker``) in its own process, its output in
+    a file that can be read while it runs (start-up lines, tracebacks, supervisor restarts).
+
+    ``environment`` is the whole ``TENANTQ_*`` set (``settings_environment``); variables named
+    in ``unset`` are removed even from this process's environment, so a test can show a
+    default (the metrics port) really is the default. ``new_session`` puts the worker and its
+    members in a process group of their own, for signals to the whole worker (kill -9 of a
+    service, SIGSTOP of a host)."""
+
+    def __init__(
+        self,
+        environment: dict[str, str],
+        app: str,
+        *extra: str,
+        log_path: Path,
+        unset: tuple[str, ...] = (),
+        new_session: bool = False,
+    ) -> None:
+        merged = dict(os.environ)
+        merged.update(environment)
+        for name in unset:
+            merged.pop(name, None)
+        merged["PYTHONPATH"] = str(HERE) + os.pathsep + merged.get("PYTHONPATH", "")
+        self.log_path = log_path
+        self._log = log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tenantq.cli", "worker", app, *extra],
+            env=merged,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=new_session,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def signal(self, number: int) -> None:
+        if self.alive():
+            os.kill(self.process.pid, number)
+
+    def signal_group(self, number: int) -> None:
+        """Signal the worker's whole process group (needs ``new_session``)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, number)
+
+    def terminate(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM and wait; kill -9 (the whole group when it has one) after ``timeout``.
+        Returns the exit status, or None when it had to be killed."""
+        self.signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+        finally:
+            self._log.close()
+
+    def kill(self) -> None:
+        """kill -9 the worker and every process it started (its members)."""
+        for pid in [*descendants(self.process.pid), self.process.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.process.wait(30)
+        self._log.close()
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every living process below ``pid`` (children, their children, ...), from /proc."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found: list[int] = []
+    frontier = [pid]
+    while frontier:
+        current = frontier.pop()
+        children = [child for child, parent in parents.items() if parent == current]
+        found.extend(children)
+        frontier.extend(children)
+    return found
+
+
+def assert_alive(*workers: LoggedWorkerProcess) -> None:
+    """Fail at once, with its output, when a worker process has exited."""
+    for worker in workers:
+        code = worker.process.poll()
+        if code is not None:
+            raise AssertionError(
+                f"worker {worker.pid} exited with status {code}; its output:\n"
+                + worker.output()[-6000:]
+            )
+
+
+def while_alive(predicate: Callable[[], bool], *workers: LoggedWorkerProcess) -> Callable[[], bool]:
+    """``predicate`` for ``wait_for`` that first fails fast when one of ``workers`` exited."""
+
+    def check() -> bool:
+        assert_alive(*workers)
+        return predicate()
+
+    return check
