@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.tenantq-installed
 
-.PHONY: install test lint typecheck unit integration demo dev-up dev-down dev-status bench clean
+.PHONY: install test lint typecheck unit integration demo dev-up dev-down dev-status bench faults clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,12 @@ bench: install
 	$(BIN)/tenantq dev up
 	$(BIN)/python loadtest/producer_bench.py --messages 50000 --rounds 2
 	$(BIN)/python loadtest/worker_bench.py --jobs 10000 --latency-jobs 2000
+
+# The fault-scenario suite (minutes): every fault injected several times while a Zipf workload
+# flows through three workers, on a private Kafka + Postgres (the dev stack is never touched);
+# tables, reports/faults-<time>/report.md and summary.json. Exit status 0 when all checks pass.
+faults: install
+	$(BIN)/python loadtest/faults.py
 
 clean:
 	rm -rf build dist .mypy_cache .ruff_cache .pytest_cache

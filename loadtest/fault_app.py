@@ -1,0 +1,91 @@
+"""The job types of the fault-scenario suite (``loadtest/faults.py``), importable by worker
+processes as ``fault_app:APP``.
+
+Every handler run that completes writes one row to ``fault_executions`` in the scenario's own
+database before it returns: the ledger lives in Postgres, not in a process, so it survives
+every crash the suite injects, and a job whose side effect happened twice has two rows (the
+duplicate executions the suite counts). The row is keyed by a token minted per run, so a
+handler that retries its own insert across a database restart writes it once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+import psycopg
+import tenantq
+from pydantic import BaseModel, Field
+
+APP = tenantq.App()
+
+#: The ledger, created in each scenario's database by the suite.
+LEDGER_TABLE = """
+CREATE TABLE IF NOT EXISTS fault_executions (
+    run uuid NOT NULL,
+    note text NOT NULL,
+    job_id uuid NOT NULL,
+    attempt int NOT NULL,
+    pid int NOT NULL,
+    at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (run, note)
+)
+"""
+#: How long a handler keeps trying to write its row while the database is away: longer than
+#: any outage the suite injects, so an outage shows up in the worker, not as a failed job.
+LEDGER_PATIENCE_SECONDS = 90.0
+
+_local = threading.local()
+
+
+class Work(BaseModel):
+    seq: int = Field(ge=0)
+    work_ms: float = Field(0.0, ge=0, le=10_000)
+
+
+def _connection() -> psycopg.Connection[tuple[object, ...]]:
+    # One connection per handler thread: a connect per job would fork a backend per job.
+    conn: psycopg.Connection[tuple[object, ...]] | None = getattr(_local, "conn", None)
+    if conn is None or conn.closed:
+        url = os.environ["TENANTQ_DATABASE_URL"]
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=3)
+        _local.conn = conn
+    return conn
+
+
+def record(ctx: tenantq.JobContext, note: str) -> None:
+    """Write this run's ``note`` row, riding out a database restart."""
+    run = uuid.uuid4()  # minted once per run: the retries below insert the same row
+    deadline = time.monotonic() + LEDGER_PATIENCE_SECONDS
+    delay = 0.05
+    while True:
+        try:
+            _connection().execute(
+                "INSERT INTO fault_executions (run, note, job_id, attempt, pid) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (run, note, ctx.job_id, ctx.attempt, os.getpid()),
+            )
+            return
+        except psycopg.OperationalError:
+            _local.conn = None
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+@APP.job("work", max_attempts=8, timeout=120)
+def work(ctx: tenantq.JobContext, payload: Work) -> None:
+    """Simulated work of the planned duration, then the ledger row."""
+    time.sleep(payload.work_ms / 1000)
+    record(ctx, "done")
+
+
+@APP.job("poison", max_attempts=3, timeout=30)
+def poison(ctx: tenantq.JobContext, payload: Work) -> None:
+    """Kills its process, as a segfaulting extension or an OOM kill would; the ``exit`` row
+    is the time of the crash."""
+    record(ctx, "exit")
+    os._exit(1)

@@ -1,0 +1,1237 @@
+"""The fault-scenario suite: inject each fault several times while jobs flow, then check from
+Postgres and Kafka alone that nothing was lost, doubled or left behind.
+
+    .venv/bin/python loadtest/faults.py                      # every scenario (make faults)
+    .venv/bin/python loadtest/faults.py --scenario postgres-kill --repeat 2 --jobs 600
+    .venv/bin/python loadtest/faults.py --list
+
+Everything runs on a PRIVATE stack (a Kafka broker and a PostgreSQL of the suite's own, under a
+temporary directory, on free ports, torn down at the end): the suite kills and stops servers,
+and the shared dev stack serves everyone else's tests. Each scenario gets a fresh database and
+a fresh topic prefix (queue ``default``, 12 partitions, retry tiers 1 s, 3 s, 10 s).
+
+A scenario: ``--workers`` (3) ``tenantq worker fault_app:APP --concurrency 8`` processes, each
+in a process group of its own; a producer enqueues a Zipf multi-tenant workload (tenants and
+work times from ``tenantq.demo.plan``, fixed seed) at a steady rate; the fault is injected
+``repeat`` times, ``interval`` seconds apart, after a warm-up; then the suite waits for every
+acknowledged job to end, stops the workers gracefully and checks:
+
+* workers: no worker process exited unless the suite stopped or killed it (and none was
+  started again by hand, except where the fault is "the service died": see worker-kill);
+* every acknowledged job has exactly one row, in a terminal state (never two terminal attempt
+  outcomes), and the state it must have (succeeded; the poison jobs dead; of two jobs with one
+  idempotency key, exactly one holds the key and ran);
+* every job ran at least once (a row in ``fault_executions``, the handlers' crash-proof ledger);
+* duplicate executions (a job whose handler completed more than once): counted and printed;
+  they must be 0 for graceful changes;
+* nothing left leased, no job not terminal;
+* Kafka: the group's committed offsets reach the end of the main topic and every retry tier;
+  the dead-letter topic holds exactly the dead jobs.
+
+Recovery, per injected fault (``at`` is the kill, the SIGSTOP, the SIGTERM, the enqueue of the
+duplicate pair, or the poison job's crash as its handler recorded it):
+
+* back: the fault until the server / worker is up again (restart returned, SIGCONT, the new
+  worker process started);
+* first done: the fault until the first job finished after it (Postgres ``finished_at``);
+* stall: the longest time, within 60 s of the fault, that any main-topic partition holding
+  waiting work went without a job of it finishing;
+* rate back: the fault until throughput (jobs finished in a 2 s window) is back to 80% of its
+  rate over the 5 s before the fault.
+
+Output: a progress bar while it runs, a table per scenario, and ``report.md`` +
+``summary.json`` (+ the workers' logs) in ``--report-dir`` (default ``reports/faults-<time>``).
+Exit status 0 only when every check of every scenario passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import contextlib
+import datetime as dt
+import json
+import logging
+import random
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+# The private stack and the worker-process helper are shared with the regression tests.
+sys.path[:0] = [str(HERE), str(ROOT / "tests" / "integration")]
+
+import psycopg  # noqa: E402
+import tenantq  # noqa: E402
+from fault_app import LEDGER_TABLE  # noqa: E402
+from private_stack import PrivateStack  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.progress import (  # noqa: E402
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table  # noqa: E402
+from support import (  # noqa: E402
+    LoggedWorkerProcess,
+    committed_offsets,
+    end_offsets,
+    settings_environment,
+)
+from tenantq.demo.plan import plan_workload  # noqa: E402
+from tenantq.settings import QueueSettings  # noqa: E402
+from tenantq.topic_admin import ensure_topics  # noqa: E402
+from tenantq.topics import consumer_group  # noqa: E402
+
+APP_REFERENCE = "fault_app:APP"
+PARTITIONS = 12
+RETRY_DELAYS = (1.0, 3.0, 10.0)
+#: Worker settings under which a stopped or killed worker's leases run out quickly; used by
+#: the scenarios whose point is what happens when a lease is lost.
+SHORT_LEASES = {"lease_seconds": 5.0, "heartbeat_interval_seconds": 1.0, "stale_owner_seconds": 5.0}
+WARMUP_SECONDS = 6.0
+#: How long after the last fault the producer keeps going (so recovery is measured under load).
+TAIL_SECONDS = 5.0
+SETTLE_TIMEOUT = 300.0
+STALL_WINDOW = 60.0
+RATE_BEFORE = 5.0
+RATE_WINDOW = 2.0
+RATE_SHARE = 0.8
+
+# Wide enough for the fault tables when the output is a file or a CI log.
+console = Console(width=None if sys.stdout.isatty() else 150)
+
+
+# -- scenarios --
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    fault: str
+    summary: str
+    repeat: int
+    interval: float
+    jobs: int
+    #: Graceful changes must cause no duplicate execution.
+    graceful: bool = False
+    worker: dict[str, Any] = field(default_factory=dict)
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            "worker-kill",
+            "worker-kill",
+            "kill -9 of a whole worker (its process group: the worker and its members), "
+            "started again 1 s later as a service manager would",
+            repeat=3,
+            interval=10.0,
+            jobs=1500,
+            worker=SHORT_LEASES,
+        ),
+        Scenario(
+            "worker-stop",
+            "worker-stop",
+            "SIGSTOP of a whole worker past its lease and the group's session (8 s), then SIGCONT",
+            repeat=3,
+            interval=14.0,
+            jobs=1500,
+            worker=SHORT_LEASES,
+        ),
+        Scenario(
+            "member-churn",
+            "member-churn",
+            "graceful churn: SIGTERM to a worker, wait for it to drain and exit, start it again",
+            repeat=3,
+            interval=8.0,
+            jobs=1500,
+            graceful=True,
+        ),
+        Scenario(
+            "kafka-kill",
+            "kafka-kill",
+            "kill -9 of the Kafka broker, started again at once (same ports and data)",
+            repeat=3,
+            interval=25.0,
+            jobs=1500,
+        ),
+        Scenario(
+            "postgres-kill",
+            "postgres-kill",
+            "kill -9 of the Postgres postmaster, started again at once",
+            repeat=3,
+            interval=8.0,
+            jobs=1500,
+        ),
+        Scenario(
+            "handler-exit",
+            "handler-exit",
+            "a poison job whose handler calls os._exit(1) (dead after 3 leases), enqueued "
+            "for a light tenant amid the traffic",
+            repeat=3,
+            interval=8.0,
+            jobs=1500,
+        ),
+        Scenario(
+            "duplicate-key",
+            "duplicate-key",
+            "two new jobs with one idempotency key enqueued back to back (one produce batch, "
+            "one partition, one claim)",
+            repeat=5,
+            interval=3.0,
+            jobs=1500,
+        ),
+        Scenario(
+            "postgres-kill-5000",
+            "postgres-kill",
+            "the issue's measurement: Postgres killed with -9 every 8 s, six times, while "
+            "5,000 jobs flow through three workers (default worker settings)",
+            repeat=6,
+            interval=8.0,
+            jobs=5000,
+        ),
+    )
+}
+
+
+# -- measurements --
+
+
+@dataclass
+class FaultEvent:
+    index: int
+    kind: str
+    at: float
+    detail: str
+    back: float | None = None
+    first_done: float | None = None
+    stall: float | None = None
+    rate_back: float | None = None
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class ScenarioResult:
+    scenario: str
+    summary: str
+    jobs: int
+    acknowledged: int
+    unacknowledged: int
+    seconds: float
+    faults: list[FaultEvent]
+    checks: list[Check]
+    figures: dict[str, Any]
+    #: When the producer started (epoch): the fault times in the tables count from here.
+    flow_started: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok for check in self.checks)
+
+
+@dataclass
+class Enqueued:
+    """One job handed to the producer: when, and (once acknowledged) where."""
+
+    seq: int
+    tenant: str
+    at: float
+    #: Dropped once settled: a pending future keeps its producer's Kafka client alive.
+    future: Future[Any] | None
+    kind: str = "work"
+    job_id: uuid.UUID | None = None
+    partition: int | None = None
+
+
+# -- the workers --
+
+
+class Workers:
+    """``count`` worker slots; remembers which exits the suite caused."""
+
+    def __init__(self, environment: dict[str, str], count: int, log_dir: Path) -> None:
+        self.environment = environment
+        self.log_dir = log_dir
+        self.slots: list[LoggedWorkerProcess] = []
+        #: pid -> what the suite did to it ("killed", "stopped gracefully").
+        self.caused: dict[int, str] = {}
+        self.unexpected: list[str] = []
+        self.generation = 0
+        for slot in range(count):
+            self.slots.append(self._start(slot))
+
+    def _start(self, slot: int) -> LoggedWorkerProcess:
+        self.generation += 1
+        return LoggedWorkerProcess(
+            self.environment,
+            APP_REFERENCE,
+            "--concurrency",
+            "8",
+            log_path=self.log_dir / f"worker{slot}-{self.generation}.log",
+            new_session=True,
+        )
+
+    def restart(self, slot: int) -> None:
+        self.slots[slot] = self._start(slot)
+
+    def kill(self, slot: int) -> None:
+        worker = self.slots[slot]
+        self.caused[worker.pid] = "killed"
+        worker.kill()
+
+    def terminate(self, slot: int, timeout: float = 60.0) -> int | None:
+        worker = self.slots[slot]
+        self.caused[worker.pid] = "stopped gracefully"
+        status = worker.terminate(timeout)
+        if status != 0:
+            self.unexpected.append(
+                f"worker {worker.pid} (slot {slot}) ended with {status} on SIGTERM"
+            )
+        return status
+
+    def watch(self) -> None:
+        """Note workers that exited without the suite's doing (never started again)."""
+        for slot, worker in enumerate(self.slots):
+            code = worker.process.poll()
+            if code is not None and worker.pid not in self.caused:
+                self.caused[worker.pid] = "exited"
+                self.unexpected.append(
+                    f"worker {worker.pid} (slot {slot}) exited with {code}: "
+                    f"{_last_error(worker.output())}"
+                )
+
+    def any_alive(self) -> bool:
+        return any(worker.alive() for worker in self.slots)
+
+    def stop_all(self) -> None:
+        for slot, worker in enumerate(self.slots):
+            if worker.alive():
+                self.terminate(slot)
+
+    def kill_all(self) -> None:
+        for worker in self.slots:
+            if worker.alive():
+                self.caused.setdefault(worker.pid, "killed at the end")
+                worker.kill()
+
+
+# -- one scenario --
+
+
+class Run:
+    """One scenario on the private stack: its database, topics, workers, producer and faults."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        stack: PrivateStack,
+        *,
+        workers: int,
+        seed: int,
+        tenants: int,
+        report_dir: Path,
+    ) -> None:
+        self.scenario = scenario
+        self.stack = stack
+        self.seed = seed
+        self.rng = random.Random(seed)
+        database_url = stack.create_database(scenario.name.replace("-", "_"))
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(LEDGER_TABLE)
+        self.settings = tenantq.Settings(
+            kafka_bootstrap_servers=stack.bootstrap_servers,
+            database_url=database_url,
+            topic_prefix=f"faults{uuid.uuid4().hex[:8]}",
+            queues={
+                "default": QueueSettings(partitions=PARTITIONS, retry_delays_seconds=RETRY_DELAYS)
+            },
+            metrics_port=0,
+            worker=scenario.worker,
+        )
+        ensure_topics(self.settings)
+        self.log_dir = report_dir / scenario.name
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        environment = settings_environment(self.settings)
+        environment["PYTHONPATH"] = str(HERE)
+        self.worker_count = workers
+        self.workers = Workers(environment, workers, self.log_dir)
+        self.workload = plan_workload(max(scenario.jobs, 10), max(tenants, 3), seed)
+        self.light = [t for t, c in self.workload.tenant_classes.items() if c == "light"]
+        self.enqueued: list[Enqueued] = []
+        self.injected: list[Enqueued] = []
+        self.pairs: list[tuple[str, Enqueued, Enqueued]] = []
+        self.events: list[FaultEvent] = []
+        self._lock = threading.Lock()
+        self.flow_seconds = WARMUP_SECONDS + scenario.repeat * scenario.interval + TAIL_SECONDS
+        self.started = time.time()
+
+    # -- the flow --
+
+    def produce(self, stop: threading.Event) -> None:
+        """The planned jobs at a steady rate over ``flow_seconds``, in 100 ms steps; futures
+        are collected later, so an outage of Kafka does not pause the schedule."""
+        jobs = self.workload.jobs[: self.scenario.jobs]
+        steps = max(1, int(self.flow_seconds * 10))
+        per_step = len(jobs) / steps
+        with _producer(self.settings) as producer:
+            sent = 0
+            for step in range(steps):
+                if stop.is_set():
+                    break
+                due = self.started + step * 0.1
+                time.sleep(max(0.0, due - time.time()))
+                upto = min(len(jobs), round((step + 1) * per_step))
+                batch = jobs[sent:upto]
+                if not batch:
+                    continue
+                requests = [
+                    {
+                        "job_type": "work",
+                        "tenant": job.tenant,
+                        "payload": {"seq": job.seq, "work_ms": job.payload["work_ms"]},
+                    }
+                    for job in batch
+                ]
+                futures = self._hand_over(producer, requests)
+                now = time.time()
+                with self._lock:
+                    self.enqueued.extend(
+                        Enqueued(job.seq, job.tenant, now, future)
+                        for job, future in zip(batch, futures, strict=True)
+                    )
+                sent = upto
+            producer.flush(120)
+            for item in self.enqueued:
+                _settle(item, 120)
+
+    @staticmethod
+    def _hand_over(producer: Any, requests: list[dict[str, Any]]) -> list[Future[Any]]:
+        for _ in range(60):
+            try:
+                return list(producer.enqueue_many(requests))
+            except tenantq.QueueFull:
+                time.sleep(1.0)
+        raise RuntimeError("the producer's buffer stayed full for a minute")
+
+    # -- faults --
+
+    def inject(self, index: int) -> FaultEvent:
+        kind = self.scenario.fault
+        injector: Callable[[int], FaultEvent] = getattr(self, "_" + kind.replace("-", "_"))
+        event = injector(index)
+        self.events.append(event)
+        return event
+
+    def _slot(self, index: int) -> int:
+        return index % self.worker_count
+
+    def _worker_kill(self, index: int) -> FaultEvent:
+        slot = self._slot(index)
+        pid = self.workers.slots[slot].pid
+        at = time.time()
+        self.workers.kill(slot)
+        time.sleep(1.0)
+        self.workers.restart(slot)
+        return FaultEvent(
+            index,
+            "worker-kill",
+            at,
+            f"kill -9 of worker {pid} and its members; started again",
+            back=time.time() - at,
+        )
+
+    def _worker_stop(self, index: int) -> FaultEvent:
+        slot = self._slot(index)
+        worker = self.workers.slots[slot]
+        lease = float(self.settings.worker.lease_seconds)
+        pause = max(8.0, lease + 3.0)
+        at = time.time()
+        worker.signal_group(signal.SIGSTOP)
+        time.sleep(pause)
+        worker.signal_group(signal.SIGCONT)
+        return FaultEvent(
+            index,
+            "worker-stop",
+            at,
+            f"SIGSTOP of worker {worker.pid} for {pause:.0f}s (lease {lease:.0f}s), SIGCONT",
+            back=time.time() - at,
+        )
+
+    def _member_churn(self, index: int) -> FaultEvent:
+        slot = self._slot(index)
+        pid = self.workers.slots[slot].pid
+        at = time.time()
+        status = self.workers.terminate(slot)
+        self.workers.restart(slot)
+        return FaultEvent(
+            index,
+            "member-churn",
+            at,
+            f"SIGTERM to worker {pid} (exit {status}), started again",
+            back=time.time() - at,
+        )
+
+    def _kafka_kill(self, index: int) -> FaultEvent:
+        at = self.stack.kill_kafka()
+        took = self.stack.restart()
+        return FaultEvent(
+            index, "kafka-kill", at, f"broker kill -9, back in {took:.1f}s", back=time.time() - at
+        )
+
+    def _postgres_kill(self, index: int) -> FaultEvent:
+        at = self.stack.kill_postgres()
+        took = self.stack.restart()
+        return FaultEvent(
+            index,
+            "postgres-kill",
+            at,
+            f"postmaster kill -9, back in {took:.1f}s",
+            back=time.time() - at,
+        )
+
+    def _handler_exit(self, index: int) -> FaultEvent:
+        tenant = self.rng.choice(self.light or ["poisoned"])
+        with _producer(self.settings) as producer:
+            future = producer.enqueue("poison", tenant=tenant, payload={"seq": 0})
+            item = Enqueued(-1, tenant, time.time(), future, kind="poison")
+            _settle(item, 60)
+        self.injected.append(item)
+        # ``at`` becomes the crash time once the handler's ledger row is read.
+        return FaultEvent(index, "handler-exit", item.at, f"poison job {item.job_id} ({tenant})")
+
+    def _duplicate_key(self, index: int) -> FaultEvent:
+        tenant = self.rng.choice(self.light or ["duplicated"])
+        key = f"dup-{uuid.uuid4().hex[:10]}"
+        # A producer without database access: one with it collapses a key it already sees
+        # (producer/unique.py), which would hide the claim-time case this fault is about.
+        kafka_only = self.settings.model_copy(update={"database_url": None})
+        with _producer(kafka_only) as producer:
+            at = time.time()
+            futures = producer.enqueue_many(
+                [
+                    {
+                        "job_type": "work",
+                        "tenant": tenant,
+                        "payload": {"seq": 0, "work_ms": 5.0},
+                        "idempotency_key": key,
+                    }
+                    for _ in range(2)
+                ]
+            )
+            first, second = (Enqueued(-1, tenant, at, f, kind="duplicate") for f in futures)
+            _settle(first, 60)
+            _settle(second, 60)
+        self.pairs.append((key, first, second))
+        return FaultEvent(
+            index,
+            "duplicate-key",
+            at,
+            f"key {key}: jobs {first.job_id} and {second.job_id} (partition {first.partition})",
+        )
+
+    # -- progress --
+
+    def finished(self, conn: psycopg.Connection[Any]) -> int:
+        row = conn.execute("SELECT count(*) FROM tenantq_jobs WHERE finished_at IS NOT NULL")
+        value = row.fetchone()
+        return int(value[0]) if value else 0
+
+
+def _producer(settings: tenantq.Settings) -> tenantq.Producer:
+    """The suite's producers: librdkafka's own log lines off, since the broker going away is
+    the point of some scenarios (a failed enqueue is counted, not logged)."""
+    return tenantq.Producer(settings, log_level=0)
+
+
+def _last_error(output: str) -> str:
+    """The line of a worker's output that says why it ended (its last error line)."""
+    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if "Error" in line or "Exception" in line]
+    return ((errors or lines or [""])[-1])[:240]
+
+
+def _settle(item: Enqueued, timeout: float) -> None:
+    """Wait for the job's acknowledgement; an enqueue that failed stays unacknowledged."""
+    future, item.future = item.future, None
+    if future is None:
+        return
+    try:
+        ref = future.result(timeout)
+    except Exception:
+        return
+    item.job_id = ref.job_id
+    item.partition = ref.partition
+
+
+@contextlib.contextmanager
+def _database(url: str) -> Iterator[psycopg.Connection[Any] | None]:
+    """A connection for polling that tolerates the database being away."""
+    try:
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=3)
+    except psycopg.Error:
+        yield None
+        return
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def run_scenario(
+    scenario: Scenario,
+    stack: PrivateStack,
+    *,
+    workers: int,
+    seed: int,
+    tenants: int,
+    report_dir: Path,
+    progress: Progress | None = None,
+) -> ScenarioResult:
+    # The suite's producers warn on every reconnect while a broker is down, by design.
+    logging.getLogger("tenantq.producer").setLevel(logging.ERROR)
+    run = Run(scenario, stack, workers=workers, seed=seed, tenants=tenants, report_dir=report_dir)
+    task = (
+        progress.add_task(f"{scenario.name}: starting", total=scenario.jobs) if progress else None
+    )
+
+    def show(phase: str, done: int | None = None) -> None:
+        if progress is not None and task is not None:
+            progress.update(task, description=f"{scenario.name}: {phase}", completed=done)
+
+    stop = threading.Event()
+    database_url = run.settings.require_database_url()
+    last_done = [0]
+
+    def poll() -> int:
+        run.workers.watch()
+        with _database(database_url) as conn:
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    last_done[0] = run.finished(conn)
+        return last_done[0]
+
+    producer = threading.Thread(target=run.produce, args=(stop,), name="producer", daemon=True)
+    try:
+        _wait_for_members(run, show)
+        run.started = time.time()
+        producer.start()
+        for index in range(scenario.repeat):
+            due = run.started + WARMUP_SECONDS + index * scenario.interval
+            while time.time() < due:
+                show(
+                    f"flowing, fault {index + 1}/{scenario.repeat} at +{due - run.started:.0f}s",
+                    poll(),
+                )
+                time.sleep(min(1.0, max(0.0, due - time.time())))
+            show(f"injecting {scenario.fault} {index + 1}/{scenario.repeat}", poll())
+            run.inject(index)
+        while producer.is_alive():
+            show("flowing after the last fault", poll())
+            producer.join(1.0)
+        deadline = time.time() + SETTLE_TIMEOUT
+        expected = len([e for e in run.enqueued if e.job_id]) + len(run.injected) + len(run.pairs)
+        while time.time() < deadline and run.workers.any_alive():
+            done = poll()
+            show("settling", done)
+            if done >= expected and _all_terminal(database_url, run):
+                break
+            time.sleep(1.0)
+        show("stopping the workers", poll())
+        run.workers.watch()
+        run.workers.stop_all()
+    finally:
+        stop.set()
+        producer.join(30) if producer.is_alive() else None
+        run.workers.kill_all()
+    show("checking", last_done[0])
+    result = evaluate(run)
+    show("done" if result.ok else "FAILED", last_done[0])
+    return result
+
+
+def _wait_for_members(run: Run, show: Callable[[str], None]) -> None:
+    """Until every worker slot has a member registered in Postgres (they take a few seconds
+    to import, connect and join), so the first fault hits a running pool."""
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        show("workers starting")
+        run.workers.watch()
+        with _database(run.settings.require_database_url()) as conn:
+            if conn is not None:
+                row = conn.execute("SELECT count(*) FROM tenantq_workers").fetchone()
+                if row and row[0] >= run.worker_count:
+                    return
+        time.sleep(0.5)
+
+
+def _all_terminal(url: str, run: Run) -> bool:
+    ids = [e.job_id for e in [*run.enqueued, *run.injected] if e.job_id]
+    with _database(url) as conn:
+        if conn is None:
+            return False
+        row = conn.execute(
+            "SELECT count(*) FROM tenantq_jobs WHERE id = ANY(%s) AND finished_at IS NOT NULL",
+            (ids,),
+        ).fetchone()
+        return row is not None and row[0] == len(ids)
+
+
+# -- the checks --
+
+
+def evaluate(run: Run) -> ScenarioResult:
+    scenario = run.scenario
+    checks: list[Check] = []
+    figures: dict[str, Any] = {}
+    work = [e for e in run.enqueued if e.job_id]
+    poison = [e for e in run.injected if e.job_id]
+    pair_items = [item for _, a, b in run.pairs for item in (a, b) if item.job_id]
+    acknowledged = len(work) + len(poison) + len(pair_items)
+    unacknowledged = (
+        len(run.enqueued)
+        - len(work)
+        + len(run.injected)
+        - len(poison)
+        + 2 * len(run.pairs)
+        - len(pair_items)
+    )
+    url = run.settings.require_database_url()
+    with psycopg.connect(url, autocommit=True) as db:
+        states = {
+            row[0]: (row[1], row[2], row[3], row[4])
+            for row in db.execute(
+                "SELECT id, state::text, attempts, finished_at, idempotency_key FROM tenantq_jobs"
+            ).fetchall()
+        }
+        executions: dict[uuid.UUID, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for job_id, note, at in db.execute(
+            "SELECT job_id, note, at FROM fault_executions ORDER BY at"
+        ).fetchall():
+            executions[job_id][note].append(at.timestamp())
+        terminal_twice = db.execute(
+            "SELECT count(*) FROM (SELECT job_id FROM tenantq_job_attempts "
+            "WHERE outcome IN ('succeeded', 'dead') GROUP BY job_id HAVING count(*) > 1) x"
+        ).fetchone()
+        outcomes: dict[str, int] = dict(
+            db.execute(
+                "SELECT outcome, count(*) FROM tenantq_job_attempts GROUP BY outcome"
+            ).fetchall()
+        )
+        leased_or_open = db.execute(
+            "SELECT state::text, count(*) FROM tenantq_jobs WHERE finished_at IS NULL "
+            "GROUP BY state"
+        ).fetchall()
+        dead_count = sum(1 for s in states.values() if s[0] == "dead")
+
+    # Workers.
+    run.workers.watch()
+    checks.append(
+        Check(
+            "workers stayed up",
+            not run.workers.unexpected,
+            "; ".join(run.workers.unexpected) or f"{run.worker_count} workers, none died uninvited",
+        )
+    )
+    # One terminal state each, and the right one.
+    missing = [e.job_id for e in [*work, *poison] if e.job_id not in states]
+    not_terminal = [
+        e.job_id for e in [*work, *poison] if e.job_id in states and states[e.job_id][2] is None
+    ]
+    wrong_work = [
+        (e.job_id, states.get(e.job_id, ("missing",))[0])
+        for e in work
+        if states.get(e.job_id, ("missing",))[0] != "succeeded"
+    ]
+    wrong_poison = [
+        (e.job_id, states.get(e.job_id, ("missing",))[0])
+        for e in poison
+        if states.get(e.job_id, ("missing",))[0] != "dead"
+    ]
+    twice = int(terminal_twice[0]) if terminal_twice else 0
+    checks.append(
+        Check(
+            "every acknowledged job ends in exactly one terminal state",
+            not missing and not not_terminal and not twice,
+            f"{acknowledged} acknowledged; missing {len(missing)}, not terminal "
+            f"{len(not_terminal)}, two terminal attempt rows {twice}"
+            + (f" e.g. {(missing + not_terminal)[:3]}" if missing or not_terminal else ""),
+        )
+    )
+    pair_problems = _pair_problems(run, states, executions)
+    checks.append(
+        Check(
+            "end states as planned",
+            not wrong_work and not wrong_poison and not pair_problems,
+            f"work succeeded: {len(work) - len(wrong_work)}/{len(work)}"
+            + (f", poison dead: {len(poison) - len(wrong_poison)}/{len(poison)}" if poison else "")
+            + (
+                f", duplicate-key pairs right: {len(run.pairs) - len(pair_problems)}"
+                f"/{len(run.pairs)}"
+                if run.pairs
+                else ""
+            )
+            + (f"; wrong: {(wrong_work + wrong_poison)[:3]}" if wrong_work or wrong_poison else "")
+            + (f"; {pair_problems[:2]}" if pair_problems else ""),
+        )
+    )
+    never_ran = [e.job_id for e in work if e.job_id and not executions[e.job_id].get("done")]
+    never_ran += [e.job_id for e in poison if e.job_id and not executions[e.job_id].get("exit")]
+    checks.append(
+        Check(
+            "every job ran at least once",
+            not never_ran,
+            f"{len(never_ran)} never ran" + (f", e.g. {never_ran[:3]}" if never_ran else ""),
+        )
+    )
+    duplicates = sum(
+        len(notes.get("done", [])) - 1 for notes in executions.values() if notes.get("done")
+    )
+    doubled = sum(1 for notes in executions.values() if len(notes.get("done", [])) > 1)
+    checks.append(
+        Check(
+            "duplicate executions" + (" (must be 0: graceful)" if scenario.graceful else ""),
+            duplicates == 0 or not scenario.graceful,
+            f"{duplicates} duplicate executions of {doubled} jobs",
+        )
+    )
+    checks.append(
+        Check(
+            "nothing left leased or open",
+            not leased_or_open,
+            ", ".join(f"{n} {s}" for s, n in leased_or_open) or "0 leased, 0 open",
+        )
+    )
+    checks.extend(_kafka_checks(run, dead_count))
+    # Recovery.
+    finishes = sorted(
+        states[e.job_id][2].timestamp()
+        for e in work
+        if e.job_id in states and states[e.job_id][2] is not None
+    )
+    timings = [
+        (
+            e.partition,
+            e.at,
+            states[e.job_id][2].timestamp()
+            if states.get(e.job_id) and states[e.job_id][2]
+            else None,
+        )
+        for e in work
+    ]
+    for event in run.events:
+        if event.kind == "handler-exit":
+            crash = _crash_time(run, event, executions)
+            if crash is not None:
+                event.at = crash
+        _measure(event, finishes, timings)
+    figures.update(
+        duplicates=duplicates,
+        jobs_run_twice=doubled,
+        attempt_outcomes=outcomes,
+        retried_jobs=sum(1 for s in states.values() if s[1] > 1),
+        dead=dead_count,
+        throughput_per_second=round(len(finishes) / max(1e-9, finishes[-1] - finishes[0]), 1)
+        if len(finishes) > 1
+        else None,
+    )
+    return ScenarioResult(
+        scenario=scenario.name,
+        summary=scenario.summary,
+        jobs=scenario.jobs,
+        acknowledged=acknowledged,
+        unacknowledged=unacknowledged,
+        seconds=round(time.time() - run.started, 1),
+        faults=run.events,
+        checks=checks,
+        figures=figures,
+        flow_started=run.started,
+    )
+
+
+def _pair_problems(
+    run: Run,
+    states: dict[uuid.UUID, tuple[str, int, Any, Any]],
+    executions: dict[uuid.UUID, dict[str, list[float]]],
+) -> list[str]:
+    problems = []
+    for key, first, second in run.pairs:
+        ids = [item.job_id for item in (first, second) if item.job_id]
+        holders = [job_id for job_id, s in states.items() if s[3] == key]
+        if len(holders) != 1:
+            problems.append(f"key {key}: {len(holders)} jobs hold it")
+            continue
+        winner = holders[0]
+        if states[winner][0] != "succeeded" or len(executions.get(winner, {}).get("done", [])) < 1:
+            problems.append(f"key {key}: its job {winner} is {states[winner][0]}")
+        for loser in (job_id for job_id in ids if job_id != winner):
+            if executions.get(loser):
+                problems.append(f"key {key}: the duplicate {loser} ran")
+            elif loser in states and states[loser][2] is None:
+                problems.append(f"key {key}: the duplicate {loser} is {states[loser][0]}")
+    return problems
+
+
+def _kafka_checks(run: Run, dead: int) -> list[Check]:
+    settings = run.settings
+    topics = [f"{settings.topic_prefix}.default"] + [
+        f"{settings.topic_prefix}.default.retry.{i}" for i in range(len(RETRY_DELAYS))
+    ]
+    group = consumer_group(settings.topic_prefix, "default")
+    behind: list[str] = []
+    try:
+        for topic in topics:
+            ends = end_offsets(settings, topic)
+            committed = committed_offsets(settings, group, topic)
+            behind += [
+                f"{topic.rsplit('.', 2)[-1] if 'retry' in topic else 'main'}[{p}] "
+                f"{committed.get(p)}/{end}"
+                for p, end in ends.items()
+                if end > 0 and committed.get(p) != end
+            ]
+        dlq = sum(end_offsets(settings, f"{settings.topic_prefix}.default.dlq").values())
+    except Exception as error:  # the broker itself is what failed: say so
+        return [Check("Kafka consumed to the end", False, f"cannot read offsets: {error}")]
+    return [
+        Check(
+            "Kafka consumed to the end",
+            not behind,
+            "committed = end on the main topic and every retry tier"
+            if not behind
+            else f"behind: {', '.join(behind[:6])}",
+        ),
+        Check("the DLQ holds exactly the dead jobs", dlq == dead, f"{dlq} in the DLQ, {dead} dead"),
+    ]
+
+
+def _crash_time(
+    run: Run, event: FaultEvent, executions: dict[uuid.UUID, dict[str, list[float]]]
+) -> float | None:
+    poison = run.injected[event.index] if event.index < len(run.injected) else None
+    if poison is None or poison.job_id is None:
+        return None
+    exits = executions.get(poison.job_id, {}).get("exit", [])
+    if exits:
+        event.detail += f", {len(exits)} crashes"
+    return exits[0] if exits else None
+
+
+def _measure(
+    event: FaultEvent,
+    finishes: list[float],
+    timings: list[tuple[int | None, float, float | None]],
+) -> None:
+    at = event.at
+    index = bisect.bisect_right(finishes, at)
+    if index < len(finishes):
+        event.first_done = round(finishes[index] - at, 2)
+    before = index - bisect.bisect_left(finishes, at - RATE_BEFORE)
+    baseline = before / RATE_BEFORE
+    if baseline > 0:
+        step = at
+        while step < at + STALL_WINDOW:
+            count = bisect.bisect_left(finishes, step + RATE_WINDOW) - bisect.bisect_left(
+                finishes, step
+            )
+            if count / RATE_WINDOW >= RATE_SHARE * baseline:
+                event.rate_back = round(step - at, 2)
+                break
+            step += 0.1
+    event.stall = round(_stall(at, timings), 2)
+
+
+def _stall(at: float, timings: list[tuple[int | None, float, float | None]]) -> float:
+    """The longest time within ``STALL_WINDOW`` of ``at`` that a partition had a job waiting
+    (enqueued, not finished) while no job of it finished."""
+    end = at + STALL_WINDOW
+    by_partition: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for partition, enqueued, finished in timings:
+        if partition is None or enqueued > end:
+            continue
+        if finished is not None and finished <= at:
+            continue
+        by_partition[partition].append((enqueued, finished if finished is not None else end))
+    worst = 0.0
+    for jobs in by_partition.values():
+        marks = sorted({f for _, f in jobs if f <= end})
+        cursor = at
+        for mark in [*marks, end]:
+            # Waiting since the earliest enqueue of a job not yet finished at ``mark``.
+            since = min((e for e, f in jobs if e < mark and f >= mark), default=None)
+            if since is not None:
+                worst = max(worst, mark - max(cursor, since))
+            cursor = mark
+    return worst
+
+
+# -- output --
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def scenario_table(result: ScenarioResult) -> Table:
+    verdict = "[green]passed[/]" if result.ok else "[red]FAILED[/]"
+    table = Table(
+        title=f"{result.scenario} ({verdict}): {result.summary}",
+        title_justify="left",
+        show_lines=False,
+    )
+    for column in (
+        "#",
+        "fault",
+        "at +s",
+        "detail",
+        "back s",
+        "first done s",
+        "stall s",
+        "rate back s",
+    ):
+        table.add_column(column, justify="right" if column.endswith("s") else "left")
+    start = result.flow_started
+    for event in result.faults:
+        table.add_row(
+            str(event.index + 1),
+            event.kind,
+            f"{event.at - start:.1f}",
+            event.detail,
+            _seconds(event.back),
+            _seconds(event.first_done),
+            _seconds(event.stall),
+            _seconds(event.rate_back),
+        )
+    return table
+
+
+def checks_table(result: ScenarioResult) -> Table:
+    table = Table(show_header=False, box=None, padding=(0, 1))
+    for check in result.checks:
+        mark = "[green]ok[/]" if check.ok else "[red]FAIL[/]"
+        table.add_row(mark, check.name, check.detail)
+    return table
+
+
+def summary_table(results: list[ScenarioResult]) -> Table:
+    table = Table(title="fault scenarios", title_justify="left")
+    for column in (
+        "scenario",
+        "faults",
+        "jobs acked",
+        "duplicates",
+        "max stall s",
+        "max rate back s",
+        "verdict",
+    ):
+        table.add_column(column)
+    for result in results:
+        stalls = [f.stall for f in result.faults if f.stall is not None]
+        backs = [f.rate_back for f in result.faults if f.rate_back is not None]
+        table.add_row(
+            result.scenario,
+            str(len(result.faults)),
+            str(result.acknowledged),
+            str(result.figures.get("duplicates", "-")),
+            _seconds(max(stalls) if stalls else None),
+            _seconds(max(backs) if backs else None),
+            "[green]passed[/]" if result.ok else "[red]FAILED[/]",
+        )
+    return table
+
+
+def write_report(results: list[ScenarioResult], report_dir: Path, meta: dict[str, Any]) -> None:
+    report_dir.mkdir(parents=True, exist_ok=True)
+    summary = {
+        **meta,
+        "passed": all(r.ok for r in results),
+        "scenarios": [
+            {**asdict(r), "ok": r.ok, "checks": [asdict(c) for c in r.checks]} for r in results
+        ],
+    }
+    (report_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    lines = [
+        "# tenantq fault scenarios",
+        "",
+        f"{meta['started']}; seed {meta['seed']}, {meta['workers']} workers, "
+        f"{meta['tenants']} tenants; private stack (Kafka {meta['kafka']}, Postgres "
+        f"{meta['postgres']}).",
+        "",
+        "Definitions: *back* = fault until the server or worker is up again; *first done* = "
+        "fault until the next job finished; *stall* = longest time within 60 s that a "
+        "main-topic partition with waiting work finished nothing; *rate back* = fault until "
+        "throughput (2 s window) is back to 80% of the 5 s before it. A handler-exit fault is "
+        "timed from the poison job's first crash.",
+        "",
+        "| scenario | faults | jobs acknowledged | duplicates | max stall s | max rate back s "
+        "| verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in results:
+        stalls = [f.stall for f in r.faults if f.stall is not None]
+        backs = [f.rate_back for f in r.faults if f.rate_back is not None]
+        lines.append(
+            f"| {r.scenario} | {len(r.faults)} | {r.acknowledged} | "
+            f"{r.figures.get('duplicates')} | {_seconds(max(stalls) if stalls else None)} | "
+            f"{_seconds(max(backs) if backs else None)} | {'passed' if r.ok else '**FAILED**'} |"
+        )
+    for r in results:
+        lines += [
+            "",
+            f"## {r.scenario}: {'passed' if r.ok else 'FAILED'}",
+            "",
+            f"{r.summary}. {r.jobs} jobs planned, {r.acknowledged} acknowledged"
+            + (f" ({r.unacknowledged} enqueues not acknowledged)" if r.unacknowledged else "")
+            + f", {r.seconds:.0f} s.",
+            "",
+            "| check | result | detail |",
+            "| --- | --- | --- |",
+        ]
+        lines += [f"| {c.name} | {'ok' if c.ok else '**FAIL**'} | {c.detail} |" for c in r.checks]
+        lines += [
+            "",
+            "| # | fault | at +s | detail | back s | first done s | stall s | rate back s |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {f.index + 1} | {f.kind} | {f.at - r.flow_started:.1f} | {f.detail} | "
+            f"{_seconds(f.back)} | "
+            f"{_seconds(f.first_done)} | {_seconds(f.stall)} | {_seconds(f.rate_back)} |"
+            for f in r.faults
+        ]
+        lines += ["", f"Figures: `{json.dumps(r.figures, default=str)}`"]
+    (report_dir / "report.md").write_text("\n".join(lines) + "\n")
+
+
+# -- main --
+
+
+def run_suite(
+    names: list[str],
+    *,
+    jobs: int | None = None,
+    repeat: int | None = None,
+    interval: float | None = None,
+    workers: int = 3,
+    seed: int = 7,
+    tenants: int = 40,
+    report_dir: Path,
+    quiet: bool = False,
+) -> list[ScenarioResult]:
+    """Run the named scenarios on one private stack; print and write the report."""
+    chosen = []
+    for name in names:
+        scenario = SCENARIOS[name]
+        overrides: dict[str, Any] = {}
+        if jobs is not None:
+            overrides["jobs"] = jobs
+        if repeat is not None:
+            overrides["repeat"] = repeat
+        if interval is not None:
+            overrides["interval"] = interval
+        chosen.append(Scenario(**{**asdict(scenario), **overrides}))
+    report_dir.mkdir(parents=True, exist_ok=True)
+    results: list[ScenarioResult] = []
+    started = dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    with PrivateStack() as stack:
+        meta = {
+            "started": started,
+            "seed": seed,
+            "workers": workers,
+            "tenants": tenants,
+            "kafka": stack.bootstrap_servers,
+            "postgres": stack.server_url,
+        }
+        if not quiet:
+            console.print(
+                f"private stack: Kafka {stack.bootstrap_servers}, Postgres {stack.server_url}"
+            )
+        progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=quiet,
+        )
+        with progress:
+            for scenario in chosen:
+                result = run_scenario(
+                    scenario,
+                    stack,
+                    workers=workers,
+                    seed=seed,
+                    tenants=tenants,
+                    report_dir=report_dir,
+                    progress=progress,
+                )
+                results.append(result)
+                if not quiet:
+                    progress.console.print(scenario_table(result))
+                    progress.console.print(checks_table(result))
+                write_report(results, report_dir, meta)
+    if not quiet:
+        console.print(summary_table(results))
+        console.print(f"report: {report_dir / 'report.md'}")
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        choices=sorted(SCENARIOS),
+        help="a scenario to run (repeatable; default: all)",
+    )
+    parser.add_argument("--jobs", type=int, help="jobs per scenario (default: the scenario's)")
+    parser.add_argument("--repeat", type=int, help="faults per scenario (default: the scenario's)")
+    parser.add_argument("--interval", type=float, help="seconds between faults")
+    parser.add_argument("--workers", type=int, default=3, help="tenantq worker processes")
+    parser.add_argument("--tenants", type=int, default=40, help="tenants of the Zipf workload")
+    parser.add_argument("--seed", type=int, default=7, help="seed of the workload")
+    parser.add_argument("--report-dir", type=Path, help="default: reports/faults-<time>")
+    parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    args = parser.parse_args(argv)
+    if args.list:
+        for scenario in SCENARIOS.values():
+            print(
+                f"{scenario.name:20} {scenario.repeat} x every {scenario.interval:.0f}s, "
+                f"{scenario.jobs} jobs: {scenario.summary}"
+            )
+        return 0
+    report_dir = args.report_dir or ROOT / "reports" / (
+        "faults-" + dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    )
+    results = run_suite(
+        args.scenario or list(SCENARIOS),
+        jobs=args.jobs,
+        repeat=args.repeat,
+        interval=args.interval,
+        workers=args.workers,
+        seed=args.seed,
+        tenants=args.tenants,
+        report_dir=report_dir,
+    )
+    return 0 if results and all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
