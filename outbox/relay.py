@@ -28,6 +28,7 @@ from typing import Any
 import confluent_kafka
 import psycopg
 from tenantq.background import ServiceLoop
+from tenantq.errors import TenantqError
 from tenantq.producer.config import producer_config
 from tenantq.settings import Settings
 from tenantq.store import locks
@@ -40,7 +41,7 @@ log = logging.getLogger("tenantq.outbox")
 ProducerFactory = Callable[[dict[str, Any]], Any]
 
 
-class KafkaUnavailable(Exception):
+class KafkaUnavailable(TenantqError):
     """Kafka did not acknowledge every entry of a round (the rest is retried)."""
 
 

@@ -80,11 +80,6 @@ class PeriodicScheduler(ServiceLoop):
             late = (now - latest).total_seconds()
             tick = latest if late <= self.settings.periodic.misfire_grace_seconds else None
             next_tick = schedule.next_after(now)
-            if tick is None:
-                log.info(
-                    "periodic %r: tick %s missed by %.0fs (no catch_up); next %s",
-                    schedule.name, tick_text(latest), late, tick_text(next_tick),
-                )  # fmt: skip
         job_id = schedule.job_id(tick) if tick is not None else None
         with connection.transaction(), connection.cursor() as cursor:
             won = periodic_store.periodic_advance(
@@ -98,6 +93,11 @@ class PeriodicScheduler(ServiceLoop):
             if won and tick is not None:
                 self._outbox.enqueue_request(connection, self._request(schedule, tick))
                 self.enqueued += 1
+        if won and tick is None:
+            log.info(
+                "periodic %r: ticks missed while no worker ran are skipped (no catch_up); "
+                "next %s", schedule.name, tick_text(next_tick),
+            )  # fmt: skip
         return next_tick
 
     def _request(self, schedule: Schedule, tick: dt.datetime) -> EnqueueRequest:
