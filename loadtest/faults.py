@@ -380,6 +380,7 @@ class Run:
         self.injected: list[Enqueued] = []
         self.pairs: list[tuple[str, Enqueued, Enqueued]] = []
         self.events: list[FaultEvent] = []
+        self.producer_error: str | None = None
         self._lock = threading.Lock()
         self.flow_seconds = WARMUP_SECONDS + scenario.repeat * scenario.interval + TAIL_SECONDS
         self.started = time.time()
@@ -389,6 +390,12 @@ class Run:
     def produce(self, stop: threading.Event) -> None:
         """The planned jobs at a steady rate over ``flow_seconds``, in 100 ms steps; futures
         are collected later, so an outage of Kafka does not pause the schedule."""
+        try:
+            self._produce(stop)
+        except Exception as error:  # reported as a failed check, not a dead thread
+            self.producer_error = f"{type(error).__name__}: {error}"
+
+    def _produce(self, stop: threading.Event) -> None:
         jobs = self.workload.jobs[: self.scenario.jobs]
         steps = max(1, int(self.flow_seconds * 10))
         per_step = len(jobs) / steps
@@ -559,14 +566,21 @@ class Run:
 def _producer(settings: tenantq.Settings) -> tenantq.Producer:
     """The suite's producers: librdkafka's own log lines off, since the broker going away is
     the point of some scenarios (a failed enqueue is counted, not logged)."""
-    return tenantq.Producer(settings, log_level=0)
+    quiet = {**settings.kafka_config, "log_level": "0"}
+    return tenantq.Producer(settings.model_copy(update={"kafka_config": quiet}))
 
 
 def _last_error(output: str) -> str:
     """The line of a worker's output that says why it ended (its last error line)."""
-    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
-    errors = [line for line in lines if "Error" in line or "Exception" in line]
-    return ((errors or lines or [""])[-1])[:240]
+    lines = [line for line in output.splitlines() if line.strip()]
+    tracebacks = [i for i, line in enumerate(lines) if line.startswith("Traceback")]
+    if tracebacks:
+        # The exception line: the last unindented line of the last traceback.
+        tail = [line for line in lines[tracebacks[-1] + 1 :] if not line[0].isspace()]
+        if tail:
+            return tail[-1][:240]
+    errors = [line for line in lines if "error" in line.lower() or "exception" in line.lower()]
+    return ((errors or lines or [""])[-1]).strip()[:240]
 
 
 def _settle(item: Enqueued, timeout: float) -> None:
@@ -742,6 +756,15 @@ def evaluate(run: Run) -> ScenarioResult:
         ).fetchall()
         dead_count = sum(1 for s in states.values() if s[0] == "dead")
 
+    planned = min(scenario.jobs, len(run.workload.jobs))
+    checks.append(
+        Check(
+            "every planned job enqueued and acknowledged",
+            run.producer_error is None and len(work) == planned,
+            f"{len(work)} of {planned} acknowledged"
+            + (f"; the producer failed: {run.producer_error}" if run.producer_error else ""),
+        )
+    )
     # Workers.
     run.workers.watch()
     checks.append(
