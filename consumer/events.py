@@ -3,7 +3,8 @@
 Side concerns subscribe by overriding the events they care about, instead of the worker
 guarding each call site (``tenantq.observability.worker_metrics.WorkerMetrics`` records them as
 Prometheus metrics). Every method is called from the worker's poll thread, except
-``lease_expired``, which the heartbeat thread may report; a subscriber must not block.
+``lease_expired`` and ``database_up``, which other threads may report; a subscriber must not
+block.
 """
 
 from __future__ import annotations
@@ -65,6 +66,16 @@ class WorkerEvents:
 
     def committed_message_age(self, queue: str, seconds: float) -> None:
         """The oldest message of ``queue`` not yet durably done was produced ``seconds`` ago."""
+
+    def handler_process_restarted(self) -> None:
+        """The handler process died (with or without jobs running) and another was started."""
+
+    def database_up(self, up: bool) -> None:
+        """The worker reaches PostgreSQL again (True) or has lost it (False). Called from the
+        thread that found out."""
+
+    def results_waiting(self, count: int) -> None:
+        """``count`` writes (results, claims) wait for PostgreSQL."""
 
     # -- dependencies -----------------------------------------------------------------------
 

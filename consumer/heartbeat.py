@@ -1,6 +1,10 @@
 """The heartbeat: one statement per interval extends the leases of every job the process holds
 (running or waiting for a slot) and refreshes the worker's registry row. It also carries two
-signals back: an operator's cancellation, and leases that are no longer ours."""
+signals back: an operator's cancellation, and leases that are no longer ours.
+
+While the database is away the beats fail quietly (``DatabaseHealth`` says it once) and the
+next beat tries again; a lease that ran out meanwhile is found lost at the first beat after.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from tenantq.consumer.database_health import DatabaseHealth
+from tenantq.errors import DatabaseUnavailable
 from tenantq.store.job_store import JobStore
 
 log = logging.getLogger("tenantq.worker")
@@ -19,7 +25,7 @@ class Heartbeat:
     def __init__(
         self,
         store: JobStore,
-        store_lock: threading.Lock,
+        health: DatabaseHealth,
         *,
         interval: float,
         lease_seconds: float,
@@ -29,7 +35,9 @@ class Heartbeat:
         on_lost: Callable[[uuid.UUID], None],
     ) -> None:
         self._store = store
-        self._lock = store_lock
+        self._health = health
+        #: The store is shared with handler threads (``ctx.heartbeat()``, ``checkpoint()``).
+        self._lock = threading.Lock()
         self._interval = interval
         self._lease_seconds = lease_seconds
         self._held = held
@@ -45,6 +53,7 @@ class Heartbeat:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(self._interval + 5)
+        self._store.close()
 
     def beat(self) -> dict[uuid.UUID, bool]:
         """Renew now; returns {job id still ours: cancel requested}."""
@@ -60,21 +69,35 @@ class Heartbeat:
         return renewed
 
     def renew_one(self, job_id: uuid.UUID) -> bool:
-        """``ctx.heartbeat()``: extend one lease now."""
-        busy, slots = self._usage()
-        with self._lock:
-            renewed = self._store.renew_leases([job_id], self._lease_seconds, busy, slots)
+        """``ctx.heartbeat()``: extend one lease now. True unless the lease is known lost (a
+        database away cannot say; the interval's beats will)."""
+        try:
+            with self._lock:
+                renewed = self._store.renew_leases([job_id], self._lease_seconds, None, None)
+        except DatabaseUnavailable as error:
+            self._health.failed(str(error))
+            return True
         if renewed.get(job_id):
             self._on_cancel(job_id)
         return job_id in renewed
 
     def checkpoint(self, job_id: uuid.UUID, attempt: int, progress: Any) -> bool:
-        with self._lock:
-            return self._store.checkpoint(job_id, attempt, progress)
+        """``ctx.checkpoint()``: False when not saved (lease lost, or the database away)."""
+        try:
+            with self._lock:
+                return self._store.checkpoint(job_id, attempt, progress)
+        except DatabaseUnavailable as error:
+            self._health.failed(str(error))
+            return False
 
     def _main(self) -> None:
         while not self._stop.wait(self._interval):
             try:
                 self.beat()
-            except Exception:  # a database blip must not kill the heartbeat; next beat retries
+            except DatabaseUnavailable as error:
+                self._health.failed(str(error))
+                continue
+            except Exception:  # a bug must not kill the heartbeat; the next beat retries
                 log.exception("heartbeat failed; retrying next interval")
+                continue
+            self._health.succeeded()

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Message
 from tenantq import headers
 from tenantq.app import resolve_max_attempts
+from tenantq.consumer.ledger import Claim, ClaimSettings, Settle, SettleWaiting
 from tenantq.consumer.outcomes import Verdict
 from tenantq.consumer.work import WorkItem
 from tenantq.errors import EnvelopeError, InvalidTenantId
@@ -38,6 +39,7 @@ from tenantq.partitioner.tenant_id import validate_tenant_id
 from tenantq.producer.publisher import Outgoing, dead_letter, retry_message
 from tenantq.schemas.envelope import decode_envelope
 from tenantq.states import JobState
+from tenantq.store.job_store import JobStatus
 
 if TYPE_CHECKING:
     from tenantq.consumer.worker import Worker
@@ -91,6 +93,10 @@ class _Routed:
 class Intake:
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
+        settings = worker.settings.worker
+        self.claim_settings = ClaimSettings(
+            settings.lease_seconds, settings.stale_owner_seconds, settings.crash_budget
+        )
         self.parked: list[WorkItem] = []
         #: Per retry-tier partition: messages read but not yet due, oldest first, each with
         #: the wall-clock time before which it must not be routed. The partition is paused
@@ -278,39 +284,64 @@ class Intake:
         for item in items:
             self.worker.dispatcher.push(item)
 
-    def claim(self, items: list[WorkItem]) -> list[WorkItem]:
-        """Claim the chosen items in one statement; returns those now leased to us. The rest
-        are sorted out (done, parked, buried, dead-lettered)."""
+    def claim(self, items: list[WorkItem]) -> None:
+        """Hand the chosen items to the claims lane, one statement for all; ``claimed`` sorts
+        out the answer. Returns at once."""
         if not items:
-            return []
+            return
         worker = self.worker
         unique: dict[uuid.UUID, WorkItem] = {}
         for item in items:
-            if item.envelope.job_id in unique:
+            if item.job_id in unique:
                 # Two messages of one job in one round (a producer retry, or a main-topic
                 # message read again next to the job's retry message): each is judged on its
                 # own, in the next round, once this round has decided the first. Marking the
                 # second done here would lose the job when the first is the one set aside.
+                worker.unreserve(item)
                 worker.dispatcher.push(item)
             else:
-                unique[item.envelope.job_id] = item
-        settings = worker.settings.worker
-        leases = worker.store.claim_batch(
-            [item.claim_request() for item in unique.values()],
-            settings.lease_seconds,
-            settings.stale_owner_seconds,
+                unique[item.job_id] = item
+        chosen = list(unique.values())
+        worker.ledger.claims.submit(
+            Claim(
+                [item.claim_request() for item in chosen],
+                context=chosen,
+                settings=self.claim_settings,
+            )
         )
+
+    def claimed(self, operation: Claim) -> list[WorkItem]:
+        """The claims lane answered: returns the items now leased to us. The rest are sorted
+        out (done, parked, buried, dead-lettered); rows the database refused go to the DLQ
+        with its reason."""
+        worker = self.worker
+        items: list[WorkItem] = operation.context
+        answer = operation.answer
+        leases = answer.leases if answer is not None else {}
+        statuses = answer.statuses if answer is not None else {}
+        refused = {request.job_id: reason for request, reason in operation.refused}
         claimed = []
-        for job_id, lease in leases.items():
-            item = unique[job_id]
+        rest = []
+        for item in items:
+            lease = leases.get(item.job_id)
+            if lease is None:
+                if item.job_id not in refused:
+                    rest.append(item)
+                continue
             item.lease = lease
             worker.hold(item)
-            if not lease.inserted and item.tier is None:
+            # An adopted lease (our own, from a try whose connection dropped) is no takeover.
+            if not lease.inserted and item.tier is None and not (answer and answer.again):
                 worker.events.lease_takeover(item.queue)
             claimed.append(item)
-        rest = [item for job_id, item in unique.items() if job_id not in leases]
+        if refused:
+            self._dead_letter_items(
+                [item for item in items if item.job_id in refused],
+                "DatabaseRefused",
+                "; ".join(sorted(set(refused.values()))),
+            )
         if rest:
-            self._sort_out(rest)
+            self._sort_out(rest, statuses)
         return claimed
 
     def unknown_type_verdict(self, item: WorkItem) -> Verdict:
@@ -326,67 +357,79 @@ class Intake:
             "UnknownJobType", message, delay, reason=headers.DelayReason.UNKNOWN_TYPE
         )
 
-    def _sort_out(self, items: list[WorkItem]) -> None:
+    def _sort_out(self, items: list[WorkItem], statuses: dict[uuid.UUID, JobStatus]) -> None:
         worker = self.worker
-        statuses = worker.store.states_of(item.envelope.job_id for item in items)
+        crash_budget = self.claim_settings.crash_budget
         now = time.monotonic()
-        to_cancel, to_bury, conflicts = [], [], []
+        done: list[WorkItem] = []
+        to_cancel: list[WorkItem] = []
+        #: (item, error class, why) of each job that goes dead at lease time.
+        to_bury: list[tuple[WorkItem, str, str]] = []
+        conflicts: list[WorkItem] = []
         for item in items:
-            status = statuses.get(item.envelope.job_id)  # type: ignore[call-overload]
-            done = True
+            status = statuses.get(item.job_id)
             if status is None:
                 # Not inserted: its idempotency key belongs to another job. The original
                 # stands; this copy is a duplicate by key.
                 log.info(
                     "job %s: idempotency key %r already used",
-                    item.envelope.job_id,
+                    item.job_id,
                     item.envelope.idempotency_key,
                 )
+                done.append(item)
             elif status.state.terminal:
-                pass
+                done.append(item)
             elif status.payload_sha256 not in (None, item.payload_sha256):
                 conflicts.append(item)
-                done = False
             elif status.cancel_requested and status.state is not JobState.LEASED:
                 to_cancel.append(item)
-            elif status.attempts >= status.max_attempts and (
+            elif (status.attempts >= status.max_attempts or status.crashes >= crash_budget) and (
                 status.state is not JobState.LEASED or status.lease_left_seconds <= 0
             ):
-                to_bury.append(item)
-                done = False
+                to_bury.append((item, *_burial(status, crash_budget)))
             elif status.state is JobState.LEASED and status.lease_owner == worker.worker_id:
-                pass  # already running here: the lower offset holds the commit point
+                done.append(item)  # already running here: the lower offset holds the commit
             elif status.state is JobState.LEASED:
                 item.retry_claim_at = now + min(
                     PARK_RECHECK_SECONDS, max(0.05, status.lease_left_seconds)
                 )
                 self.parked.append(item)
-                done = False
             elif item.tier is None and not status.due:
-                pass  # waiting for a retry or a due time: its retry-tier message owns the wait
+                done.append(item)  # waiting for a retry or a due time: its retry-tier message
             else:
                 # Leasable, yet the claim missed it: due by the worker's clock before the
                 # database's, or due between the claim and this look. Claim it again shortly;
                 # marking it done would leave nothing to run it.
                 item.retry_claim_at = now + (0.05 if status.due else 0.2)
                 self.parked.append(item)
-                done = False
-            if done:
-                worker.partitions.done(item.topic, item.partition, item.offset)
-        if to_cancel:
-            worker.store.cancel_waiting(item.envelope.job_id for item in to_cancel)
-        buried = worker.store.bury_exhausted(item.envelope.job_id for item in to_bury)
-        self._dead_letter_items(
-            [i for i in to_bury if i.envelope.job_id in buried],
-            "AttemptsExhausted",
-            "max attempts reached at lease time (the handler never finished: crash, kill or hang)",
-        )
-        for item in to_bury:
-            if item.envelope.job_id not in buried:
-                worker.partitions.done(item.topic, item.partition, item.offset)
+        for item in done:
+            worker.partitions.done(item.topic, item.partition, item.offset)
         self._dead_letter_items(
             conflicts, "JobConflict", "same job id with a different payload; the original is kept"
         )
+        if to_cancel or to_bury:
+            settle = Settle(
+                [item.job_id for item in to_cancel],
+                [item.job_id for item, _, _ in to_bury],
+                crash_budget,
+            )
+            worker.ledger.claims.submit(SettleWaiting([settle], context=(to_cancel, to_bury)))
+
+    def settled(self, operation: SettleWaiting) -> None:
+        """Canceled jobs are done; buried ones get their dead letter. A job the settle did
+        not change (another worker moved it meanwhile) is done here: it is that worker's now,
+        or terminal."""
+        worker = self.worker
+        to_cancel, to_bury = operation.context
+        canceled, buried = operation.answer or (set(), set())
+        del canceled  # a cancel that found the job moved on is done all the same
+        for item in to_cancel:
+            worker.partitions.done(item.topic, item.partition, item.offset)
+        for item, error_class, why in to_bury:
+            if item.job_id in buried:
+                self._dead_letter_items([item], error_class, why)
+            else:
+                worker.partitions.done(item.topic, item.partition, item.offset)
 
     def _dead_letter_items(self, items: list[WorkItem], error_class: str, message: str) -> None:
         worker = self.worker
@@ -424,6 +467,19 @@ class Intake:
 
     def drop_parked(self, predicate: Callable[[WorkItem], bool]) -> None:
         self.parked = [item for item in self.parked if not predicate(item)]
+
+
+def _burial(status: JobStatus, crash_budget: int) -> tuple[str, str]:
+    """Why a job found leasable goes dead at lease time: (error class, message)."""
+    if status.attempts >= status.max_attempts:
+        return (
+            "AttemptsExhausted",
+            "max attempts reached at lease time (the handler never finished: crash, kill or hang)",
+        )
+    return (
+        "PoisonJob",
+        f"the process running it died {status.crashes} times (crash budget {crash_budget})",
+    )
 
 
 def _due_ms(raw_headers: list[tuple[str, bytes]]) -> int | None:

@@ -21,6 +21,7 @@ not the job (the attempt is given back).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import pydantic
 from tenantq.app import JobType
@@ -29,6 +30,7 @@ from tenantq.errors import (
     JobCanceled,
     PayloadValidationError,
     PermanentError,
+    RateLimited,
     RetryableError,
     Snooze,
 )
@@ -119,6 +121,20 @@ class Verdict:
 
 
 _SUCCEEDED = Verdict(Outcome.SUCCEEDED, JobState.SUCCEEDED)
+
+
+#: What an attempt says of the dependencies its job type names: ``success`` / ``failure``
+#: count toward their circuit breakers; ``throttled`` (a 429: the dependency protecting
+#: itself) and ``neutral`` (the job's own fault, or no call made) give the call permit back.
+BreakerSignal = Literal["success", "failure", "throttled", "neutral"]
+
+
+def breaker_signal(error: BaseException | None, timed_out: bool) -> BreakerSignal:
+    if isinstance(error, RateLimited):
+        return "throttled"
+    if isinstance(error, PermanentError | PayloadValidationError | Snooze | JobCanceled):
+        return "neutral"
+    return "success" if error is None and not timed_out else "failure"
 
 
 def error_name(error: BaseException) -> str:

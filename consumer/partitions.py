@@ -35,6 +35,8 @@ class Partitions:
         self.window = window
         self.states: dict[Key, PartitionState] = {}
         self._paused_all = False
+        #: Paused as a whole while the database is away (``suspend``).
+        self._suspended = False
 
     def assigned(self, partitions: list[TopicPartition]) -> None:
         for p in partitions:
@@ -80,14 +82,14 @@ class Partitions:
         if state is None or not state.waiting:
             return
         state.waiting = False
-        if not state.paused_full and not self._paused_all:
+        if not state.paused_full and not self._paused_all and not self._suspended:
             try:
                 consumer.resume([TopicPartition(topic, partition)])
             except KafkaException as error:
                 log.warning("resume of %s[%d] failed: %s", topic, partition, error)
 
     def apply_flow_control(self, consumer: Consumer) -> None:
-        if self._paused_all:
+        if self._paused_all or self._suspended:
             return
         pause: list[TopicPartition] = []
         resume: list[TopicPartition] = []
@@ -110,6 +112,35 @@ class Partitions:
                 consumer.resume(resume)
         except KafkaException as error:
             log.debug("pause/resume failed: %s", error)
+
+    def suspend(self, consumer: Consumer) -> None:
+        """Pause every owned partition while the database is away: nothing read now could be
+        claimed, and the read-ahead windows are full enough. The consumer keeps polling, so
+        the group keeps the member."""
+        self._suspended = True
+        try:
+            assignment = consumer.assignment()
+            if assignment:
+                consumer.pause(assignment)
+        except KafkaException as error:
+            log.debug("suspend failed: %s", error)
+
+    def unsuspend(self, consumer: Consumer) -> None:
+        """Resume what ``suspend`` paused, except partitions flow control or a waiting retry
+        keeps paused."""
+        self._suspended = False
+        if self._paused_all:
+            return
+        resume = [
+            TopicPartition(topic, partition)
+            for (topic, partition), state in self.states.items()
+            if not (state.revoked or state.paused_full or state.waiting)
+        ]
+        try:
+            if resume:
+                consumer.resume(resume)
+        except KafkaException as error:
+            log.debug("unsuspend failed: %s", error)
 
     def pause_all(self, consumer: Consumer) -> None:
         self._paused_all = True

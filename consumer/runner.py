@@ -1,10 +1,15 @@
 """Running handlers off the poll thread, with hard timeouts enforced from outside.
 
-Sync handlers run on a set of handler threads; async handlers on one event-loop thread. A
-handler that overruns its timeout is given up on: its context is cancelled, its result posted
-as a timeout, and (for a sync handler, whose thread cannot be killed) a replacement thread is
-started so capacity does not leak. Whatever the abandoned handler returns later is dropped; the
-store would refuse it anyway, since the attempt is fenced.
+Sync handlers run on a set of handler threads; async handlers on one event-loop thread. An
+attempt that ends is judged here (``tenantq.consumer.outcomes.classify``: its verdict and what
+it says about its dependencies) before it is handed over. A handler that overruns its timeout
+is given up on: its context is cancelled, its result posted as a timeout, and (for a sync
+handler, whose thread cannot be killed) a replacement thread is started so capacity does not
+leak. Whatever the abandoned handler returns later is dropped; the store would refuse it
+anyway, since the attempt is fenced.
+
+The runner serves the worker's own process (``Worker`` without a handler process) and the
+handler process (``tenantq.consumer.handler_process``) alike.
 """
 
 from __future__ import annotations
@@ -15,12 +20,15 @@ import json
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tenantq.app import JobType
 from tenantq.consumer.context import JobContext
+from tenantq.consumer.outcomes import BreakerSignal, Verdict, breaker_signal, classify
+from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.errors import PayloadValidationError
 from tenantq.store.transient import (
     TRANSIENT_RETRIES,
@@ -42,12 +50,40 @@ class Task:
     finished: float | None = None
     error: BaseException | None = None
     timed_out: bool = False
+    #: Set when the attempt ends: what becomes of the job, and what it says of dependencies.
+    verdict: Verdict | None = None
+    breaker: BreakerSignal = "neutral"
     _future: concurrent.futures.Future[Any] | None = field(default=None, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
 
     @property
     def duration(self) -> float:
         return (self.finished or time.monotonic()) - self.started
+
+    def judge(self, policy: RetryPolicy) -> None:
+        """Decide the verdict of the attempt that just ended (error, timeout and cancel are
+        set)."""
+        self.verdict = classify(
+            self.error,
+            job_type=self.job_type,
+            attempt=self.context.attempt,
+            max_attempts=self.context.max_attempts,
+            policy=policy,
+            cancel_reason=self.effective_cancel_reason(),
+            timed_out=self.timed_out,
+        )
+        self.breaker = breaker_signal(self.error, self.timed_out)
+
+    def effective_cancel_reason(self) -> str | None:
+        """An operator's cancel counts only if it came before the handler returned."""
+        context = self.context
+        reason = context.cancel_reason
+        if reason is None:
+            return None
+        if self.error is None and context.cancelled_at is not None and self.finished is not None:
+            if context.cancelled_at > self.finished:
+                return None
+        return reason
 
 
 def decode_payload(job_type: JobType, payload: bytes) -> Any:
@@ -66,11 +102,21 @@ def decode_payload(job_type: JobType, payload: bytes) -> Any:
 
 
 class HandlerRunner:
-    """Runs tasks; finished ones are handed to ``on_finished`` (from any thread)."""
+    """Runs tasks; finished ones are judged and handed to ``on_finished`` (from any thread)."""
 
-    def __init__(self, slots: int, on_finished: Callable[[Task], None]) -> None:
+    def __init__(
+        self,
+        slots: int,
+        on_finished: Callable[[Task], None],
+        policy: RetryPolicy | None = None,
+        *,
+        on_start: Callable[[uuid.UUID | None], None] | None = None,
+    ) -> None:
         self.slots = slots
         self._on_finished = on_finished
+        self._policy = policy or RetryPolicy()
+        #: Told, in the handler's thread (or task), which job it runs now (None: none).
+        self._on_start = on_start
         self._lock = threading.Lock()
         self._work: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
         self._running: set[Task] = set()
@@ -155,6 +201,7 @@ class HandlerRunner:
         task.finished = time.monotonic()
         task.error = error
         task.timed_out = timed_out
+        task.judge(self._policy)
         self._on_finished(task)
         return True
 
@@ -186,9 +233,14 @@ class HandlerRunner:
             try:
                 handler = task.job_type.handler
                 assert handler is not None
+                if self._on_start is not None:
+                    self._on_start(task.context.job_id)
                 handler(task.context, decode_payload(task.job_type, task.payload))
-            except BaseException as raised:  # noqa: BLE001 - classified by the worker
+            except BaseException as raised:  # noqa: BLE001 - classified when judged
                 error = raised
+            finally:
+                if self._on_start is not None:
+                    self._on_start(None)
             if not self._retry_in_place(task, error, retry):
                 break
             time.sleep(backoff_seconds(retry))
@@ -201,11 +253,16 @@ class HandlerRunner:
             try:
                 handler = task.job_type.handler
                 assert handler is not None
+                if self._on_start is not None:
+                    self._on_start(task.context.job_id)
                 await handler(task.context, decode_payload(task.job_type, task.payload))
             except asyncio.CancelledError as cancelled:
                 error = cancelled
-            except BaseException as raised:  # noqa: BLE001 - classified by the worker
+            except BaseException as raised:  # noqa: BLE001 - classified when judged
                 error = raised
+            finally:
+                if self._on_start is not None:
+                    self._on_start(None)
             if not self._retry_in_place(task, error, retry):
                 break
             await asyncio.sleep(backoff_seconds(retry))

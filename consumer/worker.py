@@ -1,16 +1,26 @@
 """The worker: one Kafka consumer-group member per process that runs handlers, with Postgres as
 the truth.
 
-One thread (the poll loop) owns the consumer: it polls, claims, dispatches, writes results,
-stores offsets and reacts to rebalances; it never waits on a handler. Handlers run on the
-``HandlerRunner``; leases are extended by the ``Heartbeat`` thread.
+One thread (the poll loop) owns the consumer and the worker's state: it polls, decodes,
+dispatches, starts attempts, settles results, stores offsets and reacts to rebalances; it
+never waits on a handler or on Postgres. Handlers run in the ``Executor`` (a handler process
+under ``tenantq worker``, threads otherwise); the writes to Postgres go through the
+``Ledger``'s two lanes (claims, results), whose answers the loop applies; leases are extended
+by the ``Heartbeat`` thread.
 
-Per poll batch: decode every message (undecodable ones go to the DLQ), claim all of them in one
-statement, sort out the rest (already terminal: done; leased by a live worker: parked; attempts
-used up: dead), and queue the leases for fair dispatch. Results are written in batches fenced
-by (job id, attempt, owner); retries and dead letters are acknowledged by Kafka before their
-job row moves and before the source offset is marked done. Offsets are stored only up to the
-lowest offset of each partition whose job has not reached a durable state.
+Per dispatch round: the next jobs are chosen fairly and claimed in one statement; the claimed
+ones start, the rest are sorted out (already terminal: done; leased by a live worker:
+parked; attempts used up: dead). Results are written in batches fenced by (job id, attempt,
+owner), after their next step (a retry, a dead letter) is acknowledged by Kafka. Offsets are
+stored only up to the lowest offset of each partition whose job has not reached a durable
+state.
+
+Faults it survives without dying: a database that goes away (it claims nothing, pauses its
+partitions, holds results and reconnects with backoff; ``DatabaseHealth``), a handler process
+that dies (a new one starts; the jobs that ran beside the culprit run again under their
+leases, the culprit's attempt counts), rows the database refuses (those jobs go to the DLQ
+with the reason), a broker that restarts (the client reconnects; unacknowledged next steps
+are published again).
 """
 
 from __future__ import annotations
@@ -24,57 +34,51 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from tenantq.app import App, JobType
+from tenantq.consumer.completer import Completer, Completion
 from tenantq.consumer.context import JobContext
+from tenantq.consumer.database_health import DatabaseHealth
 from tenantq.consumer.dependencies import DependencyGuard, policies_from
 from tenantq.consumer.dispatcher import FairDispatcher
 from tenantq.consumer.events import WorkerEvents
+from tenantq.consumer.executor import Executor, ProcessExecutor, ThreadExecutor
+from tenantq.consumer.group_config import consumer_config
 from tenantq.consumer.heartbeat import Heartbeat
 from tenantq.consumer.intake import Intake
-from tenantq.consumer.outcomes import Verdict, classify
+from tenantq.consumer.ledger import Claim, Complete, CountCrashes, Ledger, SettleWaiting
+from tenantq.consumer.outcomes import Verdict
 from tenantq.consumer.partitions import Partitions
 from tenantq.consumer.retry_policy import RetryPolicy
-from tenantq.consumer.runner import HandlerRunner, Task
+from tenantq.consumer.runner import Task
 from tenantq.consumer.work import WorkItem
-from tenantq.errors import (
-    JobCanceled,
-    PayloadValidationError,
-    PermanentError,
-    RateLimited,
-    Snooze,
-)
+from tenantq.errors import DatabaseUnavailable
 from tenantq.headers import DelayReason
-from tenantq.log import job_fields, log_event
 from tenantq.observability.worker import WorkerObservability
-from tenantq.producer.publisher import Outgoing, Publisher, dead_letter, retry_message
+from tenantq.producer.publisher import Publisher
 from tenantq.settings import Settings
-from tenantq.states import JobState, Outcome
-from tenantq.store.job_store import JobStore, Result
+from tenantq.store.job_store import JobStore
 from tenantq.topic_admin import queue_topics
 from tenantq.topics import QueueTopics, consumer_group
 
 log = logging.getLogger("tenantq.worker")
 
-
-class Completion:
-    """A verdict waiting to be written: from a finished task, or decided without running."""
-
-    __slots__ = ("item", "verdict", "duration")
-
-    def __init__(self, item: WorkItem, verdict: Verdict, duration: float) -> None:
-        self.item = item
-        self.verdict = verdict
-        self.duration = duration
+#: Exit status of a worker that gave up on an unreachable database
+#: (``database_outage_limit_seconds``).
+EXIT_DATABASE_GONE = 3
+#: How long shutdown waits for the database to take the last results.
+FINAL_WRITE_SECONDS = 10.0
 
 
 class Worker:
     """Runs the handlers of ``app`` for ``queues`` as one member of each queue's group.
 
     Several queues are served by weight (``TENANTQ_QUEUES`` weights) or, with
-    ``strict_priority=True``, strictly in the order given.
+    ``strict_priority=True``, strictly in the order given. With ``app_reference``
+    (``"module:attribute"`` naming ``app``, as ``tenantq worker`` passes it) handlers run in a
+    handler process, so that one that kills its process costs a new handler process, never
+    this member; without it they run in this process's threads.
     """
 
     def __init__(
@@ -88,6 +92,7 @@ class Worker:
         worker_id: str | None = None,
         retry_policy: RetryPolicy | None = None,
         install_signal_handlers: bool = True,
+        app_reference: str | None = None,
     ) -> None:
         self.app = app
         self.settings = settings or app.settings
@@ -105,28 +110,79 @@ class Worker:
             for tier, topic in enumerate(topics.retries):
                 self.queue_of_topic[topic] = (name, tier)
         weights = {q: self.settings.queue(q).weight for q in self.queues}
-        # Owned by the poll thread unless said otherwise.
-        self.dispatcher: FairDispatcher[WorkItem] = FairDispatcher(weights, strict=strict_priority)
-        #: Handler threads put finished tasks here; the poll thread takes them.
-        self._finished: queue.SimpleQueue[Task] = queue.SimpleQueue()
-        self._pending: list[Completion] = []
-        self._tasks: dict[uuid.UUID, Task] = {}
-        #: Jobs whose lease this process holds; read by the heartbeat thread under the lock.
-        self._held_lock = threading.Lock()
-        self._held: dict[uuid.UUID, WorkItem] = {}
-        #: Jobs whose lease the heartbeat found lost (counted once as an expiry); under the lock.
-        self._lost: set[uuid.UUID] = set()
-        self._type_running: dict[str, int] = {}
-        #: Set from any thread (signal handlers, ``stop()``).
-        self._stop_requested = threading.Event()
-        self._drain_deadline: float | None = None
+        self.exit_code = 0
         self.stats: dict[str, int] = {"succeeded": 0, "stale_refused": 0, "executed": 0}
-        self.guard = DependencyGuard(policies_from(app.dependencies))
         self.observability = WorkerObservability(self.settings, self.queues)
         #: Where the worker reports what happens (the metrics subscribe here).
         self.events: WorkerEvents = self.observability.metrics
+        self.health = DatabaseHealth(on_change=self.events.database_up)
+        self.ledger = Ledger(
+            lambda lane: JobStore.open(self.settings, self.worker_id, role=f"worker-{lane}"),
+            self.health,
+        )
+        self.guard = DependencyGuard(policies_from(app.dependencies))
+        # Owned by the poll thread unless said otherwise.
+        self.dispatcher: FairDispatcher[WorkItem] = FairDispatcher(weights, strict=strict_priority)
+        self.partitions = Partitions(self.settings.worker.read_ahead_per_partition)
+        self.intake = Intake(self)
+        self._tasks: dict[uuid.UUID, Task] = {}
+        self._type_running: dict[str, int] = {}
+        #: Items chosen and handed to the claims lane, not answered yet (they hold slots).
+        self._claiming = 0
+        #: What the poll loop last saw of the database (it pauses its partitions when down).
+        self._database_seen_up = True
+        #: Executor threads put finished attempts here; the poll thread takes them.
+        self._finished: queue.SimpleQueue[Task] = queue.SimpleQueue()
+        #: The handler process's receiver thread puts crashes here.
+        self._crashes: queue.SimpleQueue[tuple[list[Task], Task | None, str]] = queue.SimpleQueue()
+        #: Jobs whose lease this process holds; read by the heartbeat thread under the lock.
+        self._held_lock = threading.Lock()
+        self._held: dict[uuid.UUID, WorkItem] = {}
+        #: Held jobs whose result is on its way to the database (a lease the heartbeat then
+        #: finds gone was completed, not lost); under the lock.
+        self._completing: set[uuid.UUID] = set()
+        #: Jobs whose lease the heartbeat found lost (counted once as an expiry); under the lock.
+        self._lost: set[uuid.UUID] = set()
+        #: Set from any thread (signal handlers, ``stop()``).
+        self._stop_requested = threading.Event()
+        self._drain_deadline: float | None = None
+        self.executor: Executor
+        if app_reference is not None and self.settings.worker.handler_process:
+            self.executor = ProcessExecutor(
+                app_reference,
+                self.slots,
+                self.settings,
+                self.worker_id,
+                self.retry_policy,
+                on_finished=self._finished.put,
+                on_crash=lambda tasks, culprit, how: self._crashes.put((tasks, culprit, how)),
+            )
+        else:
+            self.executor = ThreadExecutor(self.slots, self._finished.put, self.retry_policy)
+        self.publisher = Publisher(self.settings, f"tenantq-worker-{self.worker_id}")
+        self.completer = Completer(
+            settings=self.settings,
+            topics=self.topics,
+            worker_id=self.worker_id,
+            publisher=self.publisher,
+            ledger=self.ledger,
+            events=self.events,
+            release_hold=self._release_hold,
+            mark_done=lambda item: self.partitions.done(item.topic, item.partition, item.offset),
+            stats=self.stats,
+        )
+        self.heartbeat = Heartbeat(
+            JobStore.open(self.settings, self.worker_id, role="worker-heartbeat"),
+            self.health,
+            interval=self.settings.worker.heartbeat_interval_seconds,
+            lease_seconds=self.settings.worker.lease_seconds,
+            held=self._held_ids,
+            usage=lambda: (self.executor.busy, self.slots),
+            on_cancel=lambda job_id: self._signal(job_id, "operator"),
+            on_lost=self._lease_lost,
+        )
 
-    # -- lifecycle --
+    # -- lifecycle -----------------------------------------------------------------------------
 
     @property
     def group_id(self) -> str:
@@ -143,6 +199,11 @@ class Worker:
 
     def run(self) -> None:
         """Run until ``stop()`` or SIGTERM/SIGINT (a second signal shortens the drain)."""
+        if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, lambda *_: self.stop())
+            signal.signal(signal.SIGINT, lambda *_: self.stop())
+        if not self._register():
+            return
         self._start()
         try:
             while not self._stop_requested.is_set():
@@ -151,46 +212,59 @@ class Worker:
         finally:
             self._close()
 
+    def _register(self) -> bool:
+        """Enter the worker registry, waiting for the database as long as the outage limit
+        allows (a worker started during a database restart waits, it does not crash)."""
+        store = JobStore.open(self.settings, self.worker_id, role="worker")
+        attempt = 0
+        try:
+            while not self._stop_requested.is_set():
+                try:
+                    store.register_worker(
+                        socket.gethostname(), os.getpid(), self.queues, self.slots
+                    )
+                    self.health.succeeded()
+                    return True
+                except DatabaseUnavailable as error:
+                    self.health.failed(str(error))
+                    if self._outage_too_long():
+                        return False
+                    self._stop_requested.wait(self.health.backoff(attempt))
+                    attempt += 1
+            return False
+        finally:
+            store.close()
+
     def _start(self) -> None:
         settings = self.settings
-        self.store = JobStore.open(settings, self.worker_id)
-        self.side_store = JobStore.open(settings, self.worker_id)
-        self.side_lock = threading.Lock()
-        self.store.register_worker(socket.gethostname(), os.getpid(), self.queues, self.slots)
         self.observability.start()
-        self.publisher = Publisher(settings, f"tenantq-worker-{self.worker_id}")
-        self.runner = HandlerRunner(self.slots, self._finished.put)
-        self.partitions = Partitions(self.settings.worker.read_ahead_per_partition)
-        self.intake = Intake(self)
-        self.heartbeat = Heartbeat(
-            self.side_store,
-            self.side_lock,
-            interval=settings.worker.heartbeat_interval_seconds,
-            lease_seconds=settings.worker.lease_seconds,
-            held=self._held_ids,
-            usage=lambda: (self.runner.busy, self.slots),
-            on_cancel=lambda job_id: self._signal(job_id, "operator"),
-            on_lost=self._lease_lost,
-        )
+        self.ledger.start()
+        self.executor.start()
         self.heartbeat.start()
         self.consumer = Consumer(consumer_config(settings, self.group_id, self.worker_id))
         topics = [t for q in self.queues for t in (self.topics[q].main, *self.topics[q].retries)]
         self.consumer.subscribe(
             topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
-        if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, lambda *_: self.stop())
-            signal.signal(signal.SIGINT, lambda *_: self.stop())
-        log.info("worker %s started: queues=%s slots=%d", self.worker_id, self.queues, self.slots)
+        server = self.observability.server
+        log.info(
+            "worker %s started: queues=%s slots=%d handlers=%s metrics=%s",
+            self.worker_id,
+            self.queues,
+            self.slots,
+            "process" if isinstance(self.executor, ProcessExecutor) else "threads",
+            server.url if server is not None else "not served here",
+        )
 
-    # -- the poll loop --
+    # -- the poll loop -------------------------------------------------------------------------
 
     def _loop_once(self) -> None:
-        # Never sit in consume() while finished work waits to be written: that wait, not
+        self._follow_database()
+        # Never sit in consume() while finished work waits to be handled: that wait, not
         # Postgres, bounded throughput (slots / loop time).
-        if not self._finished.empty() or self._pending:
+        if not self._finished.empty() or self.completer.waiting or self.ledger.has_answers:
             timeout = 0.0
-        elif self.runner.busy or len(self.dispatcher):
+        elif self.executor.busy or len(self.dispatcher) or self.ledger.pending:
             timeout = 0.001
         else:
             timeout = 0.1
@@ -201,15 +275,19 @@ class Worker:
             self.intake.take([m for m in messages if self._usable(m)])
         self.intake.route_due()
         self.intake.retry_parked()
-        self._expire()
+        self._apply_answers()
+        self._handle_crashes()
+        self.executor.expire()
         self._collect_finished()
-        self._write_completions()
+        self.completer.flush()
         self._dispatch()
         # Offsets also move without a result (dead letters, duplicates, finished jobs).
         self.partitions.store(self.consumer)
-        self.partitions.apply_flow_control(self.consumer)
+        if self._database_seen_up:
+            self.partitions.apply_flow_control(self.consumer)
+        self.events.results_waiting(self.ledger.pending + self.completer.waiting)
         self.observability.observe(
-            self.partitions, self.consumer, self.runner.busy, self.slots, self.queue_of_topic
+            self.partitions, self.consumer, self.executor.busy, self.slots, self.queue_of_topic
         )
 
     def _usable(self, message: Message) -> bool:
@@ -220,39 +298,96 @@ class Worker:
             log.warning("consumer error: %s", error)
         return False
 
+    def _follow_database(self) -> None:
+        """Pause every partition while the database is away (nothing read can be claimed),
+        resume them when it is back; give up past the outage limit."""
+        up = self.health.up
+        if up != self._database_seen_up:
+            self._database_seen_up = up
+            if up:
+                self.partitions.unsuspend(self.consumer)
+            else:
+                self.partitions.suspend(self.consumer)
+        if not up and self._outage_too_long():
+            self.exit_code = EXIT_DATABASE_GONE
+            self.stop(immediately=True)
+
+    def _outage_too_long(self) -> bool:
+        limit = self.settings.worker.database_outage_limit_seconds
+        if limit is None or self.health.down_for() < limit:
+            return False
+        log.error("database unreachable for %.0fs (limit %.0fs); stopping", limit, limit)
+        self.exit_code = EXIT_DATABASE_GONE
+        return True
+
+    # -- claims and starts ---------------------------------------------------------------------
+
     def _dispatch(self) -> None:
-        """Choose the next jobs fairly, claim them in one statement, start the claimed ones."""
-        if self._drain_deadline is not None or self._stop_requested.is_set():
+        """Choose the next jobs fairly and hand them to the claims lane in one statement."""
+        if self._stop_requested.is_set() or not self.health.up:
             return
-        for _ in range(4):
-            free = self.slots - self.runner.busy
-            if free <= 0 or not len(self.dispatcher):
-                return
-            chosen: list[WorkItem] = []
-            while len(chosen) < free:
-                item = self.dispatcher.pop(self._type_has_room)
-                if item is None:
-                    break
-                self._reserve(item)
-                chosen.append(item)
-            if not chosen:
-                return
-            claimed = self.intake.claim(chosen)
-            for item in chosen:
-                if item.lease is None:
-                    self._task_done(item)
-            for item in claimed:
-                job_type = self.job_type_of(item.job_type)
-                if job_type is None:
-                    self._task_done(item)
-                    self.complete_without_running(item, self.intake.unknown_type_verdict(item))
-                    continue
-                deferral = self._dependency_deferral(job_type)
-                if deferral is not None:
-                    self._task_done(item)
-                    self.complete_without_running(item, deferral)
-                    continue
-                self._start_task(item)
+        # One claim running and one gathering: freed slots wait for the next statement
+        # rather than each making its own.
+        if self.ledger.claims.pending >= 2:
+            return
+        free = self.slots - self.executor.busy - self._claiming
+        if free <= 0 or not len(self.dispatcher):
+            return
+        chosen: list[WorkItem] = []
+        while len(chosen) < free:
+            item = self.dispatcher.pop(self._type_has_room)
+            if item is None:
+                break
+            self._reserve(item)
+            chosen.append(item)
+        if chosen:
+            self._claiming += len(chosen)
+            self.intake.claim(chosen)
+
+    def _apply_answers(self) -> None:
+        for operation in self.ledger.drain():
+            if isinstance(operation, Claim):
+                self._claimed(operation)
+            elif isinstance(operation, Complete):
+                with self._held_lock:
+                    self._completing.difference_update(r.job_id for r in operation.rows)
+                self.completer.applied(operation)
+            elif isinstance(operation, SettleWaiting):
+                self.intake.settled(operation)
+            elif isinstance(operation, CountCrashes):
+                self._crashes_counted(operation)
+
+    def _claimed(self, operation: Claim) -> None:
+        items: list[WorkItem] = operation.context
+        self._claiming -= len(items)
+        claimed = self.intake.claimed(operation)
+        leased = {item.job_id for item in claimed}
+        for item in items:
+            if item.job_id not in leased:
+                self._unreserve(item)
+        starting: list[Task] = []
+        for item in claimed:
+            if self._stop_requested.is_set() or not self.partitions.owns(
+                item.topic, item.partition
+            ):
+                # Claimed as the partition went away or the worker began to stop: give the
+                # lease back; the offset stays for the next owner.
+                self._unreserve(item)
+                self.completer.add(Completion(item, Verdict.released("not started"), 0.0))
+                continue
+            job_type = self.job_type_of(item.job_type)
+            verdict = (
+                self.intake.unknown_type_verdict(item)
+                if job_type is None
+                else self._dependency_deferral(job_type)
+            )
+            if verdict is not None:
+                self._unreserve(item)
+                self.completer.add(Completion(item, verdict, 0.0))
+                continue
+            assert job_type is not None
+            starting.append(self._task(item, job_type))
+        self.executor.submit(starting)
 
     def _dependency_deferral(self, job_type: JobType) -> Verdict | None:
         """An open breaker (or no permission left) moves the job to a retry tier without
@@ -275,6 +410,15 @@ class Worker:
         self.dispatcher.started(item)
         self._type_running[item.job_type] = self._type_running.get(item.job_type, 0) + 1
 
+    def _unreserve(self, item: WorkItem) -> None:
+        self.dispatcher.finished(item)
+        self._type_running[item.job_type] = max(0, self._type_running.get(item.job_type, 1) - 1)
+
+    def unreserve(self, item: WorkItem) -> None:
+        """A chosen item goes back to the dispatcher unclaimed (Intake)."""
+        self._claiming -= 1
+        self._unreserve(item)
+
     def _type_has_room(self, item: WorkItem) -> bool:
         job_type = self.app.find(item.job_type)
         if job_type is None:
@@ -284,12 +428,11 @@ class Worker:
             return False
         return not job_type.dependencies or self.guard.ready(job_type.dependencies)
 
-    def _start_task(self, item: WorkItem) -> None:
-        job_type = self.app.job_type(item.job_type)
+    def _task(self, item: WorkItem, job_type: JobType) -> Task:
         lease = item.lease
         assert lease is not None
         timeout = job_type.timeout or self.settings.worker.default_timeout_seconds
-        job_id = item.envelope.job_id
+        job_id = item.job_id
         context = JobContext(
             job_id=job_id,
             queue=item.queue,
@@ -309,13 +452,9 @@ class Worker:
         self.stats["executed"] += 1
         wait = time.time() - item.envelope.created_at.timestamp() if lease.attempt == 1 else None
         self.events.job_started(item.queue, item.job_type, item.tenant_id, wait)
-        self.runner.submit(task)
+        return task
 
-    def _expire(self) -> None:
-        for task in self.runner.expire():
-            log.warning("job %s timed out", task.context.job_id)
-
-    # -- results --
+    # -- results -------------------------------------------------------------------------------
 
     def _collect_finished(self) -> None:
         while True:
@@ -326,195 +465,112 @@ class Worker:
             item: WorkItem = task.item
             self._task_done(item)
             self._record_dependencies(task)
-            lease = item.lease
-            assert lease is not None
-            verdict = classify(
-                task.error,
-                job_type=task.job_type,
-                attempt=lease.attempt,
-                max_attempts=lease.max_attempts,
-                policy=self.retry_policy,
-                cancel_reason=_effective_cancel_reason(task),
-                timed_out=task.timed_out,
-            )
-            self._pending.append(Completion(item, verdict, task.duration))
+            assert task.verdict is not None
+            self.completer.add(Completion(item, task.verdict, task.duration))
 
     def _record_dependencies(self, task: Task) -> None:
         names = task.job_type.dependencies
         if not names:
             return
-        error = task.error
-        if isinstance(error, RateLimited):
-            # A throttle is the dependency protecting itself, not failing.
+        if task.breaker in ("throttled", "neutral"):
             for name in names:
                 self.guard.breaker(name).return_permit()
-                self.events.dependency_throttled(name)
+                if task.breaker == "throttled":
+                    self.events.dependency_throttled(name)
             return
-        if isinstance(error, PermanentError | PayloadValidationError | Snooze | JobCanceled):
-            for name in names:
-                self.guard.breaker(name).return_permit()
-            return
-        success = error is None and not task.timed_out
-        states = self.guard.record(names, success)
+        states = self.guard.record(names, task.breaker == "success")
         for name, state in states.items():
             self.events.dependency_call(name, task.duration)
             self.events.breaker_state(name, state)
 
     def _task_done(self, item: WorkItem) -> None:
-        self._tasks.pop(item.envelope.job_id, None)
-        self.dispatcher.finished(item)
-        count = self._type_running.get(item.job_type, 1) - 1
-        self._type_running[item.job_type] = max(0, count)
+        self._tasks.pop(item.job_id, None)
+        self._unreserve(item)
 
-    def complete_without_running(self, item: WorkItem, verdict: Verdict) -> None:
-        """Decide a leased job's fate without a handler (unknown type, released, ...)."""
-        self._pending.append(Completion(item, verdict, 0.0))
+    # -- crashes of the handler process --------------------------------------------------------
 
-    def _write_completions(self) -> None:
-        if not self._pending:
-            return
-        batch, self._pending = self._pending, []
-        outgoing: list[Outgoing] = []
-        needs_ack: list[tuple[Completion, int]] = []
-        for completion in batch:
-            message = self._next_step_message(completion)
-            if message is not None:
-                needs_ack.append((completion, len(outgoing)))
-                outgoing.append(message)
-        acknowledged = self.publisher.publish(outgoing)
-        ready = [c for c in batch if c not in {c2 for c2, _ in needs_ack}]
-        for completion, index in needs_ack:
-            if acknowledged[index]:
-                ready.append(completion)
-            else:
-                # Kafka did not take the next step: keep the lease and try again.
-                self._pending.append(completion)
-        self._write_results(ready)
-
-    def _next_step_message(self, completion: Completion) -> Outgoing | None:
-        item, verdict = completion.item, completion.verdict
-        topics = self.topics[item.queue]
-        partition = item.partition % self.settings.queue(item.queue).tier_partitions
-        if verdict.state is JobState.RETRYING:
-            return retry_message(
-                topics,
-                self.settings.queue(item.queue).retry_delays_seconds,
-                key=item.key,
-                value=item.value,
-                base_headers=item.headers,
-                wait_seconds=verdict.delay_seconds or 0.0,
-                reason=verdict.delay_reason or DelayReason.RETRY,
-                partition=partition,
-            )
-        if verdict.state is JobState.DEAD:
-            lease = item.lease
-            return dead_letter(
-                topics,
-                key=item.key,
-                value=item.value,
-                base_headers=item.headers,
-                error_class=verdict.error_class or "Dead",
-                error_message=verdict.error_message or "",
-                attempts=lease.attempt if lease else 0,
-                worker=self.worker_id,
-                source=(item.topic, item.partition, item.offset),
-            )
-        return None
-
-    def _write_results(self, completions: list[Completion]) -> None:
-        if not completions:
-            return
-        results = []
-        for completion in completions:
-            item, verdict = completion.item, completion.verdict
-            assert item.lease is not None
-            results.append(
-                Result(
-                    job_id=item.envelope.job_id,
-                    attempt=item.lease.attempt,
-                    outcome=verdict.outcome,
-                    state=verdict.state,
-                    error_class=verdict.error_class,
-                    error_message=verdict.error_message,
-                    delay_seconds=verdict.delay_seconds,
-                    give_back=verdict.give_back,
-                    duration_ms=int(completion.duration * 1000),
-                    started_at=item.lease.claimed_at,
+    def _handle_crashes(self) -> None:
+        """The handler process died with ``tasks`` running. The job that killed it, when it
+        left a note, spends its attempt (retried, or dead at its last); the others run again
+        at once under their leases. When nobody knows which job did it, each counts the crash
+        (not an attempt) and a job at its crash budget is dead as a poison job."""
+        while True:
+            try:
+                tasks, culprit, how = self._crashes.get_nowait()
+            except queue.Empty:
+                return
+            self.events.handler_process_restarted()
+            innocent = [task for task in tasks if task is not culprit]
+            if culprit is not None:
+                self._task_done(culprit.item)
+                self.completer.add(
+                    Completion(culprit.item, self._crash_verdict(culprit, how), culprit.duration)
                 )
-            )
-        applied = self.store.complete_batch(results)
-        for completion in completions:
-            item = completion.item
-            job_id = item.envelope.job_id
-            with self._held_lock:
-                self._held.pop(job_id, None)
-                already_lost = job_id in self._lost
-                self._lost.discard(job_id)
-            if job_id not in applied:
-                self.stats["stale_refused"] += 1
-                self.events.stale_result_refused(item.queue)
-                if not already_lost:
-                    self.events.lease_expired(item.queue)
-                log.warning(
-                    "stale result refused: job %s attempt %s",
-                    job_id,
-                    item.lease.attempt if item.lease else "?",
+                self._run_again(innocent)
+            elif innocent:
+                crashed = [
+                    (
+                        t.context.job_id,
+                        t.context.attempt,
+                        t.item.lease.claimed_at,
+                        int(t.duration * 1000),
+                    )
+                    for t in innocent
+                ]
+                self.ledger.claims.submit(CountCrashes(crashed, context=innocent, reason=how))
+
+    def _crash_verdict(self, task: Task, how: str) -> Verdict:
+        attempt, max_attempts = task.context.attempt, task.context.max_attempts
+        message = f"{how} while running this job (attempt {attempt})"
+        if attempt >= max_attempts:
+            return Verdict.dead("ProcessCrashed", f"{message}; max attempts reached")
+        return Verdict.retrying("ProcessCrashed", message, self.retry_policy.delay(attempt))
+
+    def _crashes_counted(self, operation: CountCrashes) -> None:
+        crashes = operation.answer or {}
+        budget = self.settings.worker.crash_budget
+        again: list[Task] = []
+        for task in operation.context:
+            count = crashes.get(task.context.job_id)
+            if count is None:
+                # No longer ours (the lease moved on meanwhile): nothing to run or write.
+                self._task_done(task.item)
+                self._release_hold(task.context.job_id)
+                self.partitions.done(task.item.topic, task.item.partition, task.item.offset)
+            elif count >= budget:
+                self._task_done(task.item)
+                verdict = Verdict.dead(
+                    "PoisonJob",
+                    f"the process running it died {count} times (crash budget {budget})",
                 )
+                self.completer.add(Completion(task.item, verdict, task.duration))
             else:
-                if completion.verdict.state is JobState.SUCCEEDED:
-                    self.stats["succeeded"] += 1
-                self._observe(completion)
-                self._log_outcome(completion)
-            if completion.verdict.outcome is not Outcome.RELEASED:
-                # A released job has no other message: its offset stays unfinished so the
-                # partition's next owner reads it again and runs the job.
-                self.partitions.done(item.topic, item.partition, item.offset)
-        self.partitions.store(self.consumer)
+                again.append(task)
+        self._run_again(again)
 
-    def _log_outcome(self, completion: Completion) -> None:
-        verdict, item = completion.verdict, completion.item
-        level = logging.INFO if verdict.state is not JobState.SUCCEEDED else logging.DEBUG
-        if verdict.state is JobState.DEAD:
-            level = logging.WARNING
-        log_event(
-            log,
-            f"job.{verdict.outcome}",
-            level,
-            **job_fields(
-                item.envelope.job_id,
-                item.tenant_id,
-                item.lease.attempt if item.lease else None,
-                queue=item.queue,
-                job_type=item.job_type,
-                worker=self.worker_id,
-                duration_ms=int(completion.duration * 1000),
-                error_class=verdict.error_class,
-                error=verdict.error_message,
-                delay_seconds=verdict.delay_seconds,
-            ),
-        )
+    def _run_again(self, tasks: list[Task]) -> None:
+        """Start crashed attempts again, same lease and attempt (their crash was not theirs)."""
+        fresh = []
+        for task in tasks:
+            item: WorkItem = task.item
+            self._tasks.pop(item.job_id, None)
+            fresh.append(self._task(item, task.job_type))
+        self.executor.submit(fresh)
 
-    def _observe(self, completion: Completion) -> None:
-        item, verdict = completion.item, completion.verdict
-        attempts = item.lease.attempt if item.lease else 0
-        self.events.job_finished(
-            item.queue,
-            item.job_type,
-            item.tenant_id,
-            verdict.outcome,
-            completion.duration,
-            attempts,
-        )
-        if verdict.state is JobState.RETRYING:
-            self.events.retried(item.queue, item.job_type, verdict.error_class or "unknown")
-        elif verdict.state is JobState.DEAD:
-            self.events.dead_lettered(item.queue, item.job_type, verdict.error_class or "dead")
-
-    # -- leases --
+    # -- leases --------------------------------------------------------------------------------
 
     def hold(self, item: WorkItem) -> None:
         with self._held_lock:
-            self._held[item.envelope.job_id] = item
+            self._held[item.job_id] = item
+
+    def _release_hold(self, job_id: uuid.UUID) -> bool:
+        """Forget a lease whose result is settled; True if its loss was reported already."""
+        with self._held_lock:
+            self._held.pop(job_id, None)
+            self._completing.discard(job_id)
+            already_lost = job_id in self._lost
+            self._lost.discard(job_id)
+        return already_lost
 
     def _held_ids(self) -> list[uuid.UUID]:
         with self._held_lock:
@@ -523,7 +579,7 @@ class Worker:
     def _signal(self, job_id: uuid.UUID, reason: str) -> None:
         task = self._tasks.get(job_id)
         if task is not None:
-            task.context.signal_cancel(reason)
+            self.executor.cancel(task, reason)
 
     def _lease_lost(self, job_id: uuid.UUID) -> None:
         """Heartbeat thread: a lease we hold is no longer ours (it expired and the job moved
@@ -531,6 +587,8 @@ class Worker:
         with self._held_lock:
             item = self._held.get(job_id)
             first = item is not None and job_id not in self._lost
+            if job_id in self._completing:
+                return  # completed, not lost: the result is on its way to the database
             if first:
                 self._lost.add(job_id)
         if first and item is not None:
@@ -544,9 +602,22 @@ class Worker:
             for item in items
             if item.lease is not None
         ]
-        self._write_results(completions)
+        for completion in completions:
+            completion.published = True  # a release has no next step
+        self._write(completions)
 
-    # -- rebalance --
+    def _write(self, completions: list[Completion]) -> None:
+        with self._held_lock:
+            self._completing.update(c.item.job_id for c in completions)
+        self.completer.write(completions)
+
+    def _settle_in_time(self, timeout: float) -> None:
+        """Let the lanes finish what they were given (bounded: the database may be away) and
+        apply their answers."""
+        self.ledger.wait_idle(max(0.0, timeout))
+        self._apply_answers()
+
+    # -- rebalance -----------------------------------------------------------------------------
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         try:
@@ -557,7 +628,10 @@ class Worker:
                 # A partition we paused, gave up and got back can come back still paused
                 # (the pause outlives the assignment in the client); our state for it starts
                 # fresh and unpaused, so the client's must too, or it never flows again.
-                consumer.resume(partitions)
+                if self._database_seen_up:
+                    consumer.resume(partitions)
+                else:
+                    consumer.pause(partitions)
         except Exception:  # callbacks never raise into the client
             log.exception("on_assign failed")
 
@@ -587,34 +661,33 @@ class Worker:
             self.events.partition_revoked(topic, partition)
         self.intake.drop_parked(ours)
         self.intake.drop_waiting(keys)
-        waiting = self.dispatcher.remove(ours)
-        self._pending, kept = [], self._pending
-        self._pending = [c for c in kept if not ours(c.item)]
-        finishing = [c for c in kept if ours(c.item)]
+        self.dispatcher.remove(ours)  # never claimed: the next owner reads them again
+        grace = self.settings.worker.revoke_grace_seconds
         if not lost:
             # Results already decided are written; their offsets can be committed.
-            self._pending.extend(finishing)
-            self._write_completions()
-            deadline = time.monotonic() + self.settings.worker.revoke_grace_seconds
-            while time.monotonic() < deadline and any(ours(t.item) for t in self.runner.running()):
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline and any(
+                ours(t.item) for t in self.executor.running()
+            ):
                 time.sleep(0.02)
-                self._expire()
+                self.executor.expire()
                 self._collect_finished()
-                self._write_completions()
-        unfinished = [t for t in self.runner.running() if ours(t.item)]
+                self.completer.flush()
+                self._apply_answers()
+        unfinished = [t for t in self.executor.running() if ours(t.item)]
         for task in unfinished:
-            task.context.signal_cancel("revoked")
-        abandoned = [t.item for t in unfinished if self.runner.abandon(t)]
+            self.executor.cancel(task, "revoked")
+        abandoned = [t.item for t in unfinished if self.executor.abandon(t)]
         for item in abandoned:
             self._task_done(item)
-        self.release_leases(
-            [*waiting, *abandoned], "partition revoked" if not lost else "partition lost"
-        )
+        self.release_leases(abandoned, "partition revoked" if not lost else "partition lost")
         if not lost:
+            self.completer.flush()
+            self._settle_in_time(grace)
             self.partitions.commit(self.consumer, keys)
         self.partitions.forget(keys)
 
-    # -- shutdown --
+    # -- shutdown ------------------------------------------------------------------------------
 
     def _drain(self) -> None:
         """The deploy contract: no new leases, running jobs finish within the drain window (their
@@ -622,29 +695,31 @@ class Worker:
         settings = self.settings.worker
         if self._drain_deadline is None:
             self._drain_deadline = time.monotonic() + settings.drain_seconds
-        log.info("draining %d running jobs", self.runner.busy)
+        log.info("draining %d running jobs", self.executor.busy)
         self.partitions.pause_all(self.consumer)
-        self.release_leases(self.dispatcher.remove(lambda item: True), "worker shutting down")
+        self.dispatcher.remove(lambda item: True)
         self.intake.drop_parked(lambda item: True)
         self.intake.drop_waiting(None)
-        while self.runner.busy and time.monotonic() < self._drain_deadline:
+        while (self.executor.busy or self._claiming) and time.monotonic() < self._drain_deadline:
             self.consumer.consume(num_messages=1, timeout=0.05)  # stay in the group
-            self._expire()
+            self._apply_answers()
+            self._handle_crashes()
+            self.executor.expire()
             self._collect_finished()
-            self._write_completions()
-        for task in self.runner.running():
-            task.context.signal_cancel("shutdown")
-        time.sleep(0.2 if self.runner.busy else 0)
+            self.completer.flush()
+        for task in self.executor.running():
+            self.executor.cancel(task, "shutdown")
+        time.sleep(0.2 if self.executor.busy else 0)
         self._collect_finished()
-        self._write_completions()
-        abandoned = [t.item for t in self.runner.running() if self.runner.abandon(t)]
+        abandoned = [t.item for t in self.executor.running() if self.executor.abandon(t)]
         for item in abandoned:
             self._task_done(item)
         self.release_leases(abandoned, "worker shut down before the job finished")
         for _ in range(3):
-            if not self._pending:
+            self.completer.flush()
+            if not self.completer.waiting:
                 break
-            self._write_completions()
+        self._settle_in_time(FINAL_WRITE_SECONDS)
         self.partitions.commit(self.consumer, None)
 
     def _close_consumer(self, timeout: float = 30.0) -> None:
@@ -662,11 +737,10 @@ class Worker:
         steps: list[Callable[[], object]] = [
             self._close_consumer,
             lambda: self.heartbeat.stop(),
-            lambda: self.store.stop_worker(),
+            lambda: self.executor.stop(timeout=5.0),
+            lambda: self.ledger.stop(timeout=5.0),
+            self._leave_registry,
             lambda: self.publisher.close(),
-            lambda: self.runner.stop(timeout=1.0),
-            lambda: self.store.close(),
-            lambda: self.side_store.close(),
             lambda: self.observability.close(),
         ]
         for step in steps:
@@ -676,6 +750,16 @@ class Worker:
                 log.exception("error while stopping the worker")
         log.info("worker %s stopped", self.worker_id)
 
+    def _leave_registry(self) -> None:
+        store = JobStore.open(self.settings, self.worker_id, role="worker")
+        try:
+            store.stop_worker()
+        except DatabaseUnavailable as error:
+            # Its heartbeat stops: the registry sees it stale, its leases expire.
+            log.warning("could not mark the worker stopped: %s", error)
+        finally:
+            store.close()
+
     # -- helpers for Intake --
 
     def job_type_of(self, name: str) -> JobType | None:
@@ -683,68 +767,4 @@ class Worker:
         return job_type if job_type is not None and job_type.handler is not None else None
 
 
-#: Client-side group settings that the KIP-848 protocol moves to the broker (and refuses).
-CLASSIC_ONLY_KEYS = (
-    "session.timeout.ms",
-    "heartbeat.interval.ms",
-    "partition.assignment.strategy",
-    "group.protocol.type",
-)
-
-
-def consumer_config(settings: Settings, group_id: str, worker_id: str) -> dict[str, Any]:
-    """Defaults first, then the user's librdkafka keys, then what correctness needs."""
-    config: dict[str, Any] = {
-        "max.poll.interval.ms": 300000,
-        "auto.commit.interval.ms": 1000,
-        "fetch.max.bytes": 16 * 1024 * 1024,
-        # A retry-tier partition resumed at its due time joins the next fetch request; a
-        # long fetch wait (500 ms by default) would make every retry that much late.
-        "fetch.wait.max.ms": 50,
-        "auto.offset.reset": "earliest",
-    }
-    protocol = settings.worker.group_protocol
-    if protocol == "classic":
-        config.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
-    config.update(settings.kafka_config)
-    if protocol == "consumer":
-        dropped = [key for key in CLASSIC_ONLY_KEYS if config.pop(key, None) is not None]
-        if dropped:
-            log.warning(
-                "ignoring %s: the consumer group protocol sets them on the broker "
-                "(group.consumer.* configs)",
-                ", ".join(dropped),
-            )
-        group = {
-            "group.protocol": "consumer",
-            "group.remote.assignor": settings.worker.group_remote_assignor,
-        }
-    else:
-        group = {"group.protocol": "classic", "partition.assignment.strategy": "cooperative-sticky"}
-    return settings.kafka_client_config(
-        **config,
-        **group,
-        **{
-            "group.id": group_id,
-            "client.id": f"tenantq-{worker_id}",
-            "enable.auto.commit": True,
-            # Offsets are stored by hand, only behind durable job state.
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": False,
-        },
-    )
-
-
-def _effective_cancel_reason(task: Task) -> str | None:
-    """An operator's cancel counts only if it came before the handler returned."""
-    context = task.context
-    reason = context.cancel_reason
-    if reason is None:
-        return None
-    if task.error is None and context.cancelled_at is not None and task.finished is not None:
-        if context.cancelled_at > task.finished:
-            return None
-    return reason
-
-
-__all__ = ["Worker", "KafkaException"]
+__all__ = ["EXIT_DATABASE_GONE", "KafkaException", "Worker", "consumer_config"]

@@ -8,8 +8,10 @@ none at all.
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import inspect
 import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -229,6 +231,24 @@ class App:
 def resolve_max_attempts(requested: int | None, job_type: JobType | None, default: int) -> int:
     """Max attempts of a job: set at enqueue, else the job type's, else the worker default."""
     return requested or (job_type.max_attempts if job_type is not None else None) or default
+
+
+def load_app(reference: str) -> App:
+    """Import ``module:attribute`` and return the ``tenantq.App`` it names (how a worker's
+    handler process, started afresh, finds the same app)."""
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise ConfigurationError(f"expected MODULE:APP, got {reference!r}")
+    if "" not in sys.path:  # the current directory, as `python -m` would have it
+        sys.path.insert(0, "")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ConfigurationError(f"cannot import {module_name!r}: {error}") from None
+    app = getattr(module, attribute, None)
+    if not isinstance(app, App):
+        raise ConfigurationError(f"{reference!r} is not a tenantq.App")
+    return app
 
 
 def _model_from_annotation(handler: Handler) -> type[BaseModel] | None:

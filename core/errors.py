@@ -140,6 +140,11 @@ class TopicDriftError(TenantqError):
     """An existing topic differs from its declaration (e.g. fewer partitions)."""
 
 
+class DatabaseUnavailable(TenantqError):
+    """PostgreSQL cannot be reached or dropped the connection (a restart, a failover, a proxy).
+    Weather, not death: the work is kept and done again once the database is back."""
+
+
 class DevStackError(TenantqError):
     """The local dev stack could not be started, stopped or found."""
 

@@ -129,6 +129,25 @@ class WorkerSettings(BaseModel):
     unknown_type_attempts: int = Field(
         5, ge=1, le=1_000, description="Retries of a job type no worker knows, before it is dead."
     )
+    handler_process: bool = Field(
+        True,
+        description="Run handlers in a handler process apart from the group member, so that a "
+        "handler that kills its process costs a new handler process, never the member (needs "
+        "the app as MODULE:APP, as `tenantq worker` has it; `Worker(app)` alone uses threads).",
+    )
+    crash_budget: int = Field(
+        3,
+        ge=1,
+        le=1_000,
+        description="Process deaths a job may be part of (running when the process died, not "
+        "known innocent) before it is dead as a poison job. Such deaths do not spend attempts.",
+    )
+    database_outage_limit_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="Stop the worker (exit code 3) when PostgreSQL stays unreachable this long; "
+        "unset: wait for it forever, holding results and claiming nothing.",
+    )
 
 
 class ProducerSettings(BaseModel):

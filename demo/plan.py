@@ -139,7 +139,7 @@ def plan_workload(jobs: int, tenants: int, seed: int) -> Workload:
         if seq == poison_seq:
             payload = {"seq": seq, "target": payload["target"], "work_ms": 0.0, "poison": True}
             max_attempts = POISON_MAX_ATTEMPTS
-            state, error_class = "dead", "AttemptsExhausted"
+            state, error_class = "dead", "ProcessCrashed"
         elif seq in permanent:
             payload["permanent"] = PERMANENT_REASONS[job_type]
             state, error_class = "dead", "tenantq.errors.PermanentError"

@@ -96,11 +96,15 @@ class WorkerPool:
                 self._log.close()
 
     def crashes(self) -> int:
-        """Worker processes that died and were restarted, from the supervisor's log."""
+        """Processes that died and were started again — handler processes a job killed, and
+        members — from the worker's log."""
         try:
             text = self.log_path.read_text(errors="replace")
         except OSError:
             return 0
         return sum(
-            1 for line in text.splitlines() if "tenantq.supervisor" in line and "exited" in line
+            1
+            for line in text.splitlines()
+            if ("tenantq.supervisor" in line and "exited with" in line)
+            or ("handler process" in line and "starting another" in line)
         )

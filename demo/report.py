@@ -138,8 +138,7 @@ def _summary_lines(summary: DemoSummary) -> list[str]:
         f"planned failures: {planned['timeouts']} jobs with timeouts, {planned['throttles']} "
         f"with 429s (retried), {planned['permanent']} permanent, "
         f"{planned['poison']} poison (max_attempts 3)",
-        f"retries taken: {summary.retries:,}; worker processes crashed and restarted: "
-        f"{summary.crashes}",
+        f"retries taken: {summary.retries:,}; processes crashed and restarted: {summary.crashes}",
         f"DLQ: {summary.dead_letters.total} letters = {planned['permanent']} permanent + "
         f"{planned['poison']} poison expected -> "
         + (

@@ -8,12 +8,10 @@ jobs must end dead:
 * ``timeouts``: the first N attempts raise ``RetryableError`` (a network timeout);
 * ``throttles``: the next N attempts raise ``RateLimited(retry_after)`` (an HTTP 429);
 * ``permanent``: the job raises ``PermanentError`` (dead at once, dead-lettered);
-* ``poison``: the handler kills its worker process with ``os._exit(1)``; the supervisor
-  restarts the process and, since attempts are counted at lease time, the job is dead after
-  ``max_attempts`` leases without ever reporting a result.
-
-Attempts lost to a crashed process (the poison's neighbours) count too, which only means
-fewer injected failures are seen: a job's final state does not depend on them.
+* ``poison``: the handler kills its process with ``os._exit(1)``. That is the worker's handler
+  process, never the group member: the member starts another, pins the crash on the poison
+  job (it spends an attempt, ``ProcessCrashed``) and runs the jobs beside it again without
+  spending theirs. The poison is dead after ``max_attempts`` crashes.
 """
 
 from __future__ import annotations

@@ -3,10 +3,15 @@
 It binds to ``Settings.metrics_host``, 127.0.0.1 unless configured otherwise: job and tenant
 names are business data, and a scrape endpoint on every interface of a host is an easy leak.
 Port 0 means disabled (not "any free port"), so a worker without metrics opens nothing.
+
+Several workers on one host is the normal case (two systemd units, two queue sets), so a port
+that is taken is not fatal: the next free one of the following ``PORT_TRIES - 1`` is used, with
+one warning naming it; when all are taken, the worker runs without an endpoint and says so.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import threading
 from dataclasses import dataclass
@@ -15,9 +20,11 @@ from wsgiref.simple_server import WSGIServer
 from prometheus_client import CollectorRegistry, start_wsgi_server
 from tenantq.settings import Settings
 
-logger = logging.getLogger("tenantq.observability.specs")
+logger = logging.getLogger("tenantq.metrics")
 
 DEFAULT_HOST = "127.0.0.1"
+#: Ports tried from the configured one upwards before serving nowhere.
+PORT_TRIES = 16
 _WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 
 
@@ -67,5 +74,29 @@ def serve_metrics(
 def serve_metrics_from_settings(
     registry: CollectorRegistry, settings: Settings
 ) -> MetricsServer | None:
-    """``serve_metrics`` on ``settings.metrics_host``/``settings.metrics_port``."""
-    return serve_metrics(registry, settings.metrics_host, settings.metrics_port)
+    """``serve_metrics`` on ``settings.metrics_host``/``settings.metrics_port``, or on the
+    next free port when that one is taken (see the module docstring); None when disabled or
+    when every port tried is taken."""
+    first = settings.metrics_port
+    if first == 0:
+        return None
+    for port in range(first, min(first + PORT_TRIES, 65_536)):
+        try:
+            server = serve_metrics(registry, settings.metrics_host, port)
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE:
+                raise
+            continue
+        if server is not None and port != first:
+            logger.warning(
+                "metrics port %d is taken (another worker on this host?); serving %s",
+                first,
+                server.url,
+            )
+        return server
+    logger.warning(
+        "metrics ports %d-%d are all taken; this process serves no /metrics",
+        first,
+        first + PORT_TRIES - 1,
+    )
+    return None

@@ -55,6 +55,9 @@ DEPENDENCY_THROTTLES = "tenantq_dependency_throttles"
 BREAKER_STATE = "tenantq_breaker_state"
 CONSUMER_LAG = "tenantq_consumer_lag_messages"
 COMMITTED_MESSAGE_AGE = "tenantq_committed_message_age_seconds"
+DATABASE_UP = "tenantq_database_up"
+HANDLER_PROCESS_RESTARTS = "tenantq_handler_process_restarts"
+WORKER_RESULTS_WAITING = "tenantq_worker_results_waiting"
 
 # -- from the supervisor ---------------------------------------------------------------------
 WORKER_RESTARTS = "tenantq_worker_restarts"
@@ -218,6 +221,24 @@ SPECS: tuple[MetricSpec, ...] = (
         "gauge",
         "Age of the message at the committed offset: how far behind the consumer commits.",
         ("queue",),
+    ),
+    MetricSpec(
+        DATABASE_UP,
+        "gauge",
+        "1 while this worker reaches PostgreSQL, 0 while it does not (it then claims nothing "
+        "and holds its results until the database is back).",
+    ),
+    MetricSpec(
+        HANDLER_PROCESS_RESTARTS,
+        "counter",
+        "Handler processes that died (a handler killed it: os._exit, a segfault, the OOM "
+        "killer) and were started again by their worker; the worker itself stays up.",
+    ),
+    MetricSpec(
+        WORKER_RESULTS_WAITING,
+        "gauge",
+        "Results (and claims) of this worker waiting to be written to PostgreSQL: the outage "
+        "buffer while the database is away, a few at most otherwise.",
     ),
     MetricSpec(
         WORKER_RESTARTS,

@@ -56,6 +56,7 @@ class WorkerMetrics(WorkerEvents):
         for spec in names.SPECS:
             if spec.source == "worker":
                 self._families[spec.name] = _build(spec, self.registry)
+        self.database_up(True)
 
     def _family(self, name: str) -> Any:
         return self._families[name]
@@ -167,6 +168,18 @@ class WorkerMetrics(WorkerEvents):
         except KeyError:
             pass
 
+    def handler_process_restarted(self) -> None:
+        """The handler process died and another was started."""
+        self._family(names.HANDLER_PROCESS_RESTARTS).inc()
+
+    def database_up(self, up: bool) -> None:
+        """The worker reaches PostgreSQL (True) or has lost it (False)."""
+        self._family(names.DATABASE_UP).set(1 if up else 0)
+
+    def results_waiting(self, count: int) -> None:
+        """``count`` writes wait for PostgreSQL."""
+        self._family(names.WORKER_RESULTS_WAITING).set(max(0, count))
+
     def committed_message_age(self, queue: str, seconds: float) -> None:
         """The message at the committed offset of ``queue`` was produced ``seconds`` ago."""
         self._family(names.COMMITTED_MESSAGE_AGE).labels(queue).set(_non_negative(seconds))
@@ -177,4 +190,5 @@ def _build(spec: names.MetricSpec, registry: CollectorRegistry) -> MetricWrapper
         return Counter(spec.name, spec.help, spec.labels, registry=registry)
     if spec.kind == "histogram":
         return Histogram(spec.name, spec.help, spec.labels, registry=registry, buckets=spec.buckets)
-    return Gauge(spec.name, spec.help, spec.labels, registry=registry)
+    # A dead worker process's gauges leave the aggregate with it (the supervisor marks it dead).
+    return Gauge(spec.name, spec.help, spec.labels, registry=registry, multiprocess_mode="liveall")

@@ -16,11 +16,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
+from tenantq.errors import DatabaseUnavailable
 from tenantq.settings import Settings
 from tenantq.states import JobState
 from tenantq.store import statements
 from tenantq.store.engine import connect
-from tenantq.store.transient import TRANSIENT_RETRIES, backoff_seconds
+from tenantq.store.transient import (
+    TRANSIENT_RETRIES,
+    backoff_seconds,
+    describe_database_error,
+    is_refusal,
+)
 
 if TYPE_CHECKING:
     from tenantq.schemas.envelope import Envelope
@@ -129,6 +135,7 @@ class JobStatus:
     cancel_requested: bool
     payload_sha256: bytes | None
     lease_left_seconds: float
+    crashes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,42 +155,82 @@ class Result:
 
 
 class JobStore:
-    """Postgres access of one worker process (one connection; not shared across threads)."""
+    """Postgres access of one worker thread: one connection, opened on first use and opened
+    again after the database dropped it (never shared across threads).
 
-    def __init__(self, connection: psycopg.Connection[Any], owner: str) -> None:
-        self.connection = connection
+    Every method runs in its own short transaction and raises ``DatabaseUnavailable`` when
+    the server cannot be reached (the connection is dropped, the next call reconnects), or the
+    psycopg error itself when the server refused the rows sent (``tenantq.store.transient``).
+    """
+
+    def __init__(
+        self,
+        connect_to_database: Callable[[], psycopg.Connection[Any]],
+        owner: str,
+    ) -> None:
+        self._connect = connect_to_database
+        self._connection: psycopg.Connection[Any] | None = None
         self.owner = owner
 
     @classmethod
-    def open(cls, settings: Settings, owner: str) -> JobStore:
-        return cls(connect(settings, application_name=f"tenantq-worker {owner}"), owner)
+    def open(cls, settings: Settings, owner: str, *, role: str = "worker") -> JobStore:
+        """A store of ``owner`` on the settings' database (connected on first use)."""
+        return cls(lambda: connect(settings, application_name=f"tenantq-{role} {owner}"), owner)
 
     def close(self) -> None:
-        self.connection.close()
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                connection.close()
+            except psycopg.Error:
+                pass
+
+    def ping(self) -> None:
+        """Reach the server now (reconnecting if needed); ``DatabaseUnavailable`` if not."""
+        self._run(lambda cursor: cursor.execute("SELECT 1"))
 
     # -- transactions --------------------------------------------------------------------------
 
     def _run(self, work: Callable[[psycopg.Cursor[Any]], T]) -> T:
         for attempt in range(TRANSIENT_RETRIES + 1):
             try:
-                with self.connection.transaction(), self.connection.cursor() as cursor:
+                if self._connection is None or self._connection.closed:
+                    self._connection = self._connect()
+                connection = self._connection
+                with connection.transaction(), connection.cursor() as cursor:
                     return work(cursor)
-            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as error:
                 if attempt == TRANSIENT_RETRIES:
-                    raise
+                    self.close()
+                    raise DatabaseUnavailable(f"still failing after retries: {error}") from error
                 time.sleep(backoff_seconds(attempt))
             except psycopg.errors.UniqueViolation:
                 # Two workers inserting different jobs with one idempotency key at once: the
                 # retry sees the winner and leaves the loser unclaimed.
                 if attempt == TRANSIENT_RETRIES:
                     raise
+            except psycopg.Error as error:
+                if is_refusal(error):
+                    raise
+                self.close()
+                raise DatabaseUnavailable(describe_database_error(error)) from error
+            except OSError as error:  # the socket itself failed before libpq could say so
+                self.close()
+                raise DatabaseUnavailable(str(error)) from error
         raise AssertionError("unreachable")
 
     # -- claim -------------------------------------------------------------------------------------
 
     def claim_batch(
-        self, requests: Sequence[ClaimRequest], lease_seconds: float, stale_owner_seconds: float
+        self,
+        requests: Sequence[ClaimRequest],
+        lease_seconds: float,
+        stale_owner_seconds: float,
+        crash_budget: int,
+        adoptable: Sequence[uuid.UUID] = (),
     ) -> dict[uuid.UUID, Lease]:
+        """Lease what can be leased of ``requests`` (``JOB_CLAIM_BATCH``); ``adoptable``: jobs
+        an earlier try of this claim may have leased to us already."""
         if not requests:
             return {}
         parameters = {
@@ -191,6 +238,8 @@ class JobStore:
             "owner": self.owner,
             "lease_seconds": lease_seconds,
             "stale_owner_seconds": stale_owner_seconds,
+            "crash_budget": crash_budget,
+            "adoptable": list(adoptable),
         }
 
         def work(cursor: psycopg.Cursor[Any]) -> dict[uuid.UUID, Lease]:
@@ -221,6 +270,7 @@ class JobStore:
                     _error_class,
                     _error_message,
                     lease_left,
+                    crashes,
                 ) = row
                 found[job_id] = JobStatus(
                     job_id,
@@ -232,33 +282,37 @@ class JobStore:
                     bool(cancel),
                     digest,
                     float(lease_left or 0.0),
+                    crashes,
                 )
             return found
 
         return self._run(work)
 
-    def bury_exhausted(self, job_ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
-        return self._ids_of(statements.JOB_BURY_EXHAUSTED, job_ids)
+    def bury_exhausted(self, job_ids: Iterable[uuid.UUID], crash_budget: int) -> set[uuid.UUID]:
+        return self._ids_of(statements.JOB_BURY_EXHAUSTED, job_ids, crash_budget=crash_budget)
 
     def cancel_waiting(self, job_ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
         return self._ids_of(statements.JOB_CANCEL_WAITING, job_ids)
 
-    def _ids_of(self, statement: str, job_ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
+    def _ids_of(
+        self, statement: str, job_ids: Iterable[uuid.UUID], **parameters: Any
+    ) -> set[uuid.UUID]:
         ids = list(job_ids)
         if not ids:
             return set()
 
         def work(cursor: psycopg.Cursor[Any]) -> set[uuid.UUID]:
-            cursor.execute(statement, {"ids": ids})
+            cursor.execute(statement, {"ids": ids, **parameters})
             return {row[0] for row in cursor.fetchall()}
 
         return self._run(work)
 
     # -- results -----------------------------------------------------------------------------------
 
-    def complete_batch(self, results: Sequence[Result]) -> set[uuid.UUID]:
+    def complete_batch(self, results: Sequence[Result], *, again: bool = False) -> set[uuid.UUID]:
         """Write results fenced; return the job ids whose result was applied (the rest were
-        stale and refused)."""
+        stale and refused). ``again``: this batch may have been applied already by a try whose
+        connection dropped (``JOB_COMPLETE_BATCH_AGAIN``)."""
         if not results:
             return set()
         parameters = {
@@ -266,27 +320,57 @@ class JobStore:
             "attempts": [r.attempt for r in results],
             "outcomes": [r.outcome for r in results],
             "states": [r.state.value for r in results],
-            "error_classes": [r.error_class for r in results],
-            "error_messages": [_clip(r.error_message) for r in results],
-            "delays": [r.delay_seconds for r in results],
+            "error_classes": [printable(r.error_class, 200) for r in results],
+            "error_messages": [printable(r.error_message) for r in results],
+            "delays": [_bounded_delay(r.delay_seconds) for r in results],
             "give_backs": [r.give_back for r in results],
             "durations": [r.duration_ms for r in results],
             "started_ats": [r.started_at for r in results],
             "owner": self.owner,
         }
 
+        statement = statements.JOB_COMPLETE_BATCH_AGAIN if again else statements.JOB_COMPLETE_BATCH
+
         def work(cursor: psycopg.Cursor[Any]) -> set[uuid.UUID]:
-            cursor.execute(statements.JOB_COMPLETE_BATCH, parameters)
+            cursor.execute(statement, parameters)
             return {row[0] for row in cursor.fetchall()}
+
+        return self._run(work)
+
+    def count_crashes(
+        self, crashed: Sequence[tuple[uuid.UUID, int, dt.datetime | None, int]], reason: str
+    ) -> dict[uuid.UUID, int]:
+        """Attempts (job id, attempt, started at, duration ms) whose process died: each job
+        counts the crash; returns the new crash count of every job still ours (fenced)."""
+        if not crashed:
+            return {}
+        ids, attempts, started, durations = (list(column) for column in zip(*crashed, strict=True))
+        parameters = {
+            "ids": ids,
+            "attempts": attempts,
+            "started_ats": started,
+            "durations": durations,
+            "owner": self.owner,
+            "reason": printable(reason),
+        }
+
+        def work(cursor: psycopg.Cursor[Any]) -> dict[uuid.UUID, int]:
+            cursor.execute(statements.JOB_CRASH_BATCH, parameters)
+            return {row[0]: row[1] for row in cursor.fetchall()}
 
         return self._run(work)
 
     # -- leases ------------------------------------------------------------------------------------
 
     def renew_leases(
-        self, job_ids: Iterable[uuid.UUID], lease_seconds: float, running: int, slots: int
+        self,
+        job_ids: Iterable[uuid.UUID],
+        lease_seconds: float,
+        running: int | None,
+        slots: int | None,
     ) -> dict[uuid.UUID, bool]:
-        """Extend our leases; return {job id still ours: cancel requested}."""
+        """Extend our leases; return {job id still ours: cancel requested}. ``running`` and
+        ``slots`` refresh the worker's registry row (None: leave them)."""
         parameters = {
             "ids": list(job_ids),
             "lease_seconds": lease_seconds,
@@ -330,9 +414,38 @@ class JobStore:
     def stop_worker(self) -> None:
         self._run(lambda cursor: cursor.execute(statements.WORKER_STOP, {"id": self.owner}))
 
+    def worker_crashed(self, worker_id: str, reason: str) -> int:
+        """A worker process died: stop it in the registry and free its leases at once
+        (``WORKER_CRASHED``); returns how many jobs it held."""
+        parameters = {"id": worker_id, "reason": printable(reason)}
 
-def _clip(message: str | None, limit: int = 2_000) -> str | None:
-    """Error messages are for people; a 10 MB repr is not."""
-    if message is None or len(message) <= limit:
-        return message
-    return message[:limit] + "…"
+        def work(cursor: psycopg.Cursor[Any]) -> int:
+            cursor.execute(statements.WORKER_CRASHED, parameters)
+            return len(cursor.fetchall())
+
+        return self._run(work)
+
+
+#: The longest wait a result may ask for (ten years): more is a bug, and would overflow the
+#: database's timestamps.
+MAX_DELAY_SECONDS = 10 * 365 * 86_400.0
+
+
+def printable(text: str | None, limit: int = 2_000) -> str | None:
+    """Text as the ledger can hold it: error messages are for people (a 10 MB repr is not),
+    and PostgreSQL text cannot hold a NUL character."""
+    if text is None:
+        return None
+    if "\x00" in text:
+        text = text.replace("\x00", "\\0")
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    return text
+
+
+def _bounded_delay(seconds: float | None) -> float | None:
+    if seconds is None:
+        return None
+    if seconds != seconds or seconds < 0:  # NaN or negative: now
+        return 0.0
+    return min(seconds, MAX_DELAY_SECONDS)

@@ -12,23 +12,40 @@ from __future__ import annotations
 #: attempt 1), or take the lease where the job is leasable and due, or leased by an owner whose
 #: lease expired or whose heartbeat went stale. Attempts are incremented here, at lease time, so
 #: a handler that kills its process still moves its job toward dead. The payload hash must
-#: match: the same job id with another payload is a conflict, never a takeover.
+#: match: the same job id with another payload is a conflict, never a takeover. A job that was
+#: running in ``crash_budget`` process deaths is not leased (the worker buries it).
+#:
+#: Two new jobs of one batch with one idempotency key: only the first (by position) is
+#: inserted, so the unique key is never violated by the batch itself. ``adoptable`` names jobs
+#: this owner may hold already because an earlier try of this very claim committed before the
+#: connection dropped: their lease is returned as it is, without another attempt.
 JOB_CLAIM_BATCH = """
-WITH incoming AS (
+WITH given AS (
     SELECT *
     FROM unnest(
         %(ids)s::uuid[], %(queues)s::text[], %(job_types)s::text[], %(tenant_ids)s::text[],
         %(partition_keys)s::text[], %(payloads)s::bytea[], %(payload_hashes)s::bytea[],
         %(max_attempts)s::int[], %(idempotency_keys)s::text[], %(origin_topics)s::text[],
         %(origin_partitions)s::int[], %(origin_offsets)s::bigint[], %(enqueued_ats)s::timestamptz[]
-    ) AS t(id, queue, job_type, tenant_id, partition_key, payload, payload_sha256,
-           max_attempts, idempotency_key, origin_topic, origin_partition, origin_offset,
-           enqueued_at)
-    -- A different job already owns this idempotency key: not ours to insert.
-    WHERE t.idempotency_key IS NULL OR NOT EXISTS (
-        SELECT 1 FROM tenantq_jobs other
-        WHERE other.queue = t.queue AND other.idempotency_key = t.idempotency_key
-          AND other.id <> t.id
+    ) WITH ORDINALITY AS t(id, queue, job_type, tenant_id, partition_key, payload,
+           payload_sha256, max_attempts, idempotency_key, origin_topic, origin_partition,
+           origin_offset, enqueued_at, position)
+),
+incoming AS (
+    SELECT * FROM given g
+    WHERE g.idempotency_key IS NULL OR (
+        -- An earlier job of this batch has the key: the first one is the job.
+        NOT EXISTS (
+            SELECT 1 FROM given earlier
+            WHERE earlier.queue = g.queue AND earlier.idempotency_key = g.idempotency_key
+              AND earlier.position < g.position AND earlier.id <> g.id
+        )
+        -- A different job already owns this idempotency key: not ours to insert.
+        AND NOT EXISTS (
+            SELECT 1 FROM tenantq_jobs other
+            WHERE other.queue = g.queue AND other.idempotency_key = g.idempotency_key
+              AND other.id <> g.id
+        )
     )
 )
 INSERT INTO tenantq_jobs AS j (
@@ -42,7 +59,8 @@ SELECT id, queue, job_type, tenant_id, partition_key, 'leased', payload, payload
 FROM incoming
 ON CONFLICT (id) DO UPDATE SET
     state = 'leased',
-    attempts = j.attempts + 1,
+    attempts = CASE WHEN j.state = 'leased' AND j.lease_owner = %(owner)s
+                    THEN j.attempts ELSE j.attempts + 1 END,
     -- A scheduled job's pending row was written by its producer, which may not know the job
     -- type's max_attempts: the worker's value wins at the first lease.
     max_attempts = CASE WHEN j.state = 'pending' AND j.attempts = 0
@@ -52,17 +70,22 @@ ON CONFLICT (id) DO UPDATE SET
     heartbeat_at = now(),
     started_at = coalesce(j.started_at, now()),
     updated_at = now()
-WHERE j.attempts < j.max_attempts
-  AND NOT j.cancel_requested
-  AND j.payload_sha256 IS NOT DISTINCT FROM excluded.payload_sha256
+WHERE j.payload_sha256 IS NOT DISTINCT FROM excluded.payload_sha256
   AND (
-        (j.state IN ('pending', 'runnable', 'retrying') AND j.run_after <= now())
-     OR (j.state = 'leased' AND j.lease_owner <> %(owner)s AND (
-            j.lease_until < now()
-         OR NOT EXISTS (
-                SELECT 1 FROM tenantq_workers w
-                WHERE w.id = j.lease_owner AND w.stopped_at IS NULL
-                  AND w.heartbeat_at > now() - make_interval(secs => %(stale_owner_seconds)s))))
+        (j.state = 'leased' AND j.lease_owner = %(owner)s AND j.id = ANY(%(adoptable)s::uuid[]))
+     OR (j.attempts < j.max_attempts
+         AND j.crashes < %(crash_budget)s
+         AND NOT j.cancel_requested
+         AND (
+               (j.state IN ('pending', 'runnable', 'retrying') AND j.run_after <= now())
+            OR (j.state = 'leased' AND j.lease_owner <> %(owner)s AND (
+                   j.lease_until < now()
+                OR NOT EXISTS (
+                     SELECT 1 FROM tenantq_workers w
+                     WHERE w.id = j.lease_owner AND w.stopped_at IS NULL
+                       AND w.heartbeat_at > now() - make_interval(secs => %(stale_owner_seconds)s)
+                   )))
+        ))
   )
 RETURNING j.id, j.attempts, j.max_attempts, j.progress, j.replays,
           (xmax = 0) AS inserted, j.lease_until, now() AS claimed_at
@@ -73,21 +96,27 @@ JOB_STATE_BATCH = """
 SELECT j.id, j.state::text, j.lease_owner, j.lease_until, j.attempts, j.max_attempts,
        j.run_after <= now() AS due, j.cancel_requested, j.payload_sha256, j.last_error_class,
        j.last_error_message,
-       GREATEST(0, EXTRACT(EPOCH FROM (j.lease_until - now())))::float8 AS lease_left_seconds
+       GREATEST(0, EXTRACT(EPOCH FROM (j.lease_until - now())))::float8 AS lease_left_seconds,
+       j.crashes
 FROM tenantq_jobs j
 WHERE j.id = ANY(%(ids)s::uuid[])
 """
 
-#: A job found leasable with its attempts used up goes dead at lease time, with the reason.
+#: A job found leasable with its attempts (or its crash budget) used up goes dead at lease
+#: time, with the reason.
 JOB_BURY_EXHAUSTED = """
 UPDATE tenantq_jobs
 SET state = 'dead', finished_at = now(), updated_at = now(), lease_owner = NULL,
     lease_until = NULL,
-    last_error_class = 'AttemptsExhausted',
-    last_error_message = 'max attempts (' || max_attempts || ') reached; last error: '
-        || coalesce(last_error_class || ': ' || last_error_message, 'none recorded')
+    last_error_class = CASE WHEN attempts >= max_attempts THEN 'AttemptsExhausted'
+                            ELSE 'PoisonJob' END,
+    last_error_message = CASE
+        WHEN attempts >= max_attempts
+        THEN 'max attempts (' || max_attempts || ') reached; last error: '
+             || coalesce(last_error_class || ': ' || last_error_message, 'none recorded')
+        ELSE 'the process running it died ' || crashes || ' times (crash budget)' END
 WHERE id = ANY(%(ids)s::uuid[])
-  AND attempts >= max_attempts
+  AND (attempts >= max_attempts OR crashes >= %(crash_budget)s)
   AND (state IN ('pending', 'runnable', 'retrying')
        OR (state = 'leased' AND lease_until < now()))
 RETURNING id
@@ -148,6 +177,108 @@ attempt_rows AS (
 SELECT id FROM applied
 """
 
+#: ``JOB_COMPLETE_BATCH`` once more, after the connection dropped while it ran: a result that
+#: was applied then has its attempt row already (same job, attempt, owner and outcome); it is
+#: reported as applied again and not written twice.
+JOB_COMPLETE_BATCH_AGAIN = """
+WITH results AS (
+    SELECT *
+    FROM unnest(
+        %(ids)s::uuid[], %(attempts)s::int[], %(outcomes)s::text[], %(states)s::job_state[],
+        %(error_classes)s::text[], %(error_messages)s::text[], %(delays)s::float8[],
+        %(give_backs)s::bool[], %(durations)s::int[], %(started_ats)s::timestamptz[]
+    ) AS t(id, attempt, outcome, state, error_class, error_message, delay_seconds, give_back,
+           duration_ms, started_at)
+),
+already AS (
+    SELECT r.id FROM results r
+    JOIN tenantq_job_attempts a ON a.job_id = r.id AND a.attempt = r.attempt
+     AND a.worker_id = %(owner)s AND a.outcome = r.outcome
+),
+applied AS (
+    UPDATE tenantq_jobs j
+    SET state = r.state,
+        attempts = j.attempts - CASE WHEN r.give_back THEN 1 ELSE 0 END,
+        lease_owner = NULL,
+        lease_until = NULL,
+        run_after = CASE WHEN r.delay_seconds IS NULL THEN j.run_after
+                         ELSE now() + make_interval(secs => r.delay_seconds) END,
+        finished_at = CASE WHEN r.state IN ('succeeded', 'dead', 'canceled') THEN now() END,
+        last_error_class = CASE WHEN r.outcome = 'succeeded' THEN j.last_error_class
+                                ELSE coalesce(r.error_class, j.last_error_class) END,
+        last_error_message = CASE WHEN r.outcome = 'succeeded' THEN j.last_error_message
+                                  ELSE coalesce(r.error_message, j.last_error_message) END,
+        updated_at = now()
+    FROM results r
+    WHERE j.id = r.id AND j.attempts = r.attempt AND j.lease_owner = %(owner)s
+      AND j.state = 'leased'
+    RETURNING j.id
+),
+attempt_rows AS (
+    INSERT INTO tenantq_job_attempts (job_id, attempt, worker_id, outcome, error_class,
+                                      error_message, started_at, duration_ms)
+    SELECT r.id, r.attempt, %(owner)s,
+           CASE WHEN a.id IS NULL THEN 'stale' ELSE r.outcome END,
+           r.error_class, r.error_message, r.started_at, r.duration_ms
+    FROM results r
+    LEFT JOIN applied a ON a.id = r.id
+    WHERE EXISTS (SELECT 1 FROM tenantq_jobs x WHERE x.id = r.id)
+      AND r.id NOT IN (SELECT id FROM already)
+)
+SELECT id FROM applied UNION SELECT id FROM already
+"""
+
+#: The process running these attempts died and nobody knows which of them killed it: each
+#: job counts the crash (``crashes``), fenced like a result, and gets a ``crashed`` attempt
+#: row; the attempt itself is not spent (the job runs again under the same lease).
+JOB_CRASH_BATCH = """
+WITH crashed AS (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::int[], %(started_ats)s::timestamptz[],
+                         %(durations)s::int[])
+        AS t(id, attempt, started_at, duration_ms)
+),
+counted AS (
+    UPDATE tenantq_jobs j
+    SET crashes = j.crashes + 1, updated_at = now()
+    FROM crashed c
+    WHERE j.id = c.id AND j.attempts = c.attempt AND j.lease_owner = %(owner)s
+      AND j.state = 'leased'
+    RETURNING j.id, j.crashes
+),
+attempt_rows AS (
+    INSERT INTO tenantq_job_attempts (job_id, attempt, worker_id, outcome, error_class,
+                                      error_message, started_at, duration_ms)
+    SELECT c.id, c.attempt, %(owner)s, 'crashed', 'ProcessCrashed', %(reason)s, c.started_at,
+           c.duration_ms
+    FROM crashed c JOIN counted USING (id)
+)
+SELECT id, crashes FROM counted
+"""
+
+#: A worker process died (its supervisor saw it): it is stopped in the registry, so nothing
+#: waits for its heartbeat, and every lease it held is free at once. The jobs it was running
+#: count the crash and get their attempt back; a ``crashed`` attempt row says what happened.
+WORKER_CRASHED = """
+WITH stopped AS (
+    UPDATE tenantq_workers SET stopped_at = now(), running_jobs = 0
+    WHERE id = %(id)s
+),
+released AS (
+    UPDATE tenantq_jobs
+    SET state = 'runnable', attempts = attempts - 1, crashes = crashes + 1,
+        lease_owner = NULL, lease_until = NULL, updated_at = now(),
+        last_error_class = 'ProcessCrashed', last_error_message = %(reason)s
+    WHERE lease_owner = %(id)s AND state = 'leased'
+    RETURNING id, attempts + 1 AS attempt, started_at
+),
+attempt_rows AS (
+    INSERT INTO tenantq_job_attempts (job_id, attempt, worker_id, outcome, error_class,
+                                      error_message)
+    SELECT id, attempt, %(id)s, 'crashed', 'ProcessCrashed', %(reason)s FROM released
+)
+SELECT id FROM released
+"""
+
 #: Extend the leases of every job a worker runs, and refresh its registry row, in one
 #: statement. Returns the jobs still ours and whether an operator asked to cancel them.
 LEASE_RENEW = """
@@ -159,7 +290,8 @@ WITH renewed AS (
 ),
 registry AS (
     UPDATE tenantq_workers
-    SET heartbeat_at = now(), running_jobs = %(running)s, slots = %(slots)s
+    SET heartbeat_at = now(), running_jobs = coalesce(%(running)s::int, running_jobs),
+        slots = coalesce(%(slots)s::int, slots)
     WHERE id = %(owner)s
 )
 SELECT id, cancel_requested FROM renewed

@@ -1,11 +1,20 @@
-"""Database errors that say nothing about the work: a deadlock or a serialization failure.
+"""How tenantq reads a database error, in one place.
 
-One rule for the whole project: such an error is retried in place, up to ``TRANSIENT_RETRIES``
-times with a short growing pause, before it counts. The store applies it to its own
-transactions; the worker applies it to handlers (whose own database work hit one).
+* **Transient**: a deadlock or a serialization failure says nothing about the work. One rule
+  for the whole project: it is retried in place, up to ``TRANSIENT_RETRIES`` times with a
+  short growing pause, before it counts. The store applies it to its own transactions; the
+  worker applies it to handlers (whose own database work hit one).
+* **Unavailable**: the server is gone or going (a restart, a failover, a proxy that dropped the
+  connection, a full disk, a statement timeout): weather, not death. The caller keeps its
+  work, reconnects with backoff, and does it again.
+* **Refused**: the server refused what was sent (a constraint, a value out of range, text
+  with a NUL byte): the input is at fault. A batch is split to find the rows at fault; those
+  get a clear error, the rest go through.
 """
 
 from __future__ import annotations
+
+import psycopg
 
 #: SQLSTATEs of errors that are transient by definition: deadlock, serialization failure.
 TRANSIENT_SQLSTATES = frozenset({"40P01", "40001"})
@@ -31,3 +40,34 @@ def is_transient_database_error(error: BaseException) -> bool:
 def backoff_seconds(retry: int) -> float:
     """The pause before in-place retry number ``retry`` (0-based): 20 ms, 40 ms, 80 ms."""
     return 0.02 * 2.0**retry
+
+
+#: SQLSTATE classes of a refusal: the rows sent are at fault (22 data exception, 23 integrity
+#: constraint violation).
+REFUSAL_SQLSTATE_CLASSES = ("22", "23")
+
+
+def is_refusal(error: BaseException) -> bool:
+    """The server (or psycopg, before sending: text with a NUL character) refused the rows
+    sent; retrying them as they are would fail the same way."""
+    if isinstance(error, psycopg.DataError | psycopg.IntegrityError):
+        return True
+    sqlstate = getattr(error, "sqlstate", None)
+    return (
+        isinstance(error, psycopg.Error)
+        and isinstance(sqlstate, str)
+        and (sqlstate[:2] in REFUSAL_SQLSTATE_CLASSES)
+    )
+
+
+def is_unavailable(error: BaseException) -> bool:
+    """Anything else psycopg raises: the connection or the server is at fault (or the schema
+    is not migrated yet), never the rows; wait, reconnect, try again."""
+    return isinstance(error, psycopg.Error) and not is_refusal(error)
+
+
+def describe_database_error(error: BaseException) -> str:
+    """One line for a log: the SQLSTATE and the server's (or libpq's) first line."""
+    sqlstate = getattr(error, "sqlstate", None)
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return f"{type(error).__name__}{f' [{sqlstate}]' if sqlstate else ''}: {first}"

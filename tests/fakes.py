@@ -22,8 +22,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -31,7 +30,6 @@ from typing import Any
 import tenantq
 from confluent_kafka import KafkaError
 from tenantq.consumer.retry_policy import RetryPolicy
-from tenantq.store.job_store import JobStatus
 from tenantq.store.placement import PlacementRecord
 
 
@@ -184,35 +182,30 @@ class FakePlacementTable:
         return [row for row in self.rows.values() if row.queue == queue]
 
 
-class FakeJobStore:
-    """Stands in for the worker's job store as ``Intake`` uses it: every job asked about has
-    ``status``, waiting jobs are canceled, none is exhausted; ``done`` records the offsets that
-    ``FakeIntakeWorker`` marks done."""
-
-    def __init__(self, status: JobStatus) -> None:
-        self.status = status
-        self.done: list[tuple[str, int, int]] = []
-
-    def states_of(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, JobStatus]:
-        return {self.status.job_id: self.status}
-
-    def cancel_waiting(self, ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
-        return set(ids)
-
-    def bury_exhausted(self, ids: Iterable[uuid.UUID]) -> set[uuid.UUID]:
-        return set()
-
-
 class FakeIntakeWorker:
-    """Stands in for the worker as ``Intake`` sees it: its ``store`` and its ``partitions``,
-    which record in ``store.done`` what the intake marks done."""
+    """Stands in for the worker as ``Intake`` sees it: settings, a ledger whose claims lane
+    records the operations handed to it (``submitted``), and ``partitions``, which record in
+    ``done`` the offsets the intake marks done."""
 
-    def __init__(self, store: FakeJobStore) -> None:
-        self.store = store
+    worker_id = "this-worker"
+
+    def __init__(self) -> None:
+        import tenantq
+
+        self.settings = tenantq.Settings(
+            kafka_bootstrap_servers="127.0.0.1:1", database_url="postgresql://u@127.0.0.1/x"
+        )
         self.partitions = self
+        self.ledger = self
+        self.claims = self
+        self.done_offsets: list[tuple[str, int, int]] = []
+        self.submitted: list[Any] = []
 
     def done(self, topic: str, partition: int, offset: int) -> None:
-        self.store.done.append((topic, partition, offset))
+        self.done_offsets.append((topic, partition, offset))
+
+    def submit(self, operation: Any) -> None:
+        self.submitted.append(operation)
 
 
 def seeded_retry_policy(jitter: float = 0.5) -> RetryPolicy:

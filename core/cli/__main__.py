@@ -2,4 +2,7 @@
 
 from tenantq.cli import main
 
-main()
+# Guarded: a handler process (multiprocessing's spawn) imports this module again as
+# ``__mp_main__``, and must not run the command line a second time.
+if __name__ == "__main__":
+    main()

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 import uuid
 
 import typer
 from rich.console import Console
-from tenantq.app import App
+from tenantq.app import load_app
 from tenantq.errors import ConfigurationError
 from tenantq.settings import load_settings
 
@@ -18,62 +16,57 @@ console = Console()
 jobs_app = typer.Typer(help="Inspect and cancel single jobs.")
 
 
-def load_app(reference: str) -> App:
-    """Import ``module:attribute`` and return the ``tenantq.App`` it names."""
-    module_name, _, attribute = reference.partition(":")
-    if not module_name or not attribute:
-        raise ConfigurationError(f"expected MODULE:APP, got {reference!r}")
-    sys.path.insert(0, "")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ConfigurationError(f"cannot import {module_name!r}: {error}") from None
-    app = getattr(module, attribute, None)
-    if not isinstance(app, App):
-        raise ConfigurationError(f"{reference!r} is not a tenantq.App")
-    return app
-
-
 def worker_command(
     app_reference: str = typer.Argument(..., metavar="MODULE:APP"),
     queues: str = typer.Option(None, "--queues", "-q", help="Comma-separated queues to serve."),
     concurrency: int = typer.Option(None, "--concurrency", "-c", min=1, help="Handler slots."),
-    processes: int = typer.Option(1, "--processes", "-p", min=1, help="Worker processes."),
+    processes: int = typer.Option(
+        1, "--processes", "-p", min=1, help="Member processes (each a group member)."
+    ),
     strict_priority: bool = typer.Option(
         False, "--strict-priority", help="Serve queues strictly in the order given."
     ),
+    member: bool = typer.Option(False, "--member", hidden=True),
+    worker_id: str = typer.Option(None, "--worker-id", hidden=True),
 ) -> None:
-    """Run a worker (or a supervised pool with --processes)."""
+    """Run a worker: supervised member processes (1 unless --processes), each one group
+    member running handlers in its own handler process, and the app's background services."""
     settings = load_settings()
     from tenantq.log import configure_logging
 
     # One JSON event per line (job id, tenant, attempt as fields), secrets masked.
     configure_logging(settings.log_level)
-    if processes > 1:
-        from tenantq.consumer.supervisor import Supervisor
-
-        arguments = [app_reference]
-        if queues:
-            arguments += ["--queues", queues]
-        if concurrency:
-            arguments += ["--concurrency", str(concurrency)]
-        if strict_priority:
-            arguments.append("--strict-priority")
-        queue_list = [q.strip() for q in queues.split(",")] if queues else None
-        raise typer.Exit(Supervisor(arguments, processes, settings, queue_list).run())
-    from tenantq.consumer.worker import Worker
-
     app = load_app(app_reference)
     queue_list = [q.strip() for q in queues.split(",")] if queues else None
     for name in queue_list or []:
         settings.queue(name)
-    Worker(
-        app,
-        queue_list,
-        settings=settings,
-        concurrency=concurrency,
-        strict_priority=strict_priority,
-    ).run()
+    if member:
+        from tenantq.consumer.worker import Worker
+
+        worker = Worker(
+            app,
+            queue_list,
+            settings=settings,
+            concurrency=concurrency,
+            strict_priority=strict_priority,
+            worker_id=worker_id,
+            app_reference=app_reference,
+        )
+        worker.run()
+        raise typer.Exit(worker.exit_code)
+    from tenantq.background import background_services
+    from tenantq.consumer.supervisor import Supervisor
+
+    arguments = [app_reference]
+    if queues:
+        arguments += ["--queues", queues]
+    if concurrency:
+        arguments += ["--concurrency", str(concurrency)]
+    if strict_priority:
+        arguments.append("--strict-priority")
+    served = queue_list or app.queues() or ["default"]
+    services = background_services(app, settings, served)
+    raise typer.Exit(Supervisor(arguments, processes, settings, queue_list, services).run())
 
 
 def _job_id(value: str) -> uuid.UUID:

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -117,7 +118,11 @@ def end_offsets(settings: tenantq.Settings, topic: str) -> dict[int, int]:
 
 class WorkerProcess:
     """A worker in its own process (``tests/integration/apps.py:APP``), for kill -9, SIGSTOP
-    and graceful-shutdown scenarios. Settings travel as ``TENANTQ_*`` variables."""
+    and graceful-shutdown scenarios. Settings travel as ``TENANTQ_*`` variables.
+
+    ``tenantq worker`` is a supervisor with member processes and their handler processes, in
+    a process group of its own: SIGSTOP, SIGCONT and SIGKILL go to the whole group (the host
+    freezes, or dies), SIGTERM and SIGINT to the supervisor, which passes them on."""
 
     def __init__(
         self, settings: tenantq.Settings, app: str, *extra: str, env: dict[str, str] | None = None
@@ -126,12 +131,15 @@ class WorkerProcess:
         environment.update(settings_environment(settings))
         environment.update(env or {})
         environment["PYTHONPATH"] = str(HERE) + os.pathsep + environment.get("PYTHONPATH", "")
+        # A file, not a pipe: nobody reads a pipe while the worker runs, and a full one would
+        # block the worker's logging.
+        self._log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tenantq.cli", "worker", app, *extra],
             env=environment,
-            stdout=subprocess.PIPE,
+            stdout=self._log,
             stderr=subprocess.STDOUT,
-            text=True,
+            start_new_session=True,
         )
 
     @property
@@ -139,7 +147,11 @@ class WorkerProcess:
         return self.process.pid
 
     def signal(self, number: int) -> None:
-        os.kill(self.process.pid, number)
+        if number in (signal.SIGSTOP, signal.SIGCONT, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, number)
+        else:
+            os.kill(self.process.pid, number)
 
     def terminate(self, timeout: float = 60.0) -> int:
         if self.process.poll() is None:
@@ -152,10 +164,9 @@ class WorkerProcess:
         self.process.wait(30)
 
     def output(self) -> str:
-        if self.process.poll() is None:
-            return ""
-        assert self.process.stdout is not None
-        return self.process.stdout.read()
+        """What the worker printed so far."""
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
 
 
 def settings_environment(settings: tenantq.Settings) -> dict[str, str]:

@@ -61,18 +61,22 @@ def test_attempt_rows_record_when_each_attempt_started(
 def test_worker_labels_the_busiest_tenants_first(
     make_settings: Any, db: psycopg.Connection[Any]
 ) -> None:
-    settings = make_settings(metrics_top_tenants=2)
+    # A queue of its own: the session's other tests leave jobs of their tenants in "default".
+    queue = f"labels{uuid.uuid4().hex[:8]}"
+    settings = make_settings(
+        metrics_top_tenants=2, queues={queue: tenantq.QueueSettings(partitions=1)}
+    )
     volumes = {"whale": 9, "dolphin": 5, "shrimp": 1}
     for tenant, count in volumes.items():
         for _ in range(count):
             db.execute(
                 "INSERT INTO tenantq_jobs (id, queue, job_type, tenant_id, partition_key, state,"
-                " max_attempts) VALUES (%s, 'default', 'x', %s, %s, 'runnable', 3)",
-                (uuid.uuid4(), tenant, tenant),
+                " max_attempts) VALUES (%s, %s, 'x', %s, %s, 'runnable', 3)",
+                (uuid.uuid4(), queue, tenant, tenant),
             )
     try:
-        with running_worker(tenantq.App(settings), settings) as worker:
-            wait_for(lambda: hasattr(worker, "partitions"), timeout=30, what="worker started")
+        with running_worker(tenantq.App(settings), settings, queues=[queue]) as worker:
+            wait_for(lambda: hasattr(worker, "consumer"), timeout=30, what="worker started")
             assert worker.observability.metrics.tenants.labelled() == {"whale", "dolphin"}
     finally:
-        db.execute("DELETE FROM tenantq_jobs WHERE tenant_id = ANY(%s)", (list(volumes),))
+        db.execute("DELETE FROM tenantq_jobs WHERE queue = %s", (queue,))

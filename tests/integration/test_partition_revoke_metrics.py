@@ -23,7 +23,7 @@ def lag_partitions(worker: Any, topic: str) -> set[int]:
 
 
 def owned(worker: Any, topic: str) -> set[int]:
-    partitions = getattr(worker, "partitions", None)  # None until the worker has started
+    partitions = getattr(worker, "partitions", None)
     return {p for (t, p) in list(partitions.states) if t == topic} if partitions else set()
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
-from fakes import FakeIntakeWorker, FakeJobStore
+from fakes import FakeIntakeWorker
 from tenantq.consumer.intake import Intake
 from tenantq.consumer.work import WorkItem
 from tenantq.schemas.envelope import Envelope
@@ -24,10 +24,10 @@ def decide(state: JobState, due: bool, tier: int | None) -> tuple[bool, bool]:
     """(marked done, parked) for one message."""
     job_id = uuid.uuid4()
     status = JobStatus(job_id, state, None, 1, 3, due, False, None, 0.0)
-    recorder = FakeJobStore(status)
-    intake = Intake(FakeIntakeWorker(recorder))  # type: ignore[arg-type]
-    intake._sort_out([item(job_id, tier)])
-    return bool(recorder.done), bool(intake.parked)
+    worker = FakeIntakeWorker()
+    intake = Intake(worker)  # type: ignore[arg-type]
+    intake._sort_out([item(job_id, tier)], {job_id: status})
+    return bool(worker.done_offsets), bool(intake.parked)
 
 
 def test_retry_message_due_but_unclaimed_is_claimed_again() -> None:
@@ -48,3 +48,15 @@ def test_main_copy_of_a_due_job_is_claimed_again() -> None:
 
 def test_terminal_job_is_done() -> None:
     assert decide(JobState.SUCCEEDED, due=True, tier=1) == (True, False)
+
+
+def test_job_past_its_crash_budget_is_buried_as_poison() -> None:
+    job_id = uuid.uuid4()
+    status = JobStatus(job_id, JobState.RUNNABLE, None, 1, 3, True, False, None, 0.0, crashes=3)
+    worker = FakeIntakeWorker()
+    intake = Intake(worker)  # type: ignore[arg-type]
+    intake._sort_out([item(job_id, None)], {job_id: status})
+    (settle,) = worker.submitted
+    assert settle.rows[0].bury == [job_id] and not worker.done_offsets
+    ((_, error_class, _),) = settle.context[1]
+    assert error_class == "PoisonJob"

@@ -15,6 +15,7 @@ import pytest
 from tenantq.app import JobType
 from tenantq.consumer.context import JobContext
 from tenantq.consumer.runner import HandlerRunner, Task
+from tenantq.errors import DatabaseUnavailable
 from tenantq.store.job_store import JobStore
 from tenantq.store.transient import TRANSIENT_RETRIES, is_transient_database_error
 
@@ -62,8 +63,13 @@ def test_the_runner_reruns_a_handler_exactly_the_shared_number_of_times() -> Non
 class _FailingConnection:
     """Every transaction raises a deadlock."""
 
+    closed = False
+
     def __init__(self) -> None:
         self.transactions = 0
+
+    def close(self) -> None:
+        self.closed = True
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -80,7 +86,8 @@ def test_the_store_retries_its_transactions_the_same_number_of_times(
 ) -> None:
     monkeypatch.setattr("tenantq.store.job_store.backoff_seconds", lambda retry: 0.0)
     connection = _FailingConnection()
-    store = JobStore(connection, "owner")  # type: ignore[arg-type]
-    with pytest.raises(psycopg.errors.DeadlockDetected):
+    store = JobStore(lambda: connection, "owner")  # type: ignore[arg-type,return-value]
+    # Still failing after the retries: the database is not healthy, the work is kept.
+    with pytest.raises(DatabaseUnavailable):
         store.stop_worker()
     assert connection.transactions == TRANSIENT_RETRIES + 1

@@ -1,0 +1,253 @@
+"""From verdicts to durable results: the part of the worker that completes jobs.
+
+A verdict (from a finished attempt, or decided without running) becomes a ``Completion``. Its
+next step goes to Kafka first — a retry into the tier that covers its wait, a dead letter into
+the DLQ — and only once Kafka holds it is the result written to Postgres, fenced by (job,
+attempt, owner), through the ledger's results lane. Only when Postgres answers is the job's
+offset done: a crash at any point leaves the message to be read again, never a job without
+its next step. While the database is away, completions wait in the lane, already published
+(never published twice).
+
+Everything here runs on the poll thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+
+from tenantq.consumer.events import WorkerEvents
+from tenantq.consumer.ledger import Complete, Ledger
+from tenantq.consumer.outcomes import Verdict
+from tenantq.consumer.work import WorkItem
+from tenantq.headers import DelayReason
+from tenantq.log import job_fields, log_event
+from tenantq.producer.publisher import Outgoing, Publisher, dead_letter, retry_message
+from tenantq.settings import Settings
+from tenantq.states import JobState, Outcome
+from tenantq.store.job_store import Result
+from tenantq.topics import QueueTopics
+
+log = logging.getLogger("tenantq.worker")
+
+
+class Completion:
+    """A verdict waiting to be made durable."""
+
+    __slots__ = ("item", "verdict", "duration", "published")
+
+    def __init__(self, item: WorkItem, verdict: Verdict, duration: float) -> None:
+        self.item = item
+        self.verdict = verdict
+        self.duration = duration
+        #: Kafka holds the next step (or there is none): only the database write is left.
+        self.published = False
+
+
+class Completer:
+    """Publishes next steps, writes results, and settles what the database answered."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        topics: dict[str, QueueTopics],
+        worker_id: str,
+        publisher: Publisher,
+        ledger: Ledger,
+        events: WorkerEvents,
+        release_hold: Callable[[uuid.UUID], bool],
+        mark_done: Callable[[WorkItem], None],
+        stats: dict[str, int],
+    ) -> None:
+        self._settings = settings
+        self._topics = topics
+        self._worker_id = worker_id
+        self._publisher = publisher
+        self._ledger = ledger
+        self._events = events
+        #: Forget the job's lease; True if its loss was reported already (an expiry).
+        self._release_hold = release_hold
+        self._mark_done = mark_done
+        self._stats = stats
+        #: Completions whose next step Kafka has not acknowledged yet.
+        self._unpublished: list[Completion] = []
+
+    @property
+    def waiting(self) -> int:
+        """Completions not yet handed to the database (their next step not acknowledged)."""
+        return len(self._unpublished)
+
+    def add(self, completion: Completion) -> None:
+        self._unpublished.append(completion)
+
+    def flush(self) -> None:
+        """Publish the next steps waiting, then hand every completion whose next step Kafka
+        holds to the results lane. What Kafka did not take waits for the next flush."""
+        if not self._unpublished:
+            return
+        batch, self._unpublished = self._unpublished, []
+        outgoing: list[Outgoing] = []
+        needs_ack: list[tuple[Completion, int]] = []
+        for completion in batch:
+            message = self._next_step(completion)
+            if message is None:
+                completion.published = True
+            else:
+                needs_ack.append((completion, len(outgoing)))
+                outgoing.append(message)
+        acknowledged = self._publisher.publish(outgoing)
+        for completion, index in needs_ack:
+            if acknowledged[index]:
+                completion.published = True
+            else:
+                # Kafka did not take the next step: keep the lease and try again.
+                self._unpublished.append(completion)
+        self.write([c for c in batch if c.published])
+
+    def write(self, completions: list[Completion]) -> None:
+        """Hand completions whose next step is settled to the results lane."""
+        if not completions:
+            return
+        self._ledger.results.submit(
+            Complete([_result(completion) for completion in completions], context=completions)
+        )
+
+    def applied(self, operation: Complete) -> None:
+        """The results lane answered: account for every completion of the operation."""
+        completions: list[Completion] = operation.context
+        applied = operation.answer or set()
+        refused = {result.job_id: reason for result, reason in operation.refused}
+        retry: list[Completion] = []
+        for completion in completions:
+            item = completion.item
+            job_id = item.job_id
+            if job_id in refused and completion.verdict.error_class != "ResultRefused":
+                retry.append(_refused_result(completion, refused[job_id]))
+                continue
+            already_lost = self._release_hold(job_id)
+            if job_id not in applied:
+                self._stats["stale_refused"] += 1
+                self._events.stale_result_refused(item.queue)
+                if not already_lost:
+                    self._events.lease_expired(item.queue)
+                log.warning(
+                    "stale result refused: job %s attempt %s",
+                    job_id,
+                    item.lease.attempt if item.lease else "?",
+                )
+            else:
+                if completion.verdict.state is JobState.SUCCEEDED:
+                    self._stats["succeeded"] += 1
+                self._observe(completion)
+                self._log_outcome(completion)
+            if completion.verdict.outcome is not Outcome.RELEASED:
+                # A released job has no other message: its offset stays unfinished so the
+                # partition's next owner reads it again and runs the job.
+                self._mark_done(item)
+        # A result the database refused (it never should: its text is made printable) is
+        # written again as the job's death with the reason, so nothing stays leased forever.
+        self.write(retry)
+
+    # -- pieces ------------------------------------------------------------------------------
+
+    def _next_step(self, completion: Completion) -> Outgoing | None:
+        item, verdict = completion.item, completion.verdict
+        topics = self._topics[item.queue]
+        queue_settings = self._settings.queue(item.queue)
+        if verdict.state is JobState.RETRYING:
+            return retry_message(
+                topics,
+                queue_settings.retry_delays_seconds,
+                key=item.key,
+                value=item.value,
+                base_headers=item.headers,
+                wait_seconds=verdict.delay_seconds or 0.0,
+                reason=verdict.delay_reason or DelayReason.RETRY,
+                partition=item.partition % queue_settings.tier_partitions,
+            )
+        if verdict.state is JobState.DEAD:
+            lease = item.lease
+            return dead_letter(
+                topics,
+                key=item.key,
+                value=item.value,
+                base_headers=item.headers,
+                error_class=verdict.error_class or "Dead",
+                error_message=verdict.error_message or "",
+                attempts=lease.attempt if lease else 0,
+                worker=self._worker_id,
+                source=item.source,
+            )
+        return None
+
+    def _log_outcome(self, completion: Completion) -> None:
+        verdict, item = completion.verdict, completion.item
+        level = logging.INFO if verdict.state is not JobState.SUCCEEDED else logging.DEBUG
+        if verdict.state is JobState.DEAD:
+            level = logging.WARNING
+        if not log.isEnabledFor(level):
+            return
+        log_event(
+            log,
+            f"job.{verdict.outcome}",
+            level,
+            **job_fields(
+                item.job_id,
+                item.tenant_id,
+                item.lease.attempt if item.lease else None,
+                queue=item.queue,
+                job_type=item.job_type,
+                worker=self._worker_id,
+                duration_ms=int(completion.duration * 1000),
+                error_class=verdict.error_class,
+                error=verdict.error_message,
+                delay_seconds=verdict.delay_seconds,
+            ),
+        )
+
+    def _observe(self, completion: Completion) -> None:
+        item, verdict = completion.item, completion.verdict
+        attempts = item.lease.attempt if item.lease else 0
+        self._events.job_finished(
+            item.queue,
+            item.job_type,
+            item.tenant_id,
+            verdict.outcome,
+            completion.duration,
+            attempts,
+        )
+        if verdict.state is JobState.RETRYING:
+            self._events.retried(item.queue, item.job_type, verdict.error_class or "unknown")
+        elif verdict.state is JobState.DEAD:
+            self._events.dead_lettered(item.queue, item.job_type, verdict.error_class or "dead")
+
+
+def _result(completion: Completion) -> Result:
+    item, verdict = completion.item, completion.verdict
+    assert item.lease is not None
+    return Result(
+        job_id=item.job_id,
+        attempt=item.lease.attempt,
+        outcome=verdict.outcome,
+        state=verdict.state,
+        error_class=verdict.error_class,
+        error_message=verdict.error_message,
+        delay_seconds=verdict.delay_seconds,
+        give_back=verdict.give_back,
+        duration_ms=int(completion.duration * 1000),
+        started_at=item.lease.claimed_at,
+    )
+
+
+def _refused_result(completion: Completion, reason: str) -> Completion:
+    # The next step is not sent again: a DLQ record for a job whose retry is already in a
+    # tier would be a second message of one job. The row says why it ended here.
+    refused = Completion(
+        completion.item,
+        Verdict.dead("ResultRefused", f"the database refused the job's result: {reason}"),
+        completion.duration,
+    )
+    refused.published = True
+    return refused

@@ -1,0 +1,397 @@
+"""Where a worker runs handlers: in its own threads, or in a handler process it supervises.
+
+``tenantq worker MODULE:APP`` runs them in a **handler process** (``ProcessExecutor``): the
+member process keeps the Kafka consumer, the leases and the database, and never runs user
+code, so a handler that kills its process (``os._exit``, a segfault, the OOM killer) costs a
+new handler process — about a second — never the member, its partitions or a rebalance. The
+jobs that were running in the dead process are handed to ``on_crash`` with the job that
+killed it when it left a note (``tenantq.consumer.handler_process``); the worker runs the
+others again under the same lease.
+
+``Worker(app)`` without an app reference runs handlers in its own threads (``ThreadExecutor``):
+what tests and embedded uses want, with the same judging of outcomes.
+
+Both hand finished attempts, judged (``Task.verdict``), to ``on_finished`` from their own
+threads; everything else is called by the poll thread (``cancel`` also by the heartbeat).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import pickle
+import queue
+import shutil
+import signal
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from tenantq.consumer.handler_process import (
+    HandlerProcessSpec,
+    TaskOutcome,
+    TaskSpec,
+    read_notes,
+)
+from tenantq.consumer.handler_process import main as handler_process_main
+from tenantq.consumer.outcomes import Verdict
+from tenantq.consumer.retry_policy import RetryPolicy
+from tenantq.consumer.runner import HandlerRunner, Task
+from tenantq.headers import DelayReason
+from tenantq.settings import Settings
+from tenantq.states import JobState, Outcome
+
+log = logging.getLogger("tenantq.worker")
+
+#: (running tasks, the task that killed the process or None, one line saying how it died).
+CrashHandler = Callable[[list[Task], Task | None, str], None]
+#: A handler process that dies this young with nothing running is started again after a
+#: growing delay.
+YOUNG_DEATH_SECONDS = 5.0
+
+
+class Executor(Protocol):
+    """What the worker needs of a place to run handlers."""
+
+    @property
+    def busy(self) -> int: ...
+
+    def start(self) -> None: ...
+
+    def submit(self, tasks: Sequence[Task]) -> None: ...
+
+    def cancel(self, task: Task, reason: str) -> None: ...
+
+    def expire(self) -> list[Task]: ...
+
+    def abandon(self, task: Task) -> bool: ...
+
+    def running(self) -> list[Task]: ...
+
+    def stop(self, timeout: float) -> None: ...
+
+
+class ThreadExecutor:
+    """Handlers in threads of the worker's own process."""
+
+    def __init__(
+        self, slots: int, on_finished: Callable[[Task], None], policy: RetryPolicy
+    ) -> None:
+        self._runner = HandlerRunner(slots, on_finished, policy)
+
+    @property
+    def busy(self) -> int:
+        return self._runner.busy
+
+    def start(self) -> None:
+        pass
+
+    def submit(self, tasks: Sequence[Task]) -> None:
+        for task in tasks:
+            self._runner.submit(task)
+
+    def cancel(self, task: Task, reason: str) -> None:
+        task.context.signal_cancel(reason)
+
+    def expire(self) -> list[Task]:
+        return self._runner.expire()
+
+    def abandon(self, task: Task) -> bool:
+        return self._runner.abandon(task)
+
+    def running(self) -> list[Task]:
+        return self._runner.running()
+
+    def stop(self, timeout: float) -> None:
+        self._runner.stop(timeout=timeout)
+
+
+class ProcessExecutor:
+    """Handlers in a handler process, started again at once when it dies."""
+
+    def __init__(
+        self,
+        app_reference: str,
+        slots: int,
+        settings: Settings,
+        worker_id: str,
+        policy: RetryPolicy,
+        *,
+        on_finished: Callable[[Task], None],
+        on_crash: CrashHandler,
+    ) -> None:
+        self._app_reference = app_reference
+        self._slots = slots
+        self._settings = settings
+        self._worker_id = worker_id
+        self._policy = policy
+        self._on_finished = on_finished
+        self._on_crash = on_crash
+        self._lock = threading.Lock()
+        #: Attempts handed to the handler process and not finished: under the lock.
+        self._running: dict[uuid.UUID, Task] = {}
+        self._stopping = False
+        #: The live handler process; None while a new one waits to start (under the lock).
+        self._process: _HandlerProcess | None = None
+        #: Messages for the next handler process, while there is none (under the lock).
+        self._backlog: list[tuple[Any, ...]] = []
+        #: Wait before starting a handler process again after one that died young.
+        self._restart_delay = 0.0
+        self.restarts = 0
+
+    @property
+    def busy(self) -> int:
+        return len(self._running)
+
+    def start(self) -> None:
+        self._process = self._spawn()
+
+    def submit(self, tasks: Sequence[Task]) -> None:
+        if not tasks:
+            return
+        with self._lock:
+            for task in tasks:
+                task.started = time.monotonic()
+                self._running[task.context.job_id] = task
+            self._send(("run", [_spec(task) for task in tasks]))
+
+    def cancel(self, task: Task, reason: str) -> None:
+        task.context.signal_cancel(reason)
+        with self._lock:
+            self._send(("cancel", task.context.job_id, reason))
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        """Under the lock: to the handler process, or kept for the next one."""
+        if self._process is not None:
+            self._process.send(message)
+        elif message[0] == "run":
+            self._backlog.append(message)
+
+    def expire(self) -> list[Task]:
+        """Attempts past their deadline: given up on here (judged as timed out); the handler
+        process is told to cancel them, and whatever it says later is dropped."""
+        now = time.monotonic()
+        with self._lock:
+            expired = [task for task in self._running.values() if task.deadline <= now]
+            for task in expired:
+                del self._running[task.context.job_id]
+        for task in expired:
+            self.cancel(task, "timeout")
+            task.finished = now
+            task.timed_out = True
+            task.judge(self._policy)
+            self._on_finished(task)
+        return expired
+
+    def abandon(self, task: Task) -> bool:
+        with self._lock:
+            return self._running.pop(task.context.job_id, None) is not None
+
+    def running(self) -> list[Task]:
+        with self._lock:
+            return list(self._running.values())
+
+    def stop(self, timeout: float) -> None:
+        self._stopping = True
+        process = self._process
+        if process is not None:
+            process.stop(timeout)
+
+    # -- the handler process ------------------------------------------------------------------
+
+    def _spawn(self) -> _HandlerProcess:
+        notes = tempfile.mkdtemp(prefix="tenantq-handlers-")
+        spec = HandlerProcessSpec(
+            app_reference=self._app_reference,
+            slots=self._slots,
+            settings=self._settings,
+            worker_id=self._worker_id,
+            policy=self._policy,
+            notes=notes,
+            log_level=self._settings.log_level,
+        )
+        return _HandlerProcess(spec, self._received, self._died)
+
+    def _received(self, outcomes: list[TaskOutcome]) -> None:
+        finished = []
+        with self._lock:
+            for outcome in outcomes:
+                task = self._running.pop(outcome.job_id, None)
+                if task is not None:  # else: timed out or abandoned here already
+                    finished.append((task, outcome))
+        for task, outcome in finished:
+            task.finished = task.started + outcome.duration
+            task.verdict = Verdict(
+                Outcome(outcome.outcome),
+                JobState(outcome.state),
+                outcome.error_class,
+                outcome.error_message,
+                outcome.delay_seconds,
+                outcome.give_back,
+                DelayReason(outcome.delay_reason) if outcome.delay_reason else None,
+            )
+            task.breaker = outcome.breaker  # type: ignore[assignment]
+            self._on_finished(task)
+
+    def _died(self, handler_process: _HandlerProcess, how: str) -> None:
+        """The receiver thread saw the handler process go: start another, then report the
+        attempts that were running in it."""
+        culprit_id = read_notes(handler_process.notes)
+        handler_process.forget()
+        lived = time.monotonic() - handler_process.started
+        with self._lock:
+            crashed = list(self._running.values())
+            self._running.clear()
+            if self._stopping:
+                return
+            self._process = None
+            # A process that dies young (say the app cannot be imported) is started again
+            # ever more slowly, not in a hot loop.
+            young = lived < YOUNG_DEATH_SECONDS and not crashed
+            self._restart_delay = min(self._restart_delay * 2 or 0.5, 30.0) if young else 0.0
+        log.warning(
+            "handler process %s %s with %d job(s) running%s; starting another%s",
+            handler_process.pid,
+            how,
+            len(crashed),
+            f" (job {culprit_id} did it)" if culprit_id else "",
+            f" in {self._restart_delay:.1f}s" if self._restart_delay else "",
+        )
+        culprit = next((t for t in crashed if t.context.job_id == culprit_id), None)
+        self._on_crash(crashed, culprit, f"the handler process {how}")
+        if self._restart_delay:
+            time.sleep(self._restart_delay)
+        with self._lock:
+            if self._stopping:
+                return
+            self._process = self._spawn()
+            self.restarts += 1
+            backlog, self._backlog = self._backlog, []
+            for message in backlog:
+                self._process.send(message)
+
+
+class _HandlerProcess:
+    """One handler process, the thread that sends it batches and the one that reads back."""
+
+    def __init__(
+        self,
+        spec: HandlerProcessSpec,
+        on_outcomes: Callable[[list[TaskOutcome]], None],
+        on_death: Callable[[_HandlerProcess, str], None],
+    ) -> None:
+        self.notes = Path(spec.notes)
+        self.started = time.monotonic()
+        context = multiprocessing.get_context("spawn")
+        self._connection, child_end = context.Pipe(duplex=True)
+        self._process = context.Process(
+            target=handler_process_main,
+            args=(child_end, spec),
+            name="tenantq-handlers",
+            daemon=True,
+        )
+        self._process.start()
+        child_end.close()
+        self.pid = self._process.pid
+        self._on_outcomes = on_outcomes
+        self._on_death = on_death
+        self._outbox: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self._stopping = False
+        threading.Thread(target=self._send_loop, name="tenantq-handlers-send", daemon=True).start()
+        threading.Thread(
+            target=self._receive_loop, name="tenantq-handlers-recv", daemon=True
+        ).start()
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        self._outbox.put(message)
+
+    def stop(self, timeout: float) -> None:
+        """Ask the process to finish (it stops taking work and exits); kill it past
+        ``timeout``."""
+        self._stopping = True
+        self._outbox.put(("stop",))
+        self._outbox.put(None)
+        self._process.join(timeout)
+        if self._process.is_alive():
+            self._process.kill()
+            self._process.join(5)
+        self.forget()
+
+    def forget(self) -> None:
+        shutil.rmtree(self.notes, ignore_errors=True)
+
+    def _send_loop(self) -> None:
+        while True:
+            message = self._outbox.get()
+            if message is None:
+                return
+            # Gather what is queued already into one write: a dispatch round's tasks and the
+            # cancels beside them cost one pickle and one system call.
+            batch = [message]
+            while True:
+                try:
+                    extra = self._outbox.get_nowait()
+                except queue.Empty:
+                    break
+                if extra is None:
+                    self._outbox.put(None)
+                    break
+                batch.append(extra)
+            try:
+                for item in _coalesce(batch):
+                    self._connection.send_bytes(pickle.dumps(item, pickle.HIGHEST_PROTOCOL))
+            except OSError:
+                return  # the process is gone; the receiver reports it
+
+    def _receive_loop(self) -> None:
+        while True:
+            try:
+                data = self._connection.recv_bytes()
+            except (EOFError, OSError):
+                break
+            self._on_outcomes(pickle.loads(data))
+        self._process.join(10)
+        code = self._process.exitcode
+        self._connection.close()
+        if self._stopping:
+            return
+        if code is not None and code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        else:
+            how = f"exited with code {code}"
+        self._on_death(self, how)
+
+
+def _coalesce(batch: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Adjacent ``run`` messages become one."""
+    merged: list[tuple[Any, ...]] = []
+    for message in batch:
+        if message[0] == "run" and merged and merged[-1][0] == "run":
+            merged[-1] = ("run", merged[-1][1] + message[1])
+        else:
+            merged.append(message)
+    return merged
+
+
+def _spec(task: Task) -> TaskSpec:
+    context = task.context
+    return TaskSpec(
+        job_id=context.job_id,
+        job_type=context.job_type,
+        queue=context.queue,
+        tenant=context.tenant,
+        payload=task.payload,
+        attempt=context.attempt,
+        max_attempts=context.max_attempts,
+        timeout=max(0.0, task.deadline - time.monotonic()),
+        progress=context.progress,
+        replays=context.replays,
+        idempotency_key=context.idempotency_key,
+    )

@@ -1,0 +1,331 @@
+"""The handler process: where a ``tenantq worker`` runs user code, apart from its Kafka
+consumer and its database connections.
+
+A handler that kills its process (``os._exit``, a segfault, the OOM killer) takes this process
+down, never the group member: the member keeps its partitions, starts a new handler process
+and runs the other jobs again under their leases (``tenantq.consumer.executor``). To say which
+job did it, this process leaves a note behind before it dies:
+
+* ``exit``: ``os._exit`` is wrapped; it writes the id of the job that called it, then exits.
+* ``fault``: Python's ``faulthandler`` writes the crashing thread's id on a fatal signal, and
+  ``threads`` (a small memory-mapped table) says which job each thread was running.
+
+A SIGKILL leaves no note: then nobody knows, and every job that was running counts the crash.
+
+Messages (pickled, in batches) from the member: ``("run", [TaskSpec, ...])``,
+``("cancel", job_id, reason)``, ``("stop",)``. To the member: ``[TaskOutcome, ...]``. When the
+member's end of the pipe closes (the member died), this process exits at once: its results
+could not be written anyway, and the member's replacement runs the jobs again.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import faulthandler
+import logging
+import mmap
+import os
+import pickle
+import queue
+import signal
+import struct
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tenantq.consumer.context import JobContext
+from tenantq.consumer.retry_policy import RetryPolicy
+from tenantq.consumer.runner import HandlerRunner, Task
+from tenantq.settings import Settings
+
+log = logging.getLogger("tenantq.worker")
+
+EXIT_NOTE = "exit"
+FAULT_NOTE = "fault"
+THREAD_TABLE = "threads"
+#: One row of the thread table: thread ident (8 bytes) and job id (16 bytes).
+THREAD_ROW = struct.Struct("<Q16s")
+#: How long the result sender gathers finished tasks into one message.
+SEND_GATHER_SECONDS = 0.0005
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerProcessSpec:
+    """What a handler process needs to start (sent once, pickled)."""
+
+    app_reference: str
+    slots: int
+    #: Pickled as they are (through the pipe, never on a command line: they hold secrets).
+    settings: Settings
+    worker_id: str
+    policy: RetryPolicy
+    notes: str
+    log_level: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """One attempt to run, as the member sends it."""
+
+    job_id: uuid.UUID
+    job_type: str
+    queue: str
+    tenant: str
+    payload: bytes
+    attempt: int
+    max_attempts: int
+    timeout: float
+    progress: Any
+    replays: int
+    idempotency_key: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskOutcome:
+    """How one attempt ended, judged here (the member applies it as it is)."""
+
+    job_id: uuid.UUID
+    outcome: str
+    state: str
+    error_class: str | None
+    error_message: str | None
+    delay_seconds: float | None
+    give_back: bool
+    delay_reason: str | None
+    breaker: str
+    duration: float
+
+
+_current_job: contextvars.ContextVar[uuid.UUID | None] = contextvars.ContextVar(
+    "tenantq_current_job", default=None
+)
+
+
+class _ThreadTable:
+    """Which job each handler thread runs, in a file the member reads after a crash."""
+
+    def __init__(self, path: Path, rows: int) -> None:
+        self._rows = rows
+        with open(path, "wb") as file:
+            file.truncate(THREAD_ROW.size * rows)
+        self._file = open(path, "r+b")  # noqa: SIM115 - lives as long as the process
+        self._map = mmap.mmap(self._file.fileno(), THREAD_ROW.size * rows)
+        self._local = threading.local()
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def running(self, job_id: uuid.UUID | None) -> None:
+        row = getattr(self._local, "row", None)
+        if row is None:
+            with self._lock:
+                row = self._local.row = self._next % self._rows
+                self._next += 1
+        job = job_id.bytes if job_id is not None else bytes(16)
+        THREAD_ROW.pack_into(self._map, row * THREAD_ROW.size, threading.get_ident(), job)
+
+
+def read_notes(folder: Path) -> uuid.UUID | None:
+    """After a handler process died: the job that killed it, when it left a note."""
+    try:
+        text = (folder / EXIT_NOTE).read_text().strip()
+        if text:
+            return uuid.UUID(text.splitlines()[-1])
+    except (OSError, ValueError):
+        pass
+    try:
+        fault = (folder / FAULT_NOTE).read_text(errors="replace")
+        table = (folder / THREAD_TABLE).read_bytes()
+    except OSError:
+        return None
+    for line in fault.splitlines():
+        # faulthandler: "Current thread 0x00007f... (most recent call first):"
+        if line.startswith(("Current thread 0x", "Thread 0x")) and "most recent" in line:
+            ident = int(line.split()[2 if line.startswith("Current") else 1], 16)
+            if line.startswith("Current"):
+                for offset in range(0, len(table) - THREAD_ROW.size + 1, THREAD_ROW.size):
+                    thread, job = THREAD_ROW.unpack_from(table, offset)
+                    if thread == ident and any(job):
+                        return uuid.UUID(bytes=job)
+                return None
+    return None
+
+
+def _leave_notes(folder: Path) -> None:
+    exit_note = os.open(folder / EXIT_NOTE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fault_note = os.open(folder / FAULT_NOTE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    faulthandler.enable(file=fault_note, all_threads=True)
+    real_exit = os._exit
+
+    def exit_with_note(code: int) -> None:  # type: ignore[misc]
+        job = _current_job.get()
+        if job is not None:
+            os.write(exit_note, f"{job}\n".encode())
+        real_exit(code)
+
+    os._exit = exit_with_note  # type: ignore[assignment]
+
+
+def main(connection: Any, spec: HandlerProcessSpec) -> None:
+    """Entry point of a handler process (multiprocessing's spawn)."""
+    # The member decides when to stop and says so through the pipe; a Ctrl-C sent to the
+    # whole process group must not kill the jobs it is still draining.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    from tenantq.app import load_app
+    from tenantq.log import configure_logging
+
+    configure_logging(spec.log_level)
+    settings = spec.settings
+    app = load_app(spec.app_reference)
+    folder = Path(spec.notes)
+    table = _ThreadTable(folder / THREAD_TABLE, rows=4 * spec.slots + 64)
+    _leave_notes(folder)
+    leases = _ChildLeases(settings, spec.worker_id)
+    finished: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
+    contexts: dict[uuid.UUID, JobContext] = {}
+
+    def running(job_id: uuid.UUID | None) -> None:
+        _current_job.set(job_id)
+        table.running(job_id)
+
+    def done(task: Task) -> None:
+        contexts.pop(task.context.job_id, None)
+        finished.put(task)
+
+    runner = HandlerRunner(spec.slots, done, spec.policy, on_start=running)
+    send_lock = threading.Lock()
+    sender = threading.Thread(
+        target=_send_results, args=(connection, finished, send_lock), name="tenantq-results"
+    )
+    sender.start()
+    try:
+        while True:
+            try:
+                message = pickle.loads(connection.recv_bytes())
+            except (EOFError, OSError):
+                os._exit(0)  # the member is gone: nobody would take the results
+            kind = message[0]
+            if kind == "run":
+                for task_spec in message[1]:
+                    task = _task(app, task_spec, leases)
+                    contexts[task_spec.job_id] = task.context
+                    runner.submit(task)
+            elif kind == "cancel":
+                context = contexts.get(message[1])
+                if context is not None:
+                    context.signal_cancel(message[2])
+            elif kind == "stop":
+                break
+    finally:
+        runner.stop(timeout=1.0)
+        finished.put(None)
+        sender.join(5)
+        leases.close()
+
+
+def _task(app: Any, spec: TaskSpec, leases: _ChildLeases) -> Task:
+    job_type = app.job_type(spec.job_type)
+    job_id = spec.job_id
+    deadline = time.monotonic() + spec.timeout
+    context = JobContext(
+        job_id=job_id,
+        queue=spec.queue,
+        job_type=spec.job_type,
+        tenant=spec.tenant,
+        attempt=spec.attempt,
+        max_attempts=spec.max_attempts,
+        deadline=deadline,
+        progress=spec.progress,
+        replays=spec.replays,
+        idempotency_key=spec.idempotency_key,
+        _heartbeat=lambda: leases.renew(job_id),
+        _checkpoint=lambda progress: leases.checkpoint(job_id, spec.attempt, progress),
+    )
+    return Task(job_type, spec.payload, context, deadline, item=job_id)
+
+
+def _send_results(
+    connection: Any, finished: queue.SimpleQueue[Task | None], lock: threading.Lock
+) -> None:
+    while True:
+        first = finished.get()
+        if first is None:
+            return
+        batch = [first]
+        time.sleep(SEND_GATHER_SECONDS)
+        stop = False
+        while True:
+            try:
+                task = finished.get_nowait()
+            except queue.Empty:
+                break
+            if task is None:
+                stop = True
+                break
+            batch.append(task)
+        outcomes = [_outcome(task) for task in batch]
+        try:
+            with lock:
+                connection.send_bytes(pickle.dumps(outcomes, protocol=pickle.HIGHEST_PROTOCOL))
+        except OSError:
+            os._exit(0)  # the member is gone
+        if stop:
+            return
+
+
+def _outcome(task: Task) -> TaskOutcome:
+    verdict = task.verdict
+    assert verdict is not None
+    return TaskOutcome(
+        job_id=task.context.job_id,
+        outcome=verdict.outcome.value,
+        state=verdict.state.value,
+        error_class=verdict.error_class,
+        error_message=verdict.error_message,
+        delay_seconds=verdict.delay_seconds,
+        give_back=verdict.give_back,
+        delay_reason=verdict.delay_reason.value if verdict.delay_reason else None,
+        breaker=task.breaker,
+        duration=task.duration,
+    )
+
+
+class _ChildLeases:
+    """``ctx.heartbeat()`` and ``ctx.checkpoint()`` from a handler process: its own
+    connection (opened on first use), fenced by the worker's id like the member's."""
+
+    def __init__(self, settings: Any, worker_id: str) -> None:
+        from tenantq.store.job_store import JobStore
+
+        self._settings = settings
+        self._store = JobStore.open(settings, worker_id, role="handlers")
+        self._lock = threading.Lock()
+
+    def renew(self, job_id: uuid.UUID) -> bool:
+        from tenantq.errors import DatabaseUnavailable
+
+        try:
+            with self._lock:
+                renewed = self._store.renew_leases(
+                    [job_id], self._settings.worker.lease_seconds, None, None
+                )
+        except DatabaseUnavailable as error:
+            log.warning("ctx.heartbeat(): database unreachable (%s); lease not renewed", error)
+            return True  # not known to be lost: the member's heartbeat will tell
+        return job_id in renewed
+
+    def checkpoint(self, job_id: uuid.UUID, attempt: int, progress: Any) -> bool:
+        from tenantq.errors import DatabaseUnavailable
+
+        try:
+            with self._lock:
+                return self._store.checkpoint(job_id, attempt, progress)
+        except DatabaseUnavailable as error:
+            log.warning("ctx.checkpoint(): database unreachable (%s); not saved", error)
+            return False
+
+    def close(self) -> None:
+        self._store.close()

@@ -1,0 +1,296 @@
+"""The worker's writes to Postgres, off the poll thread: claims on one connection, results on
+another, so a claim never waits behind a completion and neither blocks the poll loop.
+
+The poll thread hands an operation to a lane (``claim``, ``complete``, ...) and carries on;
+the lane's thread runs it and puts it back, done, on ``finished``, which the poll thread
+drains and applies (only the poll thread touches the worker's state). A lane keeps its
+operations in order, so everything the poll thread asked for is done in the order it asked.
+
+When the database goes away, a lane keeps its operation and tries it again (after
+``DatabaseHealth.backoff``) until it goes through: the operations wait in the lanes — the
+outage buffer — while the poll loop, told by ``DatabaseHealth``, claims nothing new. An
+operation whose connection dropped mid-way may have been applied; it runs again in its
+*again* form, which recognises what it did before (an adopted lease, an attempt row already
+written). When the server refuses the rows themselves (``tenantq.store.transient.is_refusal``),
+the operation is split in halves until the rows at fault stand alone; they are reported as
+``refused`` with the reason, the others go through.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import queue
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import psycopg
+from tenantq.consumer.database_health import DatabaseHealth
+from tenantq.errors import DatabaseUnavailable
+from tenantq.store.job_store import ClaimRequest, JobStatus, JobStore, Lease, Result
+from tenantq.store.transient import describe_database_error, is_refusal
+
+log = logging.getLogger("tenantq.worker")
+
+Item = TypeVar("Item")
+Answer = TypeVar("Answer")
+
+
+@dataclass(eq=False)
+class Operation(Generic[Item, Answer]):
+    """Rows to write in one statement (or a few), and what came back. ``context`` is the
+    poll thread's own (which work items these rows are), untouched by the lane."""
+
+    rows: list[Item]
+    context: Any = None
+    answer: Answer | None = None
+    #: Rows the server refused, with its reason (each alone in its statement).
+    refused: list[tuple[Item, str]] = field(default_factory=list)
+
+    def run(self, store: JobStore, rows: list[Item], again: bool) -> Answer:
+        raise NotImplementedError
+
+    def merge(self, first: Answer, second: Answer) -> Answer:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimSettings:
+    lease_seconds: float
+    stale_owner_seconds: float
+    crash_budget: int
+
+
+@dataclass(eq=False)
+class Claim(Operation[ClaimRequest, "ClaimAnswer"]):
+    """Lease the jobs of ``rows``; for those not leased, read what they are."""
+
+    settings: ClaimSettings | None = None
+
+    def run(self, store: JobStore, rows: list[ClaimRequest], again: bool) -> ClaimAnswer:
+        assert self.settings is not None
+        leases = store.claim_batch(
+            rows,
+            self.settings.lease_seconds,
+            self.settings.stale_owner_seconds,
+            self.settings.crash_budget,
+            # A try whose connection dropped may have leased them to us already.
+            adoptable=[row.job_id for row in rows] if again else (),
+        )
+        rest = [row.job_id for row in rows if row.job_id not in leases]
+        return ClaimAnswer(leases, store.states_of(rest), again)
+
+    def merge(self, first: ClaimAnswer, second: ClaimAnswer) -> ClaimAnswer:
+        return ClaimAnswer(
+            {**first.leases, **second.leases},
+            {**first.statuses, **second.statuses},
+            first.again or second.again,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimAnswer:
+    leases: dict[uuid.UUID, Lease]
+    statuses: dict[uuid.UUID, JobStatus]
+    #: Ran again after a dropped connection: a lease may be our own, adopted, not taken over.
+    again: bool = False
+
+
+@dataclass(eq=False)
+class Complete(Operation[Result, set[uuid.UUID]]):
+    """Write results, fenced; the answer is the jobs whose result was applied."""
+
+    def run(self, store: JobStore, rows: list[Result], again: bool) -> set[uuid.UUID]:
+        return store.complete_batch(rows, again=again)
+
+    def merge(self, first: set[uuid.UUID], second: set[uuid.UUID]) -> set[uuid.UUID]:
+        return first | second
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """Decisions on jobs the claim did not take: cancel those asked to, bury the exhausted."""
+
+    cancel: list[uuid.UUID]
+    bury: list[uuid.UUID]
+    crash_budget: int
+
+
+@dataclass(eq=False)
+class SettleWaiting(Operation[Settle, tuple[set[uuid.UUID], set[uuid.UUID]]]):
+    """(canceled, buried) job ids."""
+
+    def run(
+        self, store: JobStore, rows: list[Settle], again: bool
+    ) -> tuple[set[uuid.UUID], set[uuid.UUID]]:
+        canceled: set[uuid.UUID] = set()
+        buried: set[uuid.UUID] = set()
+        for settle in rows:
+            canceled |= store.cancel_waiting(settle.cancel)
+            buried |= store.bury_exhausted(settle.bury, settle.crash_budget)
+        return canceled, buried
+
+    def merge(
+        self,
+        first: tuple[set[uuid.UUID], set[uuid.UUID]],
+        second: tuple[set[uuid.UUID], set[uuid.UUID]],
+    ) -> tuple[set[uuid.UUID], set[uuid.UUID]]:
+        return first[0] | second[0], first[1] | second[1]
+
+
+#: (job id, attempt, started at, duration ms) of an attempt whose process died.
+CrashedAttempt = tuple[uuid.UUID, int, dt.datetime | None, int]
+
+
+@dataclass(eq=False)
+class CountCrashes(Operation[CrashedAttempt, dict[uuid.UUID, int]]):
+    """Count a process death against each job that was running in it; the answer is each
+    job's crash count now (jobs no longer ours are missing)."""
+
+    reason: str = ""
+
+    def run(self, store: JobStore, rows: list[CrashedAttempt], again: bool) -> dict[uuid.UUID, int]:
+        return store.count_crashes(rows, self.reason)
+
+    def merge(
+        self, first: dict[uuid.UUID, int], second: dict[uuid.UUID, int]
+    ) -> dict[uuid.UUID, int]:
+        return {**first, **second}
+
+
+class Lane:
+    """One connection and one thread running operations in the order they were given."""
+
+    def __init__(
+        self,
+        name: str,
+        store: JobStore,
+        health: DatabaseHealth,
+        finished: queue.SimpleQueue[Operation[Any, Any]],
+    ) -> None:
+        self.name = name
+        self._store = store
+        self._health = health
+        self._finished = finished
+        self._work: queue.SimpleQueue[Operation[Any, Any] | None] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        #: Operations given and not finished yet (read by the poll thread; changed under lock).
+        self._lock = threading.Lock()
+        self._pending = 0
+        self._idle = threading.Condition(self._lock)
+        self._thread = threading.Thread(target=self._main, name=f"tenantq-ledger-{name}")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    def submit(self, operation: Operation[Any, Any]) -> None:
+        with self._lock:
+            self._pending += 1
+        self._work.put(operation)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until every operation given so far is finished; False on timeout."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout)
+
+    def stop(self, timeout: float) -> None:
+        self._stop.set()
+        self._work.put(None)
+        self._thread.join(timeout)
+        self._store.close()
+
+    def _main(self) -> None:
+        while True:
+            operation = self._work.get()
+            if operation is None or self._stop.is_set():
+                return
+            try:
+                self._execute(operation)
+            except Exception:  # a bug must not silently stop the lane: log, hand it back
+                log.exception("ledger lane %s: operation failed", self.name)
+            self._finished.put(operation)
+            with self._idle:
+                self._pending -= 1
+                self._idle.notify_all()
+
+    def _execute(self, operation: Operation[Any, Any]) -> None:
+        attempt = 0
+        again = False
+        while True:
+            operation.refused = []
+            try:
+                operation.answer = self._split_on_refusal(operation, operation.rows, again)
+            except DatabaseUnavailable as error:
+                self._health.failed(str(error))
+                again = True
+                if self._stop.wait(self._health.backoff(attempt)):
+                    raise
+                attempt += 1
+                continue
+            self._health.succeeded()
+            return
+
+    def _split_on_refusal(
+        self, operation: Operation[Any, Any], rows: Sequence[Any], again: bool
+    ) -> Any:
+        try:
+            return operation.run(self._store, list(rows), again)
+        except psycopg.Error as error:
+            if not is_refusal(error):
+                raise DatabaseUnavailable(describe_database_error(error)) from error
+            if len(rows) == 1:
+                reason = describe_database_error(error)
+                log.warning("the database refused a row: %s", reason)
+                operation.refused.append((rows[0], reason))
+                return operation.run(self._store, [], again)
+            middle = len(rows) // 2
+            first = self._split_on_refusal(operation, rows[:middle], again)
+            second = self._split_on_refusal(operation, rows[middle:], again)
+            return operation.merge(first, second)
+
+
+class Ledger:
+    """The two lanes of a worker (claims, results) and the queue they hand answers back on."""
+
+    def __init__(self, open_store: Callable[[str], JobStore], health: DatabaseHealth) -> None:
+        self.health = health
+        self.finished: queue.SimpleQueue[Operation[Any, Any]] = queue.SimpleQueue()
+        self.claims = Lane("claims", open_store("claims"), health, self.finished)
+        self.results = Lane("results", open_store("results"), health, self.finished)
+
+    def start(self) -> None:
+        self.claims.start()
+        self.results.start()
+
+    @property
+    def pending(self) -> int:
+        """Operations given to the lanes and not finished."""
+        return self.claims.pending + self.results.pending
+
+    @property
+    def has_answers(self) -> bool:
+        """Finished operations wait for the poll thread to apply them."""
+        return not self.finished.empty()
+
+    def wait_idle(self, timeout: float) -> bool:
+        return self.claims.wait_idle(timeout) and self.results.wait_idle(timeout)
+
+    def drain(self) -> list[Operation[Any, Any]]:
+        """Operations finished since the last drain, in the order they finished."""
+        done = []
+        while True:
+            try:
+                done.append(self.finished.get_nowait())
+            except queue.Empty:
+                return done
+
+    def stop(self, timeout: float) -> None:
+        self.claims.stop(timeout)
+        self.results.stop(timeout)
