@@ -29,6 +29,8 @@ class LagProbe:
         self._main = _partitions(self._consumer, main_topic)
         self._dlq = _partitions(self._consumer, dlq_topic)
         self._last_lag: dict[int, int] = {}
+        #: The group's committed offset per partition of the main topic, at the last ``lag``.
+        self.committed: dict[int, int] = {}
         self._last_dlq: dict[int, int] = {}
 
     def lag(self) -> dict[int, int]:
@@ -43,6 +45,7 @@ class LagProbe:
             if high is not None:
                 done = partition.offset if partition.offset >= 0 else 0
                 self._last_lag[partition.partition] = max(0, high - done)
+                self.committed[partition.partition] = done
         return dict(self._last_lag)
 
     def dead_letters(self) -> int:

@@ -34,10 +34,33 @@ class Sample:
     oldest_runnable_age: float | None
     dead_letters: int
     lag: dict[int, int]
+    #: The group's committed offset per partition of the main topic.
+    committed: dict[int, int] = field(default_factory=dict)
 
     @property
     def terminal(self) -> int:
         return sum(self.by_state.get(state, 0) for state in ("succeeded", "dead", "canceled"))
+
+
+def longest_stall(samples: Sequence[Sample]) -> tuple[float, int | None]:
+    """(seconds, partition): the longest time a partition of the main topic had lag while its
+    committed offset did not move — what a crashed member's partitions show until the group
+    moves them. Auto-commit runs every second, so a moving partition shows ~1 s at most."""
+    worst: tuple[float, int | None] = (0.0, None)
+    since: dict[int, tuple[float, int]] = {}
+    for sample in samples:
+        for partition, lag in sample.lag.items():
+            committed = sample.committed.get(partition)
+            if committed is None:
+                continue
+            start = since.get(partition)
+            if lag == 0 or start is None or committed != start[1]:
+                since[partition] = (sample.at, committed)
+                continue
+            stalled = sample.at - start[0]
+            if stalled > worst[0]:
+                worst = (stalled, partition)
+    return worst
 
 
 @dataclass
@@ -62,6 +85,7 @@ class Monitor:
             oldest_runnable_age=job_set_oldest_runnable_age(self.connection, self.job_ids),
             dead_letters=self.probe.dead_letters(),
             lag=self.probe.lag(),
+            committed=dict(self.probe.committed),
         )
         self.samples.append(taken)
         return taken

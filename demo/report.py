@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 from tenantq.demo.kafka import DeadLetterReport
-from tenantq.demo.monitor import Sample
+from tenantq.demo.monitor import Sample, longest_stall
 from tenantq.demo.plan import TENANT_CLASSES, Workload
 from tenantq.store.job_sets import JobOutcome
 
@@ -66,6 +66,8 @@ class DemoSummary:
     retries: int
     crashes: int
     dead_letters: DeadLetterReport
+    #: (seconds, partition) of the longest time a partition with lag made no progress.
+    stall: tuple[float, int | None] = (0.0, None)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -105,6 +107,7 @@ def summarize(run: DemoRun) -> DemoSummary:
         retries=sum(max(0, o.attempts - 1) for o in run.outcomes),
         crashes=run.crashes,
         dead_letters=run.dead_letters,
+        stall=longest_stall(run.samples),
     )
     problems = summary.problems
     unfinished = summary.total - sum(by_state.get(state, 0) for state in TERMINAL)
@@ -139,6 +142,12 @@ def _summary_lines(summary: DemoSummary) -> list[str]:
         f"with 429s (retried), {planned['permanent']} permanent, "
         f"{planned['poison']} poison (max_attempts 3)",
         f"retries taken: {summary.retries:,}; processes crashed and restarted: {summary.crashes}",
+        "longest stall of a partition with lag: "
+        + (
+            f"{summary.stall[0]:.1f}s (partition {summary.stall[1]})"
+            if summary.stall[1] is not None
+            else "none"
+        ),
         f"DLQ: {summary.dead_letters.total} letters = {planned['permanent']} permanent + "
         f"{planned['poison']} poison expected -> "
         + (
@@ -248,6 +257,7 @@ def _facts(run: DemoRun, summary: DemoSummary) -> dict[str, object]:
             for name, (jobs, p50, p99) in summary.latency.items()
         },
         "crashes": summary.crashes,
+        "longest_stall_seconds": summary.stall[0],
         "retries": summary.retries,
         "elapsed_seconds": summary.elapsed,
     }
