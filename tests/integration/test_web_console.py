@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 import tenantq
 from dead_letter_jobs import FlakyApp, audit_rows, fill_dlq
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from support import running_worker, states, wait_for
@@ -30,6 +31,13 @@ HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned
 
 
 def _text(driver: WebDriver, css: str) -> str:
+    # A page that refreshes itself swaps its fragments: an element found a moment ago can be
+    # gone when its text is read. Find it again.
+    for _ in range(20):
+        try:
+            return str(driver.find_element(By.CSS_SELECTOR, css).text)
+        except StaleElementReferenceException:
+            time.sleep(0.05)
     return str(driver.find_element(By.CSS_SELECTOR, css).text)
 
 
