@@ -427,8 +427,10 @@ class Run:
                     )
                 sent = upto
             producer.flush(120)
+            # One deadline for all: a future that never settles must not cost 120 s each.
+            deadline = time.monotonic() + 120
             for item in self.enqueued:
-                _settle(item, 120)
+                _settle(item, max(0.1, deadline - time.monotonic()))
 
     @staticmethod
     def _hand_over(producer: Any, requests: list[dict[str, Any]]) -> list[Future[Any]]:
@@ -674,7 +676,8 @@ def run_scenario(
         run.workers.stop_all()
     finally:
         stop.set()
-        producer.join(30) if producer.is_alive() else None
+        if producer.is_alive():
+            producer.join(30)
         run.workers.kill_all()
     show("checking", last_done[0])
     result = evaluate(run)

@@ -13,7 +13,9 @@ Used by the fault regression tests (a module-scoped fixture, ``private_stack`` m
 
 from __future__ import annotations
 
+import json
 import os
+import random
 import shutil
 import signal
 import tempfile
@@ -25,7 +27,7 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import make_url
 from tenantq.devstack import kafka, postgres
-from tenantq.devstack.processes import pid_alive, wait_until
+from tenantq.devstack.processes import pid_alive, port_free, wait_until
 from tenantq.devstack.stack import DevStack
 from tenantq.settings import default_dev_home
 
@@ -35,6 +37,15 @@ EXECUTIONS_TABLE = (
     "CREATE TABLE IF NOT EXISTS test_executions (job_id uuid, attempt int, pid int, note text, "
     "at timestamptz DEFAULT now())"
 )
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range of local ports for outgoing connections."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32_768, 60_999
 
 
 def shared_home() -> Path:
@@ -68,7 +79,28 @@ class PrivateStack:
 
     def up(self, timeout: float = 120.0) -> dict[str, float]:
         self._borrow_jar_cache()
+        self._choose_ports()
         return self.stack.up(timeout=timeout)
+
+    def _choose_ports(self) -> None:
+        """Ports below the kernel's ephemeral range, written to the state file for ``up`` to
+        use. A port the kernel could hand out as a client's local port is a trap for a server
+        that is killed and started again: a client retrying ``127.0.0.1:<port>`` while
+        nothing listens can be given that very port and connect to itself, and the dev stack,
+        finding the port taken, would move the broker to new ports (and new storage)."""
+        state = self.stack.read_state()
+        if state.get("kafka_ports") and state.get("postgres_port"):
+            return
+        low, _ = _ephemeral_range()
+        rng = random.Random()
+        chosen: list[int] = []
+        while len(chosen) < 3:
+            port = rng.randrange(20_000, min(low, 32_768))
+            if port not in chosen and port_free(port):
+                chosen.append(port)
+        state.update(kafka_ports=chosen[:2], postgres_port=chosen[2])
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.stack.state_path.write_text(json.dumps(state, indent=2, sort_keys=True))
 
     def down(self) -> None:
         """Stop both servers (SIGKILL stragglers) and remove the home we created."""
@@ -161,20 +193,29 @@ class PrivateStack:
         """SIGKILL the broker; returns the time (epoch)."""
         return self._kill(self.kafka_pid)
 
-    def restart(self, attempts: int = 20) -> float:
+    def restart(self, timeout: float = 180.0) -> float:
         """Start whatever is down again (``DevStack.up``, same ports and data); returns the
         seconds it took. A postmaster killed with -9 can leave backends that still hold its
-        shared memory for a moment, so a refused start is tried again."""
+        shared memory for a moment, so a refused start is tried again until ``timeout``."""
         started = time.monotonic()
-        for attempt in range(attempts):
+        state = self.state
+        ports: list[int] = []
+        if not pid_alive(self.kafka_pid):
+            ports += state.get("kafka_ports", [])
+        if not pid_alive(self.postgres_pid):
+            ports.append(state["postgres_port"])
+        # Same ports or nothing: ``up`` would move a server whose port is busy, and the
+        # clients (and the broker's storage) know only the old ones.
+        if not wait_until(lambda: all(port_free(p) for p in ports), timeout=60, interval=0.1):
+            raise RuntimeError(f"the private stack's ports {ports} did not come free")
+        while True:
             try:
-                self.stack.up()
+                self.stack.up(timeout=60)
                 return time.monotonic() - started
             except Exception:
-                if attempt == attempts - 1:
+                if time.monotonic() - started > timeout:
                     raise
                 time.sleep(0.25)
-        raise AssertionError("unreachable")
 
     def _kill(self, pid: int | None) -> float:
         now = time.time()
