@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import time
 from typing import Any
 
 import psycopg
@@ -21,8 +22,12 @@ from tenantq.settings import Settings
 from tenantq.store.engine import connect
 from tenantq.store.job_store import ClaimRequest
 from tenantq.store.pending import insert_pending
+from tenantq.store.transient import describe_database_error, is_refusal
 
 logger = logging.getLogger("tenantq.producer")
+
+#: Pending rows kept while the database is away, at most (the oldest go first past it).
+MAX_HELD = 100_000
 
 
 class PendingRecorder:
@@ -33,8 +38,13 @@ class PendingRecorder:
         self._settings = settings
         self._app = app
         self._lock = threading.Lock()
+        #: Acknowledged messages whose rows are not written yet (delivery thread appends).
         self._acknowledged: list[tuple[bytes, str, int, int]] = []
         self._connection: psycopg.Connection[Any] | None = None
+        #: While the database is away: since when, the next try, and the pause before it.
+        self._away_since: float | None = None
+        self._retry_at = 0.0
+        self._backoff = 0.0
 
     def acknowledged(self, error: Any, message: Any) -> None:
         """Delivery callback part: remember a scheduled message Kafka now holds."""
@@ -44,22 +54,59 @@ class PendingRecorder:
                     (message.value(), message.topic(), message.partition(), message.offset())
                 )
 
-    def write(self) -> int:
-        """Insert the rows of everything acknowledged so far; returns how many were new."""
+    def write(self, *, now_or_never: bool = False) -> int:
+        """Insert the rows of everything acknowledged so far; returns how many were new.
+
+        With the database away the rows are kept (up to ``MAX_HELD``) and tried again with
+        a growing pause: the jobs are safe in Kafka either way, and a row the producer never
+        writes is made by the worker when the job comes due. ``now_or_never`` (closing): one
+        try, whatever the pause."""
+        now = time.monotonic()
         with self._lock:
+            if not self._acknowledged or (now < self._retry_at and not now_or_never):
+                return 0
             batch, self._acknowledged = self._acknowledged, []
-        if not batch:
-            return 0
         rows, run_afters = zip(*(self._row(*entry) for entry in batch), strict=True)
         try:
             if self._connection is None or self._connection.closed:
                 self._connection = connect(self._settings, application_name="tenantq-producer")
-            return insert_pending(self._connection, rows, run_afters)
+            written = insert_pending(self._connection, rows, run_afters)
         except psycopg.Error as error:
-            # The job is safe in Kafka; its row will be made when it comes due.
-            logger.warning("could not record %d scheduled jobs as pending: %s", len(rows), error)
             self.close()
+            if is_refusal(error):
+                logger.warning(
+                    "the database refused %d pending rows (%s); their jobs get rows when due",
+                    len(rows),
+                    describe_database_error(error),
+                )
+                return 0
+            self._held_back(batch, describe_database_error(error))
             return 0
+        if self._away_since is not None:
+            logger.warning(
+                "database reachable again after %.1fs; pending rows written",
+                now - self._away_since,
+            )
+            self._away_since, self._backoff = None, 0.0
+        return written
+
+    def _held_back(self, batch: list[tuple[bytes, str, int, int]], reason: str) -> None:
+        now = time.monotonic()
+        if self._away_since is None:
+            self._away_since = now
+            logger.warning("database unreachable (%s); keeping pending rows to write later", reason)
+        self._backoff = min(max(self._backoff * 2, 0.5), 30.0)
+        with self._lock:
+            self._retry_at = now + self._backoff
+            kept = batch + self._acknowledged
+            if len(kept) > MAX_HELD:
+                logger.warning(
+                    "dropping %d pending rows past %d held (their jobs get rows when due)",
+                    len(kept) - MAX_HELD,
+                    MAX_HELD,
+                )
+                kept = kept[-MAX_HELD:]
+            self._acknowledged = kept
 
     def _row(
         self, value: bytes, topic: str, partition: int, offset: int

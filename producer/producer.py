@@ -231,7 +231,7 @@ class Producer:
         self._poller.join()
         self._kafka.poll(0)
         if self._pending_rows is not None:
-            self._pending_rows.write()
+            self._pending_rows.write(now_or_never=True)
             self._pending_rows.close()
         if self._owned_probe is not None:
             self._owned_probe.close()

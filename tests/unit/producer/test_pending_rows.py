@@ -1,0 +1,78 @@
+"""Pending rows of scheduled jobs survive a database that is away: they are kept and written
+once it is back, tried again with a growing pause (not on every poll), and a refusal of the
+rows themselves drops them without a crash (their jobs get rows when due)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from fakes import FakeMessage, make_settings
+from tenantq.producer import pending_rows
+from tenantq.producer.pending_rows import PendingRecorder
+from tenantq.schemas.envelope import Envelope, encode_envelope
+
+
+def scheduled(tenant: str) -> FakeMessage:
+    now = dt.datetime.now(dt.UTC)
+    envelope = Envelope(uuid.uuid4(), "default", "mail", tenant, tenant, b"{}", now, run_after=now)
+    return FakeMessage("unit.default.retry.0", 0, 1, encode_envelope(envelope))
+
+
+class Database:
+    """What ``connect`` returns: down until ``up`` is set; records what was inserted."""
+
+    def __init__(self) -> None:
+        self.up = False
+        self.refuse = False
+        self.inserted: list[int] = []
+
+    def connect(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.up:
+            raise psycopg.OperationalError("connection refused")
+        return self
+
+    closed = False
+
+    def close(self) -> None:
+        pass
+
+    def insert(self, connection: Any, rows: Any, run_afters: Any) -> int:
+        if self.refuse:
+            raise psycopg.DataError("value out of range")
+        self.inserted.append(len(rows))
+        return len(rows)
+
+
+@pytest.fixture
+def database(monkeypatch: pytest.MonkeyPatch) -> Database:
+    found = Database()
+    monkeypatch.setattr(pending_rows, "connect", found.connect)
+    monkeypatch.setattr(pending_rows, "insert_pending", found.insert)
+    return found
+
+
+def test_rows_are_kept_while_the_database_is_away(tmp_path: Path, database: Database) -> None:
+    recorder = PendingRecorder(make_settings(tmp_path), None)
+    recorder.acknowledged(None, scheduled("acme"))
+    recorder.acknowledged(None, scheduled("globex"))
+    assert recorder.write() == 0
+    assert recorder.write() == 0  # within the pause: not even tried
+    database.up = True
+    assert recorder.write() == 0  # still within the pause
+    assert recorder.write(now_or_never=True) == 2
+    assert database.inserted == [2]
+
+
+def test_a_refused_batch_is_dropped_without_a_crash(tmp_path: Path, database: Database) -> None:
+    database.up, database.refuse = True, True
+    recorder = PendingRecorder(make_settings(tmp_path), None)
+    recorder.acknowledged(None, scheduled("acme"))
+    assert recorder.write() == 0
+    database.refuse = False
+    assert recorder.write() == 0  # nothing left: the refused rows were not kept
+    assert database.inserted == []
