@@ -35,7 +35,8 @@ duplicate pair, or the poison job's crash as its handler recorded it):
   worker process started);
 * first done: the fault until the first job finished after it (Postgres ``finished_at``);
 * stall: the longest time, within 60 s of the fault, that any main-topic partition holding
-  waiting work went without a job of it finishing;
+  waiting work went without a job of it finishing (faults closer together than their
+  recovery share the window: a stall can run on into the next fault);
 * rate back: the fault until throughput (jobs finished in a 2 s window) is back to 80% of its
   rate over the 5 s before the fault.
 
@@ -1104,7 +1105,8 @@ def write_report(results: list[ScenarioResult], report_dir: Path, meta: dict[str
         "fault until the next job finished; *stall* = longest time within 60 s that a "
         "main-topic partition with waiting work finished nothing; *rate back* = fault until "
         "throughput (2 s window) is back to 80% of the 5 s before it. A handler-exit fault is "
-        "timed from the poison job's first crash.",
+        "timed from the poison job's first crash. Faults closer together than their recovery "
+        "share their windows: a stall can run on into the next fault.",
         "",
         "| scenario | faults | jobs acknowledged | duplicates | max stall s | max rate back s "
         "| verdict |",

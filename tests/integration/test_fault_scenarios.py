@@ -1,0 +1,48 @@
+"""Guarantee: under each fault of the suite (``loadtest/faults.py``: worker kill -9, SIGSTOP
+past the lease, graceful churn, broker kill -9, Postgres kill -9, a handler that calls
+``os._exit``, one idempotency key twice in a batch), injected several times while a Zipf
+multi-tenant workload flows through three ``tenantq worker`` processes, every acknowledged
+job ends in exactly one terminal state, every job runs, graceful changes run nothing twice,
+nothing is left leased, Kafka is consumed to the end and no worker dies uninvited; among
+them the issue's measurement, Postgres killed every 8 s six times under 5,000 jobs.
+
+Long (minutes): ``slow`` marker, left out of the default run; ``pytest -m slow`` or
+``make faults`` (the same scenarios with a report) runs them. On a private stack."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from private_stack import PrivateStack
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "loadtest"))
+
+import faults  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.private_stack]
+
+
+@pytest.fixture(scope="module")
+def private_stack() -> Iterator[PrivateStack]:
+    with PrivateStack() as stack:
+        yield stack
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", list(faults.SCENARIOS))
+def test_fault_scenario(name: str, private_stack: PrivateStack, tmp_path: Path) -> None:
+    result = faults.run_scenario(
+        faults.SCENARIOS[name],
+        private_stack,
+        workers=3,
+        seed=7,
+        tenants=40,
+        report_dir=tmp_path,
+    )
+    faults.console.print(faults.scenario_table(result))
+    faults.console.print(faults.checks_table(result))
+    failed = [f"{check.name}: {check.detail}" for check in result.checks if not check.ok]
+    assert not failed, "\n".join(failed)
