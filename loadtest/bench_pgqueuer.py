@@ -1,0 +1,236 @@
+"""PgQueuer's side of the throughput benchmark, on the same PostgreSQL server in a database of
+its own, measured the way tenantq is.
+
+One run: PgQueuer's tables emptied, N no-op jobs enqueued (``SyncQueries.enqueue``, batches
+of 1,000) before the worker exists, then ``python loadtest/pgqueuer_app.py --batch-size B``
+(what ``pgq run`` does: one QueueManager, one asyncpg connection, uvloop, every other setting
+PgQueuer's default: durable tables, no concurrency limit, 30 s heartbeat, log aggregation
+every 30 s), CPU sampled, and the same latency phase at half its measured rate.
+
+The window comes from PgQueuer's own log table, written by its queries in any case: a job's
+``picked`` row (stamped ``now()`` by the dequeue) and ``successful`` row (stamped by the
+batched completion that also deletes the job), so the same database clock as tenantq's
+``started_at`` / ``finished_at``. Enqueue-to-start is ``picked`` minus ``queued``.
+The completion check asks every 0.5 s whether the queue table still holds a row (``SELECT
+EXISTS``, stops at the first live row) on the benchmark's own connection, whose backend is
+left out of PostgreSQL's CPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from bench_run import (
+    POSTGRES,
+    THIS_RUN,
+    Measured,
+    Servers,
+    jobs_between,
+    latency_of,
+    sampler_for,
+    start_process,
+    stop_process,
+    wait_until,
+)
+from sqlalchemy.engine import make_url
+
+HERE = Path(__file__).resolve().parent
+ENQUEUE_CHUNK = 1000
+#: PgQueuer's default ``--batch-size``.
+DEFAULT_BATCH = 10
+
+try:
+    import asyncpg  # type: ignore[import-untyped]
+    from pgqueuer.db import AsyncpgDriver, SyncPsycopgDriver
+    from pgqueuer.queries import Queries, SyncQueries
+    from pgqueuer_app import ENTRYPOINT
+
+    MISSING: str | None = None
+except ImportError as error:  # the optional extra: the benchmark runs without this side
+    MISSING = f"{error.name or error} is not installed (pip install -e '.[bench]')"
+
+
+@dataclass(frozen=True)
+class PgqueuerConfig:
+    batch_size: int
+
+    @classmethod
+    def parse(cls, text: str) -> PgqueuerConfig:
+        return cls(DEFAULT_BATCH if text == "default" else int(text))
+
+    @property
+    def label(self) -> str:
+        suffix = " (default)" if self.batch_size == DEFAULT_BATCH else ""
+        return f"PgQueuer batch {self.batch_size}{suffix}"
+
+
+@dataclass
+class PgqueuerOptions:
+    jobs: int
+    latency_seconds: float
+    sample_interval: float
+    report_dir: Path
+
+
+class PgqueuerSide:
+    def __init__(self, servers: Servers, database: str, options: PgqueuerOptions) -> None:
+        self.servers = servers
+        self.database = database
+        self.options = options
+        url = make_url(servers.database_url).set(database=database)
+        self.url = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        # How PgQueuer's worker finds the database: the libpq variables of its quick start.
+        self.environment = {
+            "PGHOST": url.host or "127.0.0.1",
+            "PGPORT": str(url.port or 5432),
+            "PGUSER": url.username or "postgres",
+            "PGDATABASE": database,
+            "PYTHONPATH": str(HERE),
+        }
+        if url.password:
+            self.environment["PGPASSWORD"] = url.password
+
+    def install(self) -> None:
+        """``pgq install``: PgQueuer's tables, at its default durability."""
+
+        async def install() -> None:
+            connection = await asyncpg.connect(self.url)
+            try:
+                await Queries(AsyncpgDriver(connection)).install()
+            finally:
+                await connection.close()
+
+        asyncio.run(install())
+
+    def run(self, config: PgqueuerConfig, tag: str) -> Measured:
+        options = self.options
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            connection.execute("TRUNCATE pgqueuer, pgqueuer_log, pgqueuer_statistics")
+            _enqueue(connection, options.jobs)
+        monitor = psycopg.connect(self.url, autocommit=True, application_name="throughput-bench")
+        enqueuer = psycopg.connect(self.url, autocommit=True, application_name="bench-enqueue")
+        command = [sys.executable, str(HERE / "pgqueuer_app.py"), "--batch-size"]
+        command.append(str(config.batch_size))
+        environment = {**os.environ, **self.environment}
+        launched = time.time()
+        worker = start_process(command, environment, options.report_dir / f"{tag}.log")
+        sampler, postmaster = sampler_for(
+            self.servers,
+            worker.pid,
+            lambda pid, cmdline: "worker",
+            {self.database},
+            options.sample_interval,
+        )
+        if postmaster is not None:
+            postmaster.excluded.add(int(monitor.info.backend_pid))
+        # Its enqueues at half load are work of the run (as the broker's are for tenantq); it
+        # stays connected until the last sample, so its CPU never moves to the postmaster's.
+        sampler.relabel(int(enqueuer.info.backend_pid), POSTGRES, THIS_RUN + "enqueue")
+        sampler.start()
+        try:
+            wait_until(lambda: not _waiting(monitor), worker, 600, "backlog drained")
+            _label_backends(monitor, sampler, int(enqueuer.info.backend_pid))
+            picks, finishes = _log_times(monitor, since=0.0)
+            cpu = sampler.window(picks[0], finishes[-1])
+            measured = Measured(
+                system="pgqueuer",
+                label=config.label,
+                command=f"pgq run pgqueuer_app:create --batch-size {config.batch_size}",
+                jobs=len(finishes),
+                first_start=picks[0],
+                last_finish=finishes[-1],
+                finishes=finishes,
+                startup_seconds=picks[0] - launched,
+                cpu=cpu,
+                cpu_jobs=jobs_between(finishes, cpu),
+            )
+            if measured.jobs != options.jobs:
+                measured.notes.append(f"{measured.jobs} of {options.jobs} jobs logged successful")
+            if options.latency_seconds > 0:
+                self._half_load(measured, monitor, enqueuer, worker, sampler)
+        finally:
+            sampler.stop()
+            status = stop_process(worker)
+            monitor.close()
+            enqueuer.close()
+        if status not in (0, None):
+            measured.notes.append(f"the worker exited with status {status} when stopped")
+        return measured
+
+    def _half_load(
+        self,
+        measured: Measured,
+        monitor: psycopg.Connection[Any],
+        enqueuer: psycopg.Connection[Any],
+        worker: Any,
+        sampler: Any,
+    ) -> None:
+        rate = measured.rate / 2
+        count = max(1, int(rate * self.options.latency_seconds))
+        phase_start = time.time()
+        _enqueue(enqueuer, count, rate)
+        wait_until(lambda: not _waiting(monitor), worker, 300, "half-load jobs drained")
+        rows = monitor.execute(
+            "SELECT extract(epoch FROM picked.created - queued.created)::float8"
+            " FROM pgqueuer_log queued JOIN pgqueuer_log picked"
+            " ON picked.job_id = queued.job_id AND picked.status = 'picked'"
+            " WHERE queued.status = 'queued' AND queued.created >= to_timestamp(%s)",
+            (phase_start,),
+        ).fetchall()
+        measured.latency = latency_of(rate, [row[0] for row in rows])
+        _, finishes = _log_times(monitor, since=phase_start)
+        if finishes:
+            window = sampler.window(phase_start, finishes[-1])
+            measured.half_load_cpu = window
+            measured.half_load_cpu_jobs = jobs_between(finishes, window)
+
+
+def _enqueue(connection: psycopg.Connection[Any], count: int, rate: float | None = None) -> None:
+    """``count`` no-op jobs through PgQueuer's enqueue, all at once or at ``rate`` jobs/s."""
+    queries = SyncQueries(SyncPsycopgDriver(connection))
+    chunk = ENQUEUE_CHUNK if rate is None else max(1, round(rate / 50))
+    started = time.monotonic()
+    for first in range(0, count, chunk):
+        size = min(chunk, count - first)
+        queries.enqueue([ENTRYPOINT] * size, [b""] * size, [0] * size)
+        if rate is not None:
+            pause = started + (first + size) / rate - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+
+
+def _waiting(connection: psycopg.Connection[Any]) -> bool:
+    """Whether PgQueuer's queue table holds a job (queued or picked, not yet completed)."""
+    row = connection.execute("SELECT EXISTS (SELECT 1 FROM pgqueuer)").fetchone()
+    return bool(row and row[0])
+
+
+def _log_times(
+    connection: psycopg.Connection[Any], since: float
+) -> tuple[list[float], list[float]]:
+    """Sorted moments of the ``picked`` and ``successful`` log rows after ``since``."""
+    rows = connection.execute(
+        "SELECT extract(epoch FROM created)::float8, status::text FROM pgqueuer_log"
+        " WHERE status IN ('picked', 'successful') AND created >= to_timestamp(%s)",
+        (since,),
+    ).fetchall()
+    picks = sorted(at for at, status in rows if status == "picked")
+    finishes = sorted(at for at, status in rows if status == "successful")
+    return picks, finishes
+
+
+def _label_backends(connection: psycopg.Connection[Any], sampler: Any, enqueuer: int) -> None:
+    rows = connection.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+        " AND pid <> pg_backend_pid() AND pid <> %s",
+        (enqueuer,),
+    ).fetchall()
+    for (pid,) in rows:
+        sampler.relabel(int(pid), POSTGRES, THIS_RUN + "pgqueuer worker (asyncpg)")

@@ -1,0 +1,234 @@
+"""The throughput benchmark's figures: per configuration over the runs (median and min of
+jobs/s, median CPU per job, latency at half load), the compact table printed at the end,
+and the report folder (``report.md``, ``summary.json``, plots when matplotlib is there)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench_run import KAFKA, POSTGRES, WORKER, Measured, median
+
+CPU_COLUMNS = (WORKER, KAFKA, POSTGRES, "total", "postgres (all)")
+
+
+@dataclass
+class ConfigSummary:
+    """One configuration over its runs."""
+
+    system: str
+    label: str
+    runs: list[Measured]
+
+    @property
+    def rates(self) -> list[float]:
+        return [run.rate for run in self.runs]
+
+    @property
+    def median_rate(self) -> float:
+        return median(self.rates)
+
+    def cpu(self, column: str) -> float | None:
+        values = [
+            run.micros_per_job()[column] for run in self.runs if column in run.micros_per_job()
+        ]
+        return median(values) if values else None
+
+    def latency(self, which: str) -> tuple[float, float] | None:
+        """(median, worst) over the runs of p50 or p99, in seconds."""
+        values = [getattr(run.latency, which) for run in self.runs if run.latency is not None]
+        return (median(values), max(values)) if values else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "system": self.system,
+            "label": self.label,
+            "runs": len(self.runs),
+            "jobs_per_second": {
+                "median": round(self.median_rate, 1),
+                "min": round(min(self.rates), 1),
+                "all": [round(rate, 1) for rate in self.rates],
+            },
+            "cpu_us_per_job_median": {
+                column: None if self.cpu(column) is None else round(self.cpu(column) or 0.0, 1)
+                for column in CPU_COLUMNS
+            },
+            "latency_ms": {
+                which: None
+                if (pair := self.latency(which)) is None
+                else {"median": round(pair[0] * 1000, 1), "worst": round(pair[1] * 1000, 1)}
+                for which in ("p50", "p99")
+            },
+        }
+
+
+def summarize(results: Sequence[Measured]) -> list[ConfigSummary]:
+    summaries: dict[str, ConfigSummary] = {}
+    for run in results:
+        summaries.setdefault(run.label, ConfigSummary(run.system, run.label, [])).runs.append(run)
+    return list(summaries.values())
+
+
+def best(summaries: Sequence[ConfigSummary], system: str) -> ConfigSummary | None:
+    """The configuration of ``system`` with the highest median rate."""
+    candidates = [summary for summary in summaries if summary.system == system]
+    return max(candidates, key=lambda summary: summary.median_rate, default=None)
+
+
+def round_ratios(results: Sequence[Measured]) -> list[float]:
+    """Per round (runs are tagged in order, one of each configuration per round): the best
+    tenantq rate over the best PgQueuer rate of the same round, so drift between rounds
+    (a busy machine) cancels out."""
+    ratios = []
+    rounds: dict[int, list[Measured]] = {}
+    for run in results:
+        rounds.setdefault(run.round_number, []).append(run)
+    for runs in rounds.values():
+        tenantq = [run.rate for run in runs if run.system == "tenantq"]
+        pgqueuer = [run.rate for run in runs if run.system == "pgqueuer"]
+        if tenantq and pgqueuer:
+            ratios.append(max(tenantq) / max(pgqueuer))
+    return ratios
+
+
+def _figure(value: float | None, digits: int = 0) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def table(summaries: Sequence[ConfigSummary]) -> list[str]:
+    """The compact table (markdown, readable as printed)."""
+    reference = best(summaries, "pgqueuer")
+    lines = [
+        "| configuration | jobs/s median (min) | ÷ PgQueuer best | CPU µs/job: worker | Kafka "
+        "| Postgres | total | Postgres (all) | enqueue→start at half load p50 / p99 (worst) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for summary in summaries:
+        ratio = (
+            _figure(summary.median_rate / reference.median_rate, 2)
+            if reference is not None and summary.system == "tenantq"
+            else ""
+        )
+        p50, p99 = summary.latency("p50"), summary.latency("p99")
+        latency = (
+            "—"
+            if p50 is None or p99 is None
+            else f"{p50[0] * 1000:,.0f} / {p99[0] * 1000:,.0f} ({p99[1] * 1000:,.0f}) ms"
+        )
+        lines.append(
+            f"| {summary.label} | {summary.median_rate:,.0f} ({min(summary.rates):,.0f}) "
+            f"| {ratio} | "
+            + " | ".join(_figure(summary.cpu(column)) for column in CPU_COLUMNS)
+            + f" | {latency} |"
+        )
+    return lines
+
+
+def role_table(summaries: Sequence[ConfigSummary]) -> list[str]:
+    """CPU µs/job of every process role, from each configuration's median-rate run."""
+    lines = ["| configuration | group / role | µs/job |", "| --- | --- | ---: |"]
+    for summary in summaries:
+        run = sorted(summary.runs, key=lambda r: r.rate)[len(summary.runs) // 2]
+        if run.cpu is None or not run.cpu_jobs:
+            continue
+        for (group, role), seconds in sorted(
+            run.cpu.by_role.items(), key=lambda item: (item[0][0], -item[1])
+        ):
+            micros = seconds * 1e6 / run.cpu_jobs
+            if abs(micros) >= 0.5:
+                lines.append(f"| {summary.label} | {group} / {role} | {micros:,.1f} |")
+    return lines
+
+
+def write_report(
+    folder: Path,
+    results: Sequence[Measured],
+    header: list[str],
+    footer: list[str],
+    meta: dict[str, Any],
+) -> list[str]:
+    """report.md, summary.json and the plots; returns the names of the files written."""
+    summaries = summarize(results)
+    plots, plot_note = _plots(folder, summaries)
+    lines = ["# Throughput: tenantq against PgQueuer", "", *header, "", *table(summaries), ""]
+    lines += [*footer, ""]
+    lines += [f"![{name}]({name})" for name in plots] + ([plot_note] if plot_note else [])
+    lines += ["", "## Where the CPU goes (µs per job, median run)", "", *role_table(summaries)]
+    lines += ["", "## Every run", ""]
+    lines += [
+        f"- {run.label}: {run.rate:,.0f} jobs/s over {run.seconds:.2f} s, start-up "
+        f"{run.startup_seconds:.1f} s, CPU window {run.cpu_jobs:,} jobs; `{run.command}`"
+        + "".join(f"; {note}" for note in run.notes)
+        for run in results
+    ]
+    (folder / "report.md").write_text("\n".join(lines) + "\n")
+    summary = {
+        **meta,
+        "configurations": [summary.as_dict() for summary in summaries],
+        "runs": [run.as_dict() for run in results],
+    }
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return ["report.md", "summary.json", *plots]
+
+
+def _plots(folder: Path, summaries: Sequence[ConfigSummary]) -> tuple[list[str], str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only: no display needed, none opened
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return [], "_No plots: matplotlib is not installed (`pip install 'tenantq[report]'`)._"
+    written = []
+    figure, axes = plt.subplots(figsize=(9, 4.5), dpi=100)
+    try:
+        for summary in summaries:
+            run = summary.runs[0]
+            width = 0.25
+            buckets: dict[int, int] = {}
+            for at in run.finishes:
+                index = int((at - run.first_start) / width)
+                buckets[index] = buckets.get(index, 0) + 1
+            xs = [i * width for i in range(max(buckets, default=0) + 1)]
+            ys = [buckets.get(i, 0) / width for i in range(len(xs))]
+            style = "-" if summary.system == "tenantq" else "--"
+            axes.plot(xs, ys, style, linewidth=1.5, label=f"{summary.label} (run 1)")
+        axes.set_xlabel("seconds since the first job started")
+        axes.set_ylabel("jobs finished per second (0.25 s bins)")
+        axes.set_title("Throughput draining the backlog")
+        axes.legend(fontsize="small")
+        figure.tight_layout()
+        figure.savefig(folder / "throughput.png")
+        written.append("throughput.png")
+    finally:
+        plt.close(figure)
+    figure, axes = plt.subplots(figsize=(9, 0.6 * len(summaries) + 1.5), dpi=100)
+    try:
+        labels = [summary.label for summary in summaries]
+        left = [0.0] * len(summaries)
+        for column in (WORKER, KAFKA, POSTGRES):
+            values = [summary.cpu(column) or 0.0 for summary in summaries]
+            axes.barh(labels, values, left=left, label=column)
+            left = [a + b for a, b in zip(left, values, strict=True)]
+        everything = [
+            (summary.cpu("total") or 0.0)
+            - (summary.cpu(POSTGRES) or 0.0)
+            + (summary.cpu("postgres (all)") or 0.0)
+            for summary in summaries
+        ]
+        axes.scatter(
+            everything, labels, marker="|", s=200, color="black", label="with Postgres (all)"
+        )
+        axes.invert_yaxis()
+        axes.set_xlabel("CPU microseconds per job (median run)")
+        axes.set_title("CPU per job by process group")
+        axes.legend(fontsize="small", loc="lower right")
+        figure.tight_layout()
+        figure.savefig(folder / "cpu_per_job.png")
+        written.append("cpu_per_job.png")
+    finally:
+        plt.close(figure)
+    return written, ""

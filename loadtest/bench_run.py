@@ -1,0 +1,275 @@
+"""What one measured run of the throughput benchmark yields, for either system, and the few
+things both sides share: the servers and their pids, how PostgreSQL's processes are named,
+worker processes started and stopped as a user would, and the figures drawn from the
+database's timestamps and the CPU samples.
+
+The measured window runs from the first job started to the last job finished, both stamped
+by PostgreSQL (``now()``), so it costs nothing while jobs run and needs no clock but the
+host's: the CPU samples are taken with the same wall clock (``time.time()``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import signal
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench_cpu import CpuSampler, CpuWindow, Postmaster, ProcessGroup, ProcessTree, SingleProcess
+
+#: Group names, in the order the report shows them.
+WORKER = "worker"
+KAFKA = "kafka"
+POSTGRES = "postgres"
+#: Roles of PostgreSQL processes that a run's jobs cause; the others (backends of other
+#: databases, the postmaster with the backends it reaped) are the shared server's noise.
+THIS_RUN = "this run: "
+SERVER_PROCESSES = "server processes (WAL, checkpoints, I/O, autovacuum)"
+#: Other databases' backends and the postmaster, which holds the CPU of every backend that
+#: ended: one role, as a backend's CPU moves from the one to the other when it ends.
+SHARED = "shared: other databases, postmaster, ended backends"
+
+
+@dataclass(frozen=True)
+class Servers:
+    """The dev stack's servers and the pids whose CPU is counted (None: not on this host or
+    not known; the figure is then left out and the report says so)."""
+
+    bootstrap_servers: str
+    database_url: str
+    kafka_pid: int | None
+    postmaster_pid: int | None
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Enqueue-to-start at a steady offered rate, from the database's timestamps."""
+
+    rate: float
+    jobs: int
+    p50: float
+    p99: float
+    max: float
+
+
+@dataclass
+class Measured:
+    """One run: the capacity window, its CPU, and the latency phase that followed."""
+
+    system: str
+    label: str
+    command: str
+    jobs: int
+    first_start: float
+    last_finish: float
+    #: When each job finished (epoch seconds), for the throughput plot.
+    finishes: list[float]
+    #: From launching the worker to its first job started (import, connect, join the group).
+    startup_seconds: float
+    cpu: CpuWindow | None
+    cpu_jobs: int
+    latency: Latency | None = None
+    half_load_cpu: CpuWindow | None = None
+    half_load_cpu_jobs: int = 0
+    round_number: int = 1
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return self.last_finish - self.first_start
+
+    @property
+    def rate(self) -> float:
+        return self.jobs / self.seconds if self.seconds > 0 else 0.0
+
+    def micros_per_job(self, *, half_load: bool = False) -> dict[str, float]:
+        """CPU microseconds per job of each group, PostgreSQL both as a whole (``postgres
+        (all)``) and as what this run caused (its database's backends and the server's own
+        processes); ``total`` adds worker, Kafka and this run's PostgreSQL."""
+        window, jobs = (
+            (self.half_load_cpu, self.half_load_cpu_jobs)
+            if half_load
+            else (self.cpu, self.cpu_jobs)
+        )
+        if window is None or jobs == 0:
+            return {}
+        scale = 1e6 / jobs
+        # PgQueuer has no broker: the shared broker's CPU in its window is background only.
+        groups = (WORKER, KAFKA) if self.system == "tenantq" else (WORKER,)
+        figures = {
+            group: window.by_group[group] * scale for group in groups if group in window.by_group
+        }
+        if POSTGRES in window.by_group:
+            figures["postgres (all)"] = window.by_group[POSTGRES] * scale
+            figures[POSTGRES] = scale * sum(
+                seconds
+                for (group, role), seconds in window.by_role.items()
+                if group == POSTGRES and (role.startswith(THIS_RUN) or role == SERVER_PROCESSES)
+            )
+        figures["total"] = sum(figures.get(group, 0.0) for group in (WORKER, KAFKA, POSTGRES))
+        return figures
+
+    def kafka_background(self) -> float | None:
+        """CPU seconds per second of the broker in the window of a run that does not use it
+        (the shared broker's background, which tenantq's Kafka figure also holds)."""
+        window = self.cpu
+        if self.system == "tenantq" or window is None or KAFKA not in window.by_group:
+            return None
+        return window.by_group[KAFKA] / max(window.ended - window.started, 1e-9)
+
+    def as_dict(self) -> dict[str, Any]:
+        def roles(window: CpuWindow | None, jobs: int) -> dict[str, float]:
+            if window is None or not jobs:
+                return {}
+            return {
+                f"{group} / {role}": round(seconds * 1e6 / jobs, 1)
+                for (group, role), seconds in sorted(window.by_role.items())
+            }
+
+        return {
+            "system": self.system,
+            "label": self.label,
+            "round": self.round_number,
+            "command": self.command,
+            "jobs": self.jobs,
+            "seconds": round(self.seconds, 3),
+            "jobs_per_second": round(self.rate, 1),
+            "startup_seconds": round(self.startup_seconds, 2),
+            "cpu_us_per_job": {k: round(v, 1) for k, v in self.micros_per_job().items()},
+            "cpu_us_per_job_by_role": roles(self.cpu, self.cpu_jobs),
+            "cpu_window_jobs": self.cpu_jobs,
+            "latency": None if self.latency is None else vars(self.latency),
+            "half_load_cpu_us_per_job": {
+                k: round(v, 1) for k, v in self.micros_per_job(half_load=True).items()
+            },
+            "notes": self.notes,
+        }
+
+
+def jobs_between(finishes: list[float], window: CpuWindow | None) -> int:
+    """Jobs finished inside the CPU window (``finishes`` sorted)."""
+    if window is None:
+        return 0
+    return bisect.bisect_right(finishes, window.ended) - bisect.bisect_right(
+        finishes, window.started
+    )
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
+
+
+def latency_of(rate: float, delays: list[float]) -> Latency | None:
+    if not delays:
+        return None
+    return Latency(
+        rate=round(rate, 1),
+        jobs=len(delays),
+        p50=percentile(delays, 0.5),
+        p99=percentile(delays, 0.99),
+        max=max(delays),
+    )
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+# -- processes --------------------------------------------------------------------------------
+
+
+def postgres_labeler(run_databases: set[str]) -> Any:
+    """Role of a child of the postmaster, from its process title: ``postgres: user db
+    host(port) activity`` for a backend, the auxiliary's name otherwise."""
+
+    def label(pid: int, cmdline: str) -> str:
+        words = cmdline.removeprefix("postgres: ").split()
+        is_backend = len(words) >= 3 and ("(" in words[2] or words[2] == "[local]")
+        if not is_backend:
+            return SERVER_PROCESSES
+        if words[1] in run_databases:
+            return f"{THIS_RUN}backend"
+        return SHARED
+
+    return label
+
+
+def worker_labeler(root: int) -> Any:
+    """Role in a ``tenantq worker`` tree: the supervisor, its members, their handler
+    processes (multiprocessing spawn) and multiprocessing's resource tracker."""
+
+    def label(pid: int, cmdline: str) -> str:
+        if pid == root:
+            return "supervisor"
+        if "--member" in cmdline:
+            return "member"
+        if "resource_tracker" in cmdline:
+            return "resource tracker"
+        if "spawn_main" in cmdline:
+            return "handler process"
+        return "other"
+
+    return label
+
+
+def sampler_for(
+    servers: Servers,
+    worker_root: int,
+    worker_roles: Any,
+    run_databases: set[str],
+    interval: float,
+) -> tuple[CpuSampler, Postmaster | None]:
+    """A sampler of the worker's tree, the broker and PostgreSQL (the parts known here)."""
+    groups: list[ProcessGroup] = [ProcessTree(WORKER, worker_root, worker_roles)]
+    if servers.kafka_pid is not None:
+        groups.append(SingleProcess(KAFKA, servers.kafka_pid))
+    postmaster = None
+    if servers.postmaster_pid is not None:
+        postmaster = Postmaster(
+            POSTGRES, servers.postmaster_pid, postgres_labeler(run_databases), SHARED
+        )
+        groups.append(postmaster)
+    return CpuSampler(groups, interval=interval), postmaster
+
+
+def start_process(
+    command: list[str], environment: dict[str, str], log_path: Path
+) -> subprocess.Popen[bytes]:
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            command,
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            # A session of its own: stopped as a whole if it does not stop when asked.
+            start_new_session=True,
+        )
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 60.0) -> int | None:
+    """SIGTERM (a graceful drain), then SIGKILL of its process group after ``timeout``."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+        return None
+
+
+def wait_until(done: Any, process: subprocess.Popen[bytes], timeout: float, what: str) -> None:
+    """Call ``done()`` every 0.5 s until true; fail if the worker exits or time runs out."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if process.poll() is not None:
+            raise SystemExit(f"the worker exited with status {process.returncode} ({what})")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out after {timeout:.0f}s: {what}")
+        time.sleep(0.5)

@@ -1,0 +1,346 @@
+"""tenantq's side of the throughput benchmark: no-op jobs through ``tenantq worker``.
+
+One run: fresh topics (``bench_settings``), an emptied database of the benchmark's own, N
+jobs enqueued with ``Producer.enqueue_batch`` before any worker exists, then
+``python -m tenantq.cli worker throughput_app:APP [--concurrency C] [--processes P]`` started
+as a user would (its settings as ``TENANTQ_*`` variables, metrics served, background
+services on), CPU sampled, and, when the backlog is drained, a latency phase at half the
+measured rate while the same workers run.
+
+The completion check reads the worker group's committed offsets of the main topic (one
+``OffsetFetch`` to the broker every 0.5 s, from the benchmark's own admin client) against
+the topic's end offsets, read once after the enqueue: no query reaches PostgreSQL while jobs
+run. Offsets are committed only behind durable results, so when they reach the end every
+job row is written; one count then confirms all succeeded, and the window is read from the
+rows' own timestamps.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+import psycopg
+import tenantq
+from bench_run import (
+    POSTGRES,
+    THIS_RUN,
+    Measured,
+    Servers,
+    jobs_between,
+    latency_of,
+    sampler_for,
+    start_process,
+    stop_process,
+    wait_until,
+    worker_labeler,
+)
+from bench_topics import bench_settings
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+from pydantic import SecretStr
+from tenantq.demo.pool import worker_environment
+from tenantq.partitioner.placement_book import PlacementBook
+from tenantq.producer.producer import BatchFuture, EnqueueRequest, Producer
+from tenantq.store import migrate
+from tenantq.store.engine import create_sqlalchemy_engine, psycopg_url
+from tenantq.topics import consumer_group
+from throughput_app import APP, JOB_TYPE, QUEUE
+
+HERE = Path(__file__).resolve().parent
+TENANTS = 200
+ENQUEUE_CHUNK = 1000
+_LATEST = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+DEFAULT_METRICS_PORT = int(tenantq.Settings.model_fields["metrics_port"].default)
+
+
+@dataclass(frozen=True)
+class TenantqConfig:
+    """``--concurrency`` (None: the default) and ``--processes`` of ``tenantq worker``."""
+
+    concurrency: int | None
+    processes: int
+
+    @classmethod
+    def parse(cls, text: str) -> TenantqConfig:
+        """``32x1`` (concurrency x processes), ``128x2``; ``default`` for no flags."""
+        if text == "default":
+            return cls(None, 1)
+        concurrency, _, processes = text.partition("x")
+        return cls(int(concurrency), int(processes or 1))
+
+    def label(self, default_concurrency: int) -> str:
+        """``tenantq c32 p1 (defaults)``; the default concurrency is the settings' (the
+        workers get the benchmark's ``TENANTQ_WORKER__*``)."""
+        concurrency = self.concurrency or default_concurrency
+        defaults = concurrency == default_concurrency and self.processes == 1
+        return f"tenantq c{concurrency} p{self.processes}" + (" (defaults)" if defaults else "")
+
+    def arguments(self) -> list[str]:
+        flags = [] if self.concurrency is None else ["--concurrency", str(self.concurrency)]
+        return flags + ([] if self.processes == 1 else ["--processes", str(self.processes)])
+
+
+def prepare_database(servers: Servers, name: str) -> str:
+    """Create database ``name`` on the dev stack's server and migrate it; returns its URL."""
+    with psycopg.connect(psycopg_url(servers.database_url), autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    url = url_of(servers, name)
+    engine = create_sqlalchemy_engine(tenantq.Settings(database_url=url))
+    try:
+        migrate.upgrade(engine)
+    finally:
+        engine.dispose()
+    return url
+
+
+def url_of(servers: Servers, name: str) -> str:
+    """The dev database's URL with another database name."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(servers.database_url).set(database=name).render_as_string(hide_password=False)
+
+
+class GroupProgress:
+    """The completion check: the workers' committed offsets of the main topic."""
+
+    def __init__(self, settings: tenantq.Settings, topic: str) -> None:
+        self.topic = topic
+        self.group = consumer_group(settings.topic_prefix, QUEUE)
+        self.partitions = settings.queue(QUEUE).partitions
+        # librdkafka's info lines (a purged background queue at exit) are not the bench's news.
+        self.admin = AdminClient(
+            settings.kafka_client_config(**{"client.id": "throughput-bench", "log_level": 3})
+        )
+
+    def ends(self) -> dict[int, int]:
+        asked = {TopicPartition(self.topic, p): _LATEST for p in range(self.partitions)}
+        futures = self.admin.list_offsets(asked, request_timeout=10)
+        return {tp.partition: int(f.result(10).offset) for tp, f in futures.items()}
+
+    def reached(self, ends: dict[int, int]) -> bool:
+        request = ConsumerGroupTopicPartitions(
+            self.group, [TopicPartition(self.topic, p) for p in ends]
+        )
+        answer = self.admin.list_consumer_group_offsets([request], request_timeout=10)
+        committed = {
+            tp.partition: tp.offset for tp in answer[self.group].result(10).topic_partitions or ()
+        }
+        return all(committed.get(p, -1) >= end for p, end in ends.items())
+
+
+def enqueue(settings: tenantq.Settings, count: int, rate: float | None = None) -> None:
+    """``count`` no-op jobs of ``TENANTS`` tenants, all at once or at ``rate`` jobs/s."""
+    chunk = ENQUEUE_CHUNK if rate is None else max(1, round(rate / 50))
+    # No placement table: the producer's database lookups are not what is measured.
+    with Producer(settings, APP, placement_book=PlacementBook(None, 60.0)) as producer:
+        started = time.monotonic()
+        batches: list[BatchFuture] = []
+        for first in range(0, count, chunk):
+            size = min(chunk, count - first)
+            requests = [
+                EnqueueRequest(JOB_TYPE, f"tenant-{(first + i) % TENANTS}", {}) for i in range(size)
+            ]
+            batches.append(producer.enqueue_batch(requests))
+            if rate is not None:
+                pause = started + (first + size) / rate - time.monotonic()
+                if pause > 0:
+                    time.sleep(pause)
+        producer.flush(120)
+        acknowledged = sum(len(batch.result(120)) for batch in batches)
+    if acknowledged != count:
+        raise SystemExit(f"enqueue: {acknowledged} of {count} jobs acknowledged")
+
+
+def raw_consume_rate(settings: tenantq.Settings, topic: str, count: int) -> float:
+    """Messages/s of a bare consumer reading ``count`` messages of ``topic`` in a fresh group:
+    no decoding, no database (the ceiling of issue 4)."""
+    consumer = confluent_kafka.Consumer(
+        settings.kafka_client_config(
+            **{
+                "group.id": f"bench-raw-{uuid.uuid4().hex[:8]}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "fetch.max.bytes": 16 * 1024 * 1024,
+            }
+        )
+    )
+    consumer.subscribe([topic])
+    seen, first = 0, None
+    deadline = time.monotonic() + 120
+    try:
+        while seen < count and time.monotonic() < deadline:
+            messages = consumer.consume(num_messages=500, timeout=0.5)
+            if messages and first is None:
+                first = time.perf_counter()
+            seen += sum(1 for message in messages if message.error() is None)
+        elapsed = time.perf_counter() - (first or time.perf_counter())
+    finally:
+        consumer.close()
+    return seen / elapsed if seen >= count and elapsed > 0 else 0.0
+
+
+@dataclass
+class TenantqOptions:
+    jobs: int
+    partitions: int
+    latency_seconds: float
+    sample_interval: float
+    report_dir: Path
+
+
+class TenantqSide:
+    """Runs tenantq configurations against the benchmark's own database."""
+
+    def __init__(self, servers: Servers, database: str, options: TenantqOptions) -> None:
+        self.servers = servers
+        self.database = database
+        self.url = url_of(servers, database)
+        self.options = options
+
+    def run(self, config: TenantqConfig, tag: str, *, raw: bool) -> tuple[Measured, float | None]:
+        """One measured run; with ``raw``, the raw consumer's rate on the same topic too."""
+        options = self.options
+        with psycopg.connect(psycopg_url(self.url), autocommit=True) as connection:
+            connection.execute(
+                "TRUNCATE tenantq_jobs, tenantq_job_attempts, tenantq_workers CASCADE"
+            )
+        with bench_settings(
+            "tput",
+            QUEUE,
+            options.partitions,
+            keep_topics=False,
+            database_url=SecretStr(self.url),
+            metrics_port=DEFAULT_METRICS_PORT,
+        ) as settings:
+            topic = f"{settings.topic_prefix}.{QUEUE}"
+            enqueue(settings, options.jobs)
+            progress = GroupProgress(settings, topic)
+            measured = self._measure(config, settings, progress, tag)
+            rate = raw_consume_rate(settings, topic, options.jobs) if raw else None
+        return measured, rate
+
+    def _measure(
+        self,
+        config: TenantqConfig,
+        settings: tenantq.Settings,
+        progress: GroupProgress,
+        tag: str,
+    ) -> Measured:
+        options = self.options
+        environment = worker_environment(settings, dict(settings.kafka_config))
+        environment["PYTHONPATH"] = str(HERE)
+        command = [
+            sys.executable,
+            "-m",
+            "tenantq.cli",
+            "worker",
+            "throughput_app:APP",
+            *config.arguments(),
+        ]
+        ends = progress.ends()
+        # The benchmark's own connection: excluded from PostgreSQL's CPU by its pid.
+        monitor = psycopg.connect(
+            psycopg_url(self.url), autocommit=True, application_name="throughput-bench"
+        )
+        launched = time.time()
+        worker = start_process(command, environment, options.report_dir / f"{tag}.log")
+        sampler, postmaster = sampler_for(
+            self.servers,
+            worker.pid,
+            worker_labeler(worker.pid),
+            {self.database},
+            options.sample_interval,
+        )
+        if postmaster is not None:
+            postmaster.excluded.add(int(monitor.info.backend_pid))
+        sampler.start()
+        try:
+            wait_until(lambda: progress.reached(ends), worker, 600, "backlog drained")
+            wait_until(
+                lambda: _succeeded(monitor) >= options.jobs, worker, 60, "all jobs succeeded"
+            )
+            _label_backends(monitor, sampler)
+            rows = monitor.execute(
+                "SELECT extract(epoch FROM started_at)::float8,"
+                " extract(epoch FROM finished_at)::float8"
+                " FROM tenantq_jobs WHERE state = 'succeeded'"
+            ).fetchall()
+            first_start = min(row[0] for row in rows)
+            finishes = sorted(row[1] for row in rows)
+            cpu = sampler.window(first_start, finishes[-1])
+            measured = Measured(
+                system="tenantq",
+                label=config.label(settings.worker.concurrency),
+                command=" ".join(["tenantq worker throughput_app:APP", *config.arguments()]),
+                jobs=len(rows),
+                first_start=first_start,
+                last_finish=finishes[-1],
+                finishes=finishes,
+                startup_seconds=first_start - launched,
+                cpu=cpu,
+                cpu_jobs=jobs_between(finishes, cpu),
+            )
+            if options.latency_seconds > 0:
+                self._half_load(measured, settings, progress, monitor, worker, sampler)
+        finally:
+            sampler.stop()
+            status = stop_process(worker)
+            monitor.close()
+        if status not in (0, None):
+            measured.notes.append(f"the worker exited with status {status} when stopped")
+        return measured
+
+    def _half_load(
+        self,
+        measured: Measured,
+        settings: tenantq.Settings,
+        progress: GroupProgress,
+        monitor: psycopg.Connection[Any],
+        worker: Any,
+        sampler: Any,
+    ) -> None:
+        """Enqueue at half the measured rate for ``latency_seconds`` while the workers run;
+        enqueue-to-start per job from the rows (``enqueued_at``: the producer's stamp at
+        enqueue, ``started_at``: PostgreSQL's ``now()`` at the claim; one host, one clock)."""
+        rate = measured.rate / 2
+        count = max(1, int(rate * self.options.latency_seconds))
+        phase_start = time.time()
+        enqueue(settings, count, rate)
+        ends = progress.ends()
+        wait_until(lambda: progress.reached(ends), worker, 300, "half-load jobs drained")
+        rows = monitor.execute(
+            "SELECT extract(epoch FROM started_at - enqueued_at)::float8,"
+            " extract(epoch FROM finished_at)::float8"
+            " FROM tenantq_jobs WHERE enqueued_at >= to_timestamp(%s)",
+            (phase_start,),
+        ).fetchall()
+        measured.latency = latency_of(rate, [row[0] for row in rows])
+        finishes = sorted(row[1] for row in rows if row[1] is not None)
+        if finishes:
+            window = sampler.window(phase_start, finishes[-1])
+            measured.half_load_cpu = window
+            measured.half_load_cpu_jobs = jobs_between(finishes, window)
+
+
+def _succeeded(connection: psycopg.Connection[Any]) -> int:
+    row = connection.execute(
+        "SELECT count(*) FROM tenantq_jobs WHERE state = 'succeeded'"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _label_backends(connection: psycopg.Connection[Any], sampler: Any) -> None:
+    """Name this run's backends by the connection's application name (its role in tenantq:
+    ``tenantq-worker-claim``, ``tenantq-metrics``, ...; the owner part dropped)."""
+    rows = connection.execute(
+        "SELECT pid, application_name FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    ).fetchall()
+    for pid, name in rows:
+        sampler.relabel(int(pid), POSTGRES, THIS_RUN + ((name or "").split(" ")[0] or "unnamed"))

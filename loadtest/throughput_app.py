@@ -1,0 +1,24 @@
+"""The no-op job type of the throughput benchmark (``loadtest/throughput_bench.py``),
+importable by ``tenantq worker`` processes as ``throughput_app:APP`` (``loadtest/`` on
+``PYTHONPATH``).
+
+The handler does nothing and takes no payload model, so what the benchmark measures is the
+queue's own cost per job: consume, claim, dispatch to the handler process, complete, commit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tenantq
+
+#: The benchmark's only queue; every run has topics of its own under a fresh prefix.
+QUEUE = "bench"
+JOB_TYPE = "noop"
+
+APP = tenantq.App()
+
+
+@APP.job(JOB_TYPE, queue=QUEUE)
+def noop(ctx: object, payload: dict[str, Any]) -> None:
+    return None

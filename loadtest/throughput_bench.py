@@ -1,0 +1,238 @@
+"""End-to-end throughput of no-op jobs: tenantq (``tenantq worker``, full Postgres ledger)
+against PgQueuer's best configuration, side by side in one run on the same servers.
+
+For each configuration, in rounds (``--runs``; every round runs each configuration once, so
+a busy machine slows both alike):
+
+1. N no-op jobs of 200 tenants are enqueued first (tenantq: ``Producer.enqueue_batch`` into
+   fresh topics; PgQueuer: its ``enqueue``), so enqueueing is outside the measured window;
+2. the worker is started as a user would start it (``python -m tenantq.cli worker
+   throughput_app:APP [--concurrency C] [--processes P]``; PgQueuer: what ``pgq run`` does,
+   ``--batch-size B``) and drains the backlog; jobs/s = N / (last job finished - first job
+   started), both stamped by PostgreSQL;
+3. CPU microseconds per job of each process group, from ``/proc/<pid>/stat`` sampled every
+   0.1 s (``bench_cpu``): the worker (its supervisor and every descendant), the Kafka broker
+   (pid from the dev stack's state.json) and PostgreSQL (the postmaster and every process
+   whose parent it is), between the first sample after the first start and the last one
+   before the last finish, divided by the jobs finished in between. PostgreSQL is shown as a
+   whole and as what the run caused (its database's backends and the server's WAL,
+   checkpoint, I/O and autovacuum processes; the dev server is shared with other users);
+4. then, with the same workers running, jobs are enqueued at half the measured rate for
+   ``--latency-seconds`` and enqueue-to-start p50/p99 is read from the database.
+
+Completion checks cost nothing measurable: tenantq's reads the workers' committed offsets
+(one OffsetFetch to the broker every 0.5 s, no database query while jobs run); PgQueuer's
+asks whether its queue table still holds a row every 0.5 s on a connection whose backend is
+left out of PostgreSQL's CPU. Each system gets a database of its own on the dev stack's
+server (dropped at the end). Once, the raw confluent-kafka consumer reads the same topic
+(no decoding, no database: the ceiling of issue 4).
+
+    python loadtest/throughput_bench.py                     # make bench: defaults, one round
+    python loadtest/throughput_bench.py --runs 3            # min and median of 3 rounds
+    python loadtest/throughput_bench.py --tenantq 128x2 --pgqueuer 100 --latency-seconds 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import tenantq
+from bench_pgqueuer import MISSING, PgqueuerConfig, PgqueuerOptions, PgqueuerSide
+from bench_report import best, round_ratios, summarize, table, write_report
+from bench_run import Measured, Servers, median
+from bench_tenantq import TenantqConfig, TenantqOptions, TenantqSide, prepare_database
+from tenantq.devstack.processes import pid_alive
+from tenantq.devstack.stack import DevStack, external_endpoints
+from tenantq.store.engine import psycopg_url
+
+
+def find_servers() -> Servers:
+    """The dev stack's servers (or the ``TENANTQ_*`` ones) and the pids to sample: the broker
+    from state.json, the postmaster as the parent of one of our backends (any local server)."""
+    settings = tenantq.load_settings()
+    external_kafka, _ = external_endpoints()
+    state = DevStack(settings.dev_home).read_state()
+    kafka_pid = state.get("kafka_pid")
+    url = settings.require_database_url()
+    with psycopg.connect(psycopg_url(url)) as connection:
+        backend = int(connection.info.backend_pid)
+        try:
+            stat = Path(f"/proc/{backend}/stat").read_bytes()
+            postmaster: int | None = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        except (OSError, ValueError):
+            postmaster = None  # not on this host: no CPU figure for it
+    return Servers(
+        bootstrap_servers=settings.require_bootstrap_servers(),
+        database_url=url,
+        kafka_pid=int(kafka_pid)
+        if kafka_pid and not external_kafka and pid_alive(kafka_pid)
+        else None,
+        postmaster_pid=postmaster,
+    )
+
+
+def describe(run: Measured) -> str:
+    cpu = run.micros_per_job()
+    parts = [f"{run.label}: {run.rate:,.0f} jobs/s over {run.seconds:.2f} s"]
+    parts.append(f"start-up {run.startup_seconds:.1f} s")
+    if cpu:
+        parts.append(
+            "CPU µs/job " + " · ".join(f"{name} {value:,.0f}" for name, value in cpu.items())
+        )
+    if run.latency is not None:
+        parts.append(
+            f"at {run.latency.rate:,.0f} jobs/s p50 {run.latency.p50 * 1000:,.0f} ms "
+            f"p99 {run.latency.p99 * 1000:,.0f} ms"
+        )
+    return "; ".join(parts + run.notes)
+
+
+def drop_database(servers: Servers, name: str) -> None:
+    with psycopg.connect(psycopg_url(servers.database_url), autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--runs", type=int, default=1, help="rounds of every configuration")
+    parser.add_argument(
+        "--tenantq",
+        default="default,128x1,128x2",
+        help="worker configurations, CONCURRENCYxPROCESSES, comma-separated ('default': no flags)",
+    )
+    parser.add_argument(
+        "--pgqueuer", default="100,default", help="PgQueuer batch sizes ('' to leave it out)"
+    )
+    parser.add_argument("--latency-seconds", type=float, default=10.0, help="0: no half load")
+    parser.add_argument("--partitions", type=int, default=12)
+    parser.add_argument("--sample-interval", type=float, default=0.1, help="CPU sampling, s")
+    parser.add_argument("--no-raw", action="store_true", help="skip the raw consumer")
+    parser.add_argument("--report-dir", type=Path, default=None)
+    arguments = parser.parse_args(argv)
+
+    tenantq_configs = [TenantqConfig.parse(text) for text in arguments.tenantq.split(",") if text]
+    pgqueuer_configs = [PgqueuerConfig.parse(t) for t in arguments.pgqueuer.split(",") if t]
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    report_dir = arguments.report_dir or Path("reports") / f"throughput-{stamp}"
+    report_dir.mkdir(parents=True, exist_ok=True)
+    servers = find_servers()
+    header = [
+        f"{arguments.jobs:,} no-op jobs per run, {arguments.runs} round(s); Kafka "
+        f"{servers.bootstrap_servers}, PostgreSQL {servers.database_url.rsplit('@', 1)[-1]}",
+    ]
+    if servers.kafka_pid is None:
+        header.append("Kafka CPU not counted: the broker is not the dev stack's (no pid here).")
+    if servers.postmaster_pid is None:
+        header.append("PostgreSQL CPU not counted: the server is not on this host.")
+    if pgqueuer_configs and MISSING:
+        header.append(f"PgQueuer side skipped: {MISSING}.")
+        pgqueuer_configs = []
+    for line in header:
+        print(line)
+
+    suffix = uuid.uuid4().hex[:8]
+    tenantq_database = f"tqbench_{suffix}"
+    pgqueuer_database = f"pgqbench_{suffix}"
+    results: list[Measured] = []
+    raw_rate: float | None = None
+    created: list[str] = []
+    try:
+        prepare_database(servers, tenantq_database)
+        created.append(tenantq_database)
+        tenantq_side = TenantqSide(
+            servers,
+            tenantq_database,
+            TenantqOptions(
+                arguments.jobs,
+                arguments.partitions,
+                arguments.latency_seconds,
+                arguments.sample_interval,
+                report_dir,
+            ),
+        )
+        pgqueuer_side = None
+        if pgqueuer_configs:
+            with psycopg.connect(psycopg_url(servers.database_url), autocommit=True) as connection:
+                connection.execute(f'CREATE DATABASE "{pgqueuer_database}"')
+            created.append(pgqueuer_database)
+            pgqueuer_side = PgqueuerSide(
+                servers,
+                pgqueuer_database,
+                PgqueuerOptions(
+                    arguments.jobs, arguments.latency_seconds, arguments.sample_interval, report_dir
+                ),
+            )
+            pgqueuer_side.install()
+        for round_number in range(1, arguments.runs + 1):
+            for index, config in enumerate(tenantq_configs):
+                concurrency = config.concurrency or "default"
+                tag = f"r{round_number}-tenantq-c{concurrency}-p{config.processes}"
+                want_raw = round_number == 1 and index == 0 and not arguments.no_raw
+                measured, rate = tenantq_side.run(config, tag, raw=want_raw)
+                measured.round_number = round_number
+                raw_rate = rate if rate is not None else raw_rate
+                results.append(measured)
+                print(f"round {round_number} · {describe(measured)}", flush=True)
+            for pgqueuer_config in pgqueuer_configs:
+                assert pgqueuer_side is not None
+                tag = f"r{round_number}-pgqueuer-b{pgqueuer_config.batch_size}"
+                measured = pgqueuer_side.run(pgqueuer_config, tag)
+                measured.round_number = round_number
+                results.append(measured)
+                print(f"round {round_number} · {describe(measured)}", flush=True)
+    finally:
+        for name in created:
+            drop_database(servers, name)
+
+    summaries = summarize(results)
+    footer = []
+    ratios = round_ratios(results)
+    top_tenantq, top_pgqueuer = best(summaries, "tenantq"), best(summaries, "pgqueuer")
+    if ratios and top_tenantq is not None and top_pgqueuer is not None:
+        footer.append(
+            f"**tenantq ÷ PgQueuer** (the best of each in the same round): median "
+            f"{median(ratios):.2f}, min {min(ratios):.2f} over {len(ratios)} round(s); best "
+            f"medians: {top_tenantq.label} against {top_pgqueuer.label}."
+        )
+    if raw_rate:
+        first = results[0]
+        footer.append(
+            f"Raw confluent-kafka consumer of the same topic (no decoding, no database): "
+            f"{raw_rate:,.0f} msg/s; {first.label} ÷ raw = {first.rate / raw_rate:.4f}."
+        )
+    background = [b for run in results if (b := run.kafka_background()) is not None]
+    if background:
+        footer.append(
+            f"While PgQueuer ran, the shared Kafka broker (unused by it) still took "
+            f"{median(background) * 1000:,.0f} ms of CPU per second: background that tenantq's "
+            f"Kafka figure holds too."
+        )
+    footer.append(
+        "CPU µs/job: worker = the worker's processes (tenantq: supervisor, members, handler "
+        "processes); Postgres = this run's database's backends + the server's own processes "
+        "(WAL writer, checkpointer, I/O workers, autovacuum); Postgres (all) = every child of "
+        "the postmaster and the backends it reaped (other users of the shared server included). "
+        "Kafka is the shared dev broker as a whole."
+    )
+    print()
+    for line in [*table(summaries), "", *footer]:
+        print(line)
+    files = write_report(
+        report_dir,
+        results,
+        header,
+        footer,
+        {"jobs": arguments.jobs, "rounds": arguments.runs, "raw_consumer_msg_per_s": raw_rate},
+    )
+    print(f"\nreport: {report_dir}/ ({', '.join(files)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
