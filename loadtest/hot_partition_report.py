@@ -810,7 +810,7 @@ def _partition_lag(figures: RunFigures, figure: Any) -> None:
     data = figures.data
     samples = data.samples
     times = [s.at for s in samples]
-    # 12 partitions outrun the default colour cycle: a 20-colour map, and red for the hot one.
+    # 12 partitions outrun the default colour cycle: a 20-colour map, black for the hot one.
     palette = matplotlib_colormap("tab20")
     for partition in sorted({p for s in samples for p in s.lag}):
         hot = partition == data.hot_partition
@@ -818,12 +818,12 @@ def _partition_lag(figures: RunFigures, figure: Any) -> None:
             times,
             [s.lag.get(partition, 0) for s in samples],
             linewidth=2.5 if hot else 1,
-            color="red" if hot else palette(partition % 20),
+            color="black" if hot else palette(partition % 20),
             label=f"p{partition}" + (" (hot)" if hot else ""),
         )
     lane = [sum(s.lane_lag.values()) for s in samples]
     if any(lane):
-        axes.plot(times, lane, color="black", linestyle="--", linewidth=1.5, label="lane (all)")
+        axes.plot(times, lane, color="red", linestyle="--", linewidth=1.5, label="lane (all)")
     _phase_spans(axes, data.phases)
     axes.set_xlabel("seconds since the first phase (shaded: the hot tenant sends)")
     axes.set_ylabel("messages not yet committed")
