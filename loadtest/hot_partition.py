@@ -57,7 +57,7 @@ sys.path.insert(0, str(HERE))
 
 import psycopg  # noqa: E402
 import tenantq  # noqa: E402
-from hot_partition_app import JOB_TYPE, QUEUE_VARIABLE  # noqa: E402
+from hot_partition_app import JOB_TYPE, QUEUE_VARIABLE, STARTS_VARIABLE  # noqa: E402
 from hot_partition_report import (  # noqa: E402
     COLD,
     HOT,
@@ -84,6 +84,7 @@ from rich.progress import (  # noqa: E402
 )
 from tenantq.demo.kafka import LagProbe  # noqa: E402
 from tenantq.demo.plan import ZIPF_EXPONENT, tenant_names  # noqa: E402
+from tenantq.demo.report import percentile  # noqa: E402
 from tenantq.devstack.stack import DevStack, external_endpoints  # noqa: E402
 from tenantq.errors import BatchEnqueueFailed, QueueFull  # noqa: E402
 from tenantq.job_ids import new_job_id  # noqa: E402
@@ -547,6 +548,36 @@ def worker_ids_of(connection: psycopg.Connection[Any], ids: Sequence[uuid.UUID])
     return int(row[0]) if row else 0
 
 
+def handler_start_gap(
+    folder: Path, started_at: dict[str, float], t0: float
+) -> dict[str, float] | None:
+    """How long after its claim (``started_at``, on the tool's clock) each handler really
+    started, from the lines the handlers wrote with ``--handler-starts`` (the files are
+    removed once read); None without them."""
+    if not folder.is_dir():
+        return None
+    gaps = []
+    for path in sorted(folder.glob("*.txt")):
+        for line in path.read_text().splitlines():
+            job_id, _, at = line.partition(" ")
+            claimed = started_at.get(job_id)
+            if claimed is not None and at:
+                gaps.append(float(at) - t0 - claimed)
+        path.unlink()
+    with contextlib.suppress(OSError):
+        folder.rmdir()
+    if not gaps:
+        return None
+    gaps.sort()
+    return {
+        "jobs": len(gaps),
+        "min": gaps[0],
+        "p50": percentile(gaps, 0.5),
+        "p99": percentile(gaps, 0.99),
+        "max": gaps[-1],
+    }
+
+
 def remove_rows(connection: psycopg.Connection[Any], queue: str) -> None:
     """The run's job rows (their attempts go with them) and its placements: the run's queue
     is its own, so nobody else's rows match."""
@@ -582,6 +613,7 @@ class Options:
     saturation_jobs: int = 4000
     drain_timeout: float = 600.0
     keep: bool = False
+    handler_starts: bool = False
     report_dir: Path = Path("reports")
 
 
@@ -649,6 +681,10 @@ class Run:
         url = psycopg_url(self.settings.require_database_url())
         environment = worker_environment(self.settings, self.queue, self.protection_env)
         folder = self.options.report_dir
+        starts_dir = folder / f"{self.scenario.name}.handler-starts"
+        if self.options.handler_starts:
+            starts_dir.mkdir(parents=True, exist_ok=True)
+            environment[STARTS_VARIABLE] = str(starts_dir)
         log_names = [f"{self.scenario.name}.worker{i}.log" for i in range(WORKERS)]
         probes: list[LagProbe] = []
         try:
@@ -668,8 +704,9 @@ class Run:
                     (before[0] + after[0]) / 2,
                     max(before[1], after[1]) + abs(before[0] - after[0]) / 2,
                 )
-                jobs, hot_left = self._collect(conn, t0, offset.offset, phases, pacers)
+                jobs, hot_left, started_at = self._collect(conn, t0, offset.offset, phases, pacers)
                 self._stop_workers()
+                start_gap = handler_start_gap(starts_dir, started_at, t0)
                 if not self.options.keep:
                     remove_rows(conn, self.queue)
         finally:
@@ -714,6 +751,7 @@ class Run:
             drain_seconds=drain,
             drained=drained,
             lane_topic=lane_topic,
+            start_gap=start_gap,
             problems=self.problems,
             worker_logs=log_names,
         )
@@ -994,10 +1032,10 @@ class Run:
         offset: float,
         phases: Sequence[PhaseSpec],
         pacers: list[Pacer],
-    ) -> tuple[list[tuple[str, float, float | None]], dict[str, int]]:
+    ) -> tuple[list[tuple[str, float, float | None]], dict[str, int], dict[str, float]]:
         """Every started job of the phases, and every cold job, as (tenant, enqueued, started
-        or None), seconds since t0 on the tool's clock; and per phase the hot jobs that had not
-        started (the backlog left when the tool stopped)."""
+        or None), seconds since t0 on the tool's clock; per phase, the hot jobs that had not
+        started (the backlog left when the tool stopped); and every started job's start by id."""
         rows = job_rows(conn, self.queue, [*self.cold_tenants, HOT_TENANT])
         seen = {row[3] for row in rows}
         jobs: list[tuple[str, float, float | None]] = [
@@ -1018,7 +1056,8 @@ class Run:
             if pacer.schedule.klass == HOT:
                 for phase, count in zip(phases, pacer.counts, strict=True):
                     hot_left[phase.name] = max(0, count.acknowledged - hot_started[phase.name])
-        return jobs, hot_left
+        started_at = {str(row[3]): row[2] - offset - t0 for row in rows}
+        return jobs, hot_left, started_at
 
     def _check_producers(self, phases: Sequence[PhaseSpec], pacers: list[Pacer]) -> None:
         """The producers must not be what limits the run: every phase's asked jobs handed over
@@ -1060,7 +1099,9 @@ class Run:
 # -- the whole invocation --
 
 
-def run_all(chosen: Sequence[Scenario], options: Options) -> list[RunFigures]:
+def run_all(chosen: Sequence[Scenario], options: Options) -> tuple[list[RunFigures], list[str]]:
+    """Every chosen run in turn; returns their figures and the runs that failed outright (a
+    worker died, the warm-up never saw both workers): those are said, and the others go on."""
     base = prepare_base_settings()
     revision = migrate_database(base)
     options.report_dir.mkdir(parents=True, exist_ok=True)
@@ -1074,6 +1115,7 @@ def run_all(chosen: Sequence[Scenario], options: Options) -> list[RunFigures]:
             "protection is absent, so 'on' runs are 'off' runs[/]"
         )
     results: list[RunFigures] = []
+    failures: list[str] = []
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(bar_width=24),
@@ -1089,13 +1131,21 @@ def run_all(chosen: Sequence[Scenario], options: Options) -> list[RunFigures]:
                 data = run.execute()
             except Exception as error:
                 progress.console.print(f"[bold red]{scenario.name} FAILED[/]: {error}")
-                raise
+                failures.append(f"{scenario.name}: {type(error).__name__}: {error}")
+                continue
             figures = analyse(data)
             results.append(figures)
             progress.console.print(phase_table(figures))
+            gap = data.start_gap
+            if gap:
+                progress.console.print(
+                    f"claim (started_at) -> handler start: p50 {gap['p50'] * 1000:.1f} ms, "
+                    f"p99 {gap['p99'] * 1000:.1f} ms, max {gap['max'] * 1000:.1f} ms "
+                    f"({gap['jobs']:,.0f} jobs)"
+                )
             for problem in data.problems:
                 progress.console.print(f"[bold red]{scenario.name}[/]: {problem}")
-    return results
+    return results, failures
 
 
 def _revision() -> str:
@@ -1149,6 +1199,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report-dir", type=Path, help="default: reports/hot-partition-<time>")
     parser.add_argument("--keep", action="store_true", help="keep the run's topics and rows")
     parser.add_argument(
+        "--handler-starts",
+        action="store_true",
+        help="cross-check: handlers note when they start (a file per handler process), and "
+        "the report shows how long after the claim (started_at) that was",
+    )
+    parser.add_argument(
         "--require-targets",
         action="store_true",
         help="exit 2 when a run with the protection on misses a target of issue 12",
@@ -1187,10 +1243,11 @@ def main(argv: list[str] | None = None) -> int:
         saturation_jobs=args.saturation_jobs,
         drain_timeout=args.drain_timeout,
         keep=args.keep,
+        handler_starts=args.handler_starts,
         report_dir=report_dir,
     )
     started = dt.datetime.now().astimezone().isoformat(timespec="seconds")
-    results = run_all(list(unique.values()), options)
+    results, failures = run_all(list(unique.values()), options)
     base = load_settings()
     meta = {
         "started": started,
@@ -1199,11 +1256,13 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "machine": _machine(),
         "knobs": knobs.__dict__,
+        "failed_runs": failures,
     }
-    report, _ = write_report(results, report_dir, meta)
-    console.print(side_by_side_table(results))
-    console.print(f"report: [bold]{report}[/]")
-    if not all(f.valid for f in results):
+    if results:
+        report, _ = write_report(results, report_dir, meta)
+        console.print(side_by_side_table(results))
+        console.print(f"report: [bold]{report}[/]")
+    if failures or not all(f.valid for f in results):
         console.print("[bold red]NOT A VALID MEASUREMENT[/]: see the problems above")
         return 1
     if args.require_targets:

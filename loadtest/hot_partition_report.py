@@ -131,6 +131,9 @@ class RunData:
     drain_seconds: float
     drained: bool
     lane_topic: bool
+    #: With ``--handler-starts``: seconds from the claim (``started_at``) to the handler's own
+    #: start (jobs, min, p50, p99, max); None without.
+    start_gap: dict[str, float] | None = None
     problems: list[str] = field(default_factory=list)
     worker_logs: list[str] = field(default_factory=list)
 
@@ -366,7 +369,7 @@ def side_by_side_rows(runs: Sequence[RunFigures]) -> list[tuple[str, list[str]]]
     add("producer asked / achieved", (_producer_text(f) for f in runs))
 
     def cold(figures: RunFigures, index: int) -> str:
-        if figures.done_when is None:
+        if index >= len(figures.data.phases):
             return "-"
         lat = figures.latency[COLD][figures.data.phases[index].name]
         return f"{ms(lat.p50, bound=lat.censored)} / {ms(lat.p99, bound=lat.censored)}"
@@ -626,12 +629,22 @@ def write_report(
                 ),
                 "",
             ]
+        if data.start_gap:
+            gap = data.start_gap
+            lines += [
+                f"Cross-check (`--handler-starts`): the handler started {ms(gap['p50'])} (p50), "
+                f"{ms(gap['p99'])} (p99), {ms(gap['max'])} (max) after its claim's "
+                f"`started_at`, over {gap['jobs']:,.0f} jobs.",
+                "",
+            ]
         if data.problems:
             lines += ["**Problems:** " + "; ".join(data.problems), ""]
         lines += [f"![{name}]({name})" for name in plots if name.startswith(data.name + ".")]
         lines += ["", "Worker logs: " + ", ".join(f"`{n}`" for n in data.worker_logs), ""]
     if len(runs) > 1:
         lines += [f"![{name}]({name})" for name in plots if name.startswith("compare")]
+    if meta.get("failed_runs"):
+        lines += ["", "**Runs that failed outright:** " + "; ".join(meta["failed_runs"])]
     if note:
         lines += ["", note]
     report = folder / "report.md"
@@ -691,6 +704,7 @@ def facts(figures: RunFigures) -> dict[str, Any]:
             "topic_exists": data.lane_topic,
             "tenants": {tenant: asdict(stay) for tenant, stay in data.lane_stays.items()},
         },
+        "claim_to_handler_start_seconds": data.start_gap,
         "max_lag": figures.max_lag,
         "max_lane_lag": figures.max_lane_lag,
         "clock_offset_seconds": data.clock.offset,
@@ -889,14 +903,25 @@ def _lane(figures: RunFigures, figure: Any) -> None:
                   transform=axes.transAxes)  # fmt: skip
         axes.set_yticks([])
     for row, tenant in enumerate(tenants):
-        inside = [s.at for s in data.samples if tenant in s.lane]
-        axes.scatter(inside, [row] * len(inside), marker="|", s=200)
+        spans = _spans([s.at for s in data.samples if tenant in s.lane])
+        axes.broken_barh(spans, (row - 0.3, 0.6), color="red", alpha=0.7)
     if tenants:
         axes.set_yticks(range(len(tenants)), tenants)
     end = data.phases[-1].end + data.drain_seconds
     axes.set_xlim(0, max(end, 1))
-    axes.set_xlabel("seconds since the first phase (one mark per second in the lane)")
+    axes.set_xlabel("seconds since the first phase (bars: seen in the lane, sampled each second)")
     axes.set_title(f"{data.name}: lane membership over time")
+
+
+def _spans(moments: Sequence[float]) -> list[tuple[float, float]]:
+    """(start, width) of runs of samples about a second apart; a lone sample is one second."""
+    spans: list[tuple[float, float]] = []
+    for at in moments:
+        if spans and at - (spans[-1][0] + spans[-1][1]) <= 1.5 * 1.0:
+            spans[-1] = (spans[-1][0], at - spans[-1][0] + 1.0)
+        else:
+            spans.append((at, 1.0))
+    return spans
 
 
 def _compare(runs: Sequence[RunFigures], figure: Any) -> None:
