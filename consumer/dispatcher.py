@@ -42,13 +42,17 @@ class FairDispatcher(Generic[T]):
         *,
         strict: bool = False,
         tenant_in_flight_limit: int | None = None,
+        lane_of: Callable[[T], str] = lambda item: item.queue,
     ) -> None:
+        """``queue_weights``: the dispatch lanes (a queue, or a queue's hot lane) and their
+        weights; ``lane_of`` names an item's lane (its queue unless told otherwise)."""
         self._lanes: dict[str, _QueueLane[T]] = {
             name: _QueueLane(weight, OrderedDict()) for name, weight in queue_weights.items()
         }
         self._order = list(queue_weights)
         self._strict = strict
         self._tenant_limit = tenant_in_flight_limit
+        self._lane_of = lane_of
         self._in_flight: dict[str, int] = {}
         self._size = 0
 
@@ -56,7 +60,7 @@ class FairDispatcher(Generic[T]):
         return self._size
 
     def push(self, item: T) -> None:
-        lane = self._lanes[item.queue]
+        lane = self._lanes[self._lane_of(item)]
         lane.tenants.setdefault(item.tenant_id, deque()).append(item)
         self._size += 1
 

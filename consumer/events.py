@@ -67,6 +67,12 @@ class WorkerEvents:
     def committed_message_age(self, queue: str, seconds: float) -> None:
         """The oldest message of ``queue`` not yet durably done was produced ``seconds`` ago."""
 
+    def tenant_moved_to_lane(self, queue: str, tenant: str) -> None:
+        """This worker moved ``tenant`` to the hot lane of ``queue``."""
+
+    def lane_diverted(self, queue: str, count: int) -> None:
+        """``count`` messages of hot-lane tenants went from the main topic to the lane."""
+
     def handler_process_restarted(self) -> None:
         """The handler process died (with or without jobs running) and another was started."""
 

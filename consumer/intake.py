@@ -7,6 +7,7 @@ and sort out what the claim did not take.
 | invalid tenant id                              | DLQ (never a metric label)                    |
 | retry-tier message not yet due                 | partition paused until due, re-read then      |
 | due but past the last tier's delay             | hops into the tier that covers the rest       |
+| main-topic message of a hot-lane tenant        | sent on to the queue's lane, offset done      |
 | claimed                                        | queued for fair dispatch (or, unknown job     |
 |                                                | type, sent round the tiers within a budget)   |
 | job already terminal / ours already            | offset done                                   |
@@ -37,7 +38,7 @@ from tenantq.consumer.work import WorkItem
 from tenantq.errors import EnvelopeError, InvalidTenantId
 from tenantq.partitioner.tenant_id import validate_tenant_id
 from tenantq.producer.publisher import Outgoing, dead_letter, retry_message
-from tenantq.schemas.envelope import decode_envelope
+from tenantq.schemas.envelope import Envelope, decode_envelope
 from tenantq.states import JobState
 from tenantq.store.job_store import JobStatus
 
@@ -87,6 +88,8 @@ class _Routed:
 
     outgoing: list[tuple[Outgoing, Polled]] = field(default_factory=list)
     dead_letters: list[tuple[str, str]] = field(default_factory=list)
+    #: Per queue, messages of hot-lane tenants sent on to the lane.
+    diverted: dict[str, int] = field(default_factory=dict)
     items: list[WorkItem] = field(default_factory=list)
 
 
@@ -210,6 +213,14 @@ class Intake:
             routed.outgoing.append((letter, message))
             routed.dead_letters.append((queue_name, f"Undecodable:{reason}"))
             return
+        lane = topic in worker.lane_topics
+        if tier is None and not lane:
+            if worker.hot_lane.in_lane(queue_name, envelope.tenant_id):
+                # The tenant floods this partition: its job waits in the lane, not here.
+                routed.outgoing.append((self._to_lane(message, queue_name, envelope), message))
+                routed.diverted[queue_name] = routed.diverted.get(queue_name, 0) + 1
+                return
+            worker.partitions.note_tenant(topic, partition, offset, envelope.tenant_id)
         max_attempts = resolve_max_attempts(
             envelope.max_attempts,
             worker.app.find(envelope.job_type),
@@ -228,6 +239,7 @@ class Intake:
                 envelope=envelope,
                 max_attempts=max_attempts,
                 tier=tier,
+                lane=lane,
             )
         )
 
@@ -236,7 +248,36 @@ class Intake:
         self._publish_and_mark(routed.outgoing)
         for queue_name, reason in routed.dead_letters:
             worker.events.dead_lettered(queue_name, "(undecodable)", reason)
+        for queue_name, count in routed.diverted.items():
+            worker.events.lane_diverted(queue_name, count)
         self.admit(routed.items)
+
+    def divert(self, items: list[WorkItem]) -> None:
+        """Move read, unclaimed main-topic items of hot-lane tenants to the lane (their tenant
+        was just moved): published there, then done here."""
+        diverted: dict[str, int] = {}
+        outgoing = []
+        for item in items:
+            outgoing.append(
+                (self._to_lane(item.polled(), item.queue, item.envelope), item.polled())
+            )
+            diverted[item.queue] = diverted.get(item.queue, 0) + 1
+        self._publish_and_mark(outgoing)
+        for queue_name, count in diverted.items():
+            self.worker.events.lane_diverted(queue_name, count)
+
+    def _to_lane(self, message: Polled, queue_name: str, envelope: Envelope) -> Outgoing:
+        """The same record, for the queue's lane: any partition, drawn from the job id (as a
+        producer places a lane job), so every worker shares the tenant's backlog."""
+        partitions = self.worker.settings.queue(queue_name).partitions
+        draw = envelope.job_id.int & 0x3FFF_FFFF_FFFF_FFFF
+        return Outgoing(
+            self.worker.topics[queue_name].lane,
+            message.key,
+            message.value,
+            message.headers,
+            draw % partitions,
+        )
 
     def _hop(
         self, message: Polled, queue_name: str, raw_headers: list[tuple[str, bytes]], due_ms: int

@@ -161,6 +161,17 @@ class CountCrashes(Operation[CrashedAttempt, dict[uuid.UUID, int]]):
         return {**first, **second}
 
 
+@dataclass(eq=False)
+class EnterLane(Operation[tuple[str, str, str], bool]):
+    """Move tenants (queue, tenant, reason) to their queue's hot lane."""
+
+    def run(self, store: JobStore, rows: list[tuple[str, str, str]], again: bool) -> bool:
+        return all([store.enter_lane(queue, tenant, reason) for queue, tenant, reason in rows])
+
+    def merge(self, first: bool, second: bool) -> bool:
+        return first and second
+
+
 class Lane:
     """One connection and one thread running operations in the order they were given."""
 

@@ -9,6 +9,7 @@ paused while their head message is not due (``waiting``), then resumed; the rest
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -22,6 +23,10 @@ Key = tuple[str, int]
 @dataclass
 class PartitionState:
     offsets: PartitionOffsets = field(default_factory=PartitionOffsets)
+    #: Main-topic partitions: whose unfinished messages the window holds (the hot lane's
+    #: evidence): the tenant of each unfinished offset, and how many each tenant has.
+    tenant_of: dict[int, str] = field(default_factory=dict)
+    tenant_counts: Counter[str] = field(default_factory=Counter)
     paused_full: bool = False
     #: Paused because its head message (a retry) is not due yet.
     waiting: bool = False
@@ -61,6 +66,18 @@ class Partitions:
         state = self.states.get((topic, partition))
         if state is not None:
             state.offsets.done(offset)
+            tenant = state.tenant_of.pop(offset, None)
+            if tenant is not None:
+                state.tenant_counts[tenant] -= 1
+                if state.tenant_counts[tenant] <= 0:
+                    del state.tenant_counts[tenant]
+
+    def note_tenant(self, topic: str, partition: int, offset: int, tenant: str) -> None:
+        """The unfinished message at ``offset`` is ``tenant``'s (main topics only)."""
+        state = self.states.get((topic, partition))
+        if state is not None and offset not in state.tenant_of:
+            state.tenant_of[offset] = tenant
+            state.tenant_counts[tenant] += 1
 
     def pause_waiting(self, consumer: Consumer, topic: str, partition: int) -> None:
         """Pause the partition: its head message is not due yet. Flow control leaves it

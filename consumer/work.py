@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING
 from tenantq.schemas.envelope import Envelope
 from tenantq.store.job_store import ClaimRequest, Lease
 
+#: The dispatcher lane of a queue's hot lane is the queue's name with this suffix.
+HOT_LANE_SUFFIX = "~lane"
+
 if TYPE_CHECKING:
     from tenantq.consumer.intake import Polled
 
@@ -27,6 +30,8 @@ class WorkItem:
     envelope: Envelope
     max_attempts: int
     tier: int | None = None
+    #: Read from the queue's hot lane (not its main topic or a retry tier).
+    lane: bool = False
     lease: Lease | None = None
     #: For jobs leased by another live worker: when to try the claim again.
     retry_claim_at: float = 0.0
@@ -35,6 +40,11 @@ class WorkItem:
     def __post_init__(self) -> None:
         if not self.payload_sha256:
             self.payload_sha256 = hashlib.sha256(self.envelope.payload).digest()
+
+    @property
+    def dispatch_lane(self) -> str:
+        """Its lane in the dispatcher: the queue, or the queue's hot lane."""
+        return f"{self.queue}{HOT_LANE_SUFFIX}" if self.lane else self.queue
 
     @property
     def tenant_id(self) -> str:

@@ -46,19 +46,29 @@ from tenantq.consumer.events import WorkerEvents
 from tenantq.consumer.executor import Executor, ProcessExecutor, ThreadExecutor
 from tenantq.consumer.group_config import consumer_config
 from tenantq.consumer.heartbeat import Heartbeat
+from tenantq.consumer.hot_lane import HotLane
 from tenantq.consumer.intake import Intake
-from tenantq.consumer.ledger import Claim, Complete, CountCrashes, Ledger, SettleWaiting
+from tenantq.consumer.ledger import (
+    Claim,
+    Complete,
+    CountCrashes,
+    EnterLane,
+    Ledger,
+    SettleWaiting,
+)
 from tenantq.consumer.outcomes import Verdict
 from tenantq.consumer.partitions import Partitions
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.runner import Task
-from tenantq.consumer.work import WorkItem
+from tenantq.consumer.work import HOT_LANE_SUFFIX, WorkItem
 from tenantq.errors import DatabaseUnavailable
 from tenantq.headers import DelayReason
 from tenantq.observability.worker import WorkerObservability
+from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.publisher import Publisher
 from tenantq.settings import Settings
 from tenantq.store.job_store import JobStore
+from tenantq.store.placement import PlacementReader
 from tenantq.topic_admin import queue_topics
 from tenantq.topics import QueueTopics, consumer_group
 
@@ -105,11 +115,16 @@ class Worker:
             q: queue_topics(self.settings, q) for q in self.queues
         }
         self.queue_of_topic: dict[str, tuple[str, int | None]] = {}
+        #: The queues' hot lanes (their messages are work like the main topic's).
+        self.lane_topics = frozenset(topics.lane for topics in self.topics.values())
         for name, topics in self.topics.items():
             self.queue_of_topic[topics.main] = (name, None)
+            self.queue_of_topic[topics.lane] = (name, None)
             for tier, topic in enumerate(topics.retries):
                 self.queue_of_topic[topic] = (name, tier)
+        isolation = self.settings.tenant_isolation
         weights = {q: self.settings.queue(q).weight for q in self.queues}
+        weights.update({f"{q}{HOT_LANE_SUFFIX}": isolation.lane_weight for q in self.queues})
         self.exit_code = 0
         self.stats: dict[str, int] = {"succeeded": 0, "stale_refused": 0, "executed": 0}
         self.observability = WorkerObservability(self.settings, self.queues)
@@ -122,11 +137,30 @@ class Worker:
         )
         self.guard = DependencyGuard(policies_from(app.dependencies))
         # Owned by the poll thread unless said otherwise.
-        self.dispatcher: FairDispatcher[WorkItem] = FairDispatcher(weights, strict=strict_priority)
+        self.dispatcher: FairDispatcher[WorkItem] = FairDispatcher(
+            weights,
+            strict=strict_priority,
+            # One tenant cannot hold every slot while others wait (at least one slot).
+            tenant_in_flight_limit=max(1, int(self.slots * isolation.tenant_max_share)),
+            lane_of=lambda item: item.dispatch_lane,
+        )
+        self._placements = PlacementBook(
+            PlacementReader(self.settings.require_database_url()),
+            self.settings.producer.placement_ttl_seconds,
+        )
+        self.hot_lane = HotLane(
+            isolation,
+            self._placements,
+            {topics.main: name for name, topics in self.topics.items()},
+            self.events,
+            self._move_to_lane,
+        )
         self.partitions = Partitions(self.settings.worker.read_ahead_per_partition)
         self.intake = Intake(self)
         self._tasks: dict[uuid.UUID, Task] = {}
         self._type_running: dict[str, int] = {}
+        #: Running per (job type, tenant), for job types with a ``tenant_concurrency``.
+        self._type_tenant_running: dict[tuple[str, str], int] = {}
         #: Items chosen and handed to the claims lane, not answered yet (they hold slots).
         self._claiming = 0
         #: What the poll loop last saw of the database (it pauses its partitions when down).
@@ -242,7 +276,7 @@ class Worker:
         self.executor.start()
         self.heartbeat.start()
         self.consumer = Consumer(consumer_config(settings, self.group_id, self.worker_id))
-        topics = [t for q in self.queues for t in (self.topics[q].main, *self.topics[q].retries)]
+        topics = [topic for q in self.queues for topic in self.topics[q].consumed]
         self.consumer.subscribe(
             topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
@@ -275,6 +309,7 @@ class Worker:
             self.intake.take([m for m in messages if self._usable(m)])
         self.intake.route_due()
         self.intake.retry_parked()
+        self._check_hot_tenants()
         self._apply_answers()
         self._handle_crashes()
         self.executor.expire()
@@ -311,6 +346,22 @@ class Worker:
         if not up and self._outage_too_long():
             self.exit_code = EXIT_DATABASE_GONE
             self.stop(immediately=True)
+
+    def _check_hot_tenants(self) -> None:
+        """Move a tenant that floods a partition to its queue's hot lane (``HotLane``)."""
+        moved = self.hot_lane.check(self.partitions, lambda: self.partitions.lag(self.consumer))
+        if not moved:
+            return
+        tenants = set(moved)
+        # Its jobs already read and not claimed go too: they free the window now.
+        waiting = self.dispatcher.remove(
+            lambda item: (item.queue, item.tenant_id) in tenants and item.tier is None
+            and not item.lane
+        )  # fmt: skip
+        self.intake.divert(waiting)
+
+    def _move_to_lane(self, queue: str, tenant: str, reason: str) -> None:
+        self.ledger.claims.submit(EnterLane([(queue, tenant, reason)]))
 
     def _outage_too_long(self) -> bool:
         limit = self.settings.worker.database_outage_limit_seconds
@@ -356,6 +407,8 @@ class Worker:
                 self.intake.settled(operation)
             elif isinstance(operation, CountCrashes):
                 self._crashes_counted(operation)
+            elif isinstance(operation, EnterLane) and operation.answer is False:
+                log.info("an operator's placement keeps the tenant out of the hot lane")
 
     def _claimed(self, operation: Claim) -> None:
         items: list[WorkItem] = operation.context
@@ -409,10 +462,18 @@ class Worker:
     def _reserve(self, item: WorkItem) -> None:
         self.dispatcher.started(item)
         self._type_running[item.job_type] = self._type_running.get(item.job_type, 0) + 1
+        key = (item.job_type, item.tenant_id)
+        self._type_tenant_running[key] = self._type_tenant_running.get(key, 0) + 1
 
     def _unreserve(self, item: WorkItem) -> None:
         self.dispatcher.finished(item)
         self._type_running[item.job_type] = max(0, self._type_running.get(item.job_type, 1) - 1)
+        key = (item.job_type, item.tenant_id)
+        count = self._type_tenant_running.get(key, 1) - 1
+        if count > 0:
+            self._type_tenant_running[key] = count
+        else:
+            self._type_tenant_running.pop(key, None)
 
     def unreserve(self, item: WorkItem) -> None:
         """A chosen item goes back to the dispatcher unclaimed (Intake)."""
@@ -425,6 +486,12 @@ class Worker:
             return True
         limit = job_type.concurrency
         if limit is not None and self._type_running.get(item.job_type, 0) >= limit:
+            return False
+        per_tenant = job_type.tenant_concurrency
+        if (
+            per_tenant is not None
+            and self._type_tenant_running.get((item.job_type, item.tenant_id), 0) >= per_tenant
+        ):
             return False
         return not job_type.dependencies or self.guard.ready(job_type.dependencies)
 

@@ -40,6 +40,9 @@ class JobType:
     max_attempts: int | None = None
     timeout: float | None = None
     concurrency: int | None = None
+    #: Slots one tenant's jobs of this type may hold in a worker at once (overrides the
+    #: worker's ``tenant_max_share`` for this type).
+    tenant_concurrency: int | None = None
     #: Exception types that are never retried (dead at once) / always retried.
     never_retry_on: tuple[type[BaseException], ...] = ()
     retry_on: tuple[type[BaseException], ...] = ()
@@ -85,6 +88,7 @@ class App:
         max_attempts: int | None = None,
         timeout: float | None = None,
         concurrency: int | None = None,
+        tenant_concurrency: int | None = None,
         never_retry_on: Iterable[type[BaseException]] = (),
         retry_on: Iterable[type[BaseException]] = (),
         retry_budgets: dict[type[BaseException], int] | None = None,
@@ -107,6 +111,7 @@ class App:
                     max_attempts=max_attempts,
                     timeout=timeout,
                     concurrency=concurrency,
+                    tenant_concurrency=tenant_concurrency,
                     never_retry_on=tuple(never_retry_on),
                     retry_on=tuple(retry_on),
                     retry_budgets=tuple((retry_budgets or {}).items()),
@@ -202,6 +207,8 @@ class App:
                 )
         if job_type.concurrency is not None and job_type.concurrency < 1:
             raise ConfigurationError(f"job type {job_type.name!r}: concurrency must be >= 1")
+        if job_type.tenant_concurrency is not None and job_type.tenant_concurrency < 1:
+            raise ConfigurationError(f"job type {job_type.name!r}: tenant_concurrency must be >= 1")
         if job_type.name in self._job_types:
             raise ConfigurationError(f"job type {job_type.name!r} is registered twice")
         self._job_types[job_type.name] = job_type

@@ -38,8 +38,10 @@ def background_services(
     """The services every ``tenantq worker`` of ``app`` runs for ``queues``, each switchable
     off by a setting: the outbox relay of those queues (``TENANTQ_OUTBOX__RELAY_IN_WORKER``),
     the periodic scheduler of the app's schedules (``TENANTQ_PERIODIC__ENABLED``; none
-    without schedules) and the retention pruner (``TENANTQ_RETENTION__ENABLED``)."""
+    without schedules), the retention pruner (``TENANTQ_RETENTION__ENABLED``) and the keeper
+    that brings tenants back from drained hot lanes (``TENANTQ_TENANT_ISOLATION__HOT_LANE``)."""
     # Imported here: the services live in feature packages that import the foundation.
+    from tenantq.consumer.lane_keeper import LaneKeeper
     from tenantq.outbox.relay import RelayService
     from tenantq.periodic.scheduler import PeriodicScheduler
     from tenantq.retention.pruner import Pruner
@@ -52,6 +54,8 @@ def background_services(
         services.append(PeriodicScheduler(app, settings))
     if settings.retention.enabled:
         services.append(Pruner(settings))
+    if settings.tenant_isolation.hot_lane:
+        services.append(LaneKeeper(settings, served))
     return services
 
 

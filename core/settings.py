@@ -150,6 +150,53 @@ class WorkerSettings(BaseModel):
     )
 
 
+class TenantIsolationSettings(BaseModel):
+    """Noisy-neighbour protection: the hot lane and the per-tenant cap of a worker's slots."""
+
+    model_config = {"extra": "forbid"}
+
+    hot_lane: bool = Field(
+        True,
+        description="Move a tenant that dominates a partition's backlog to the queue's hot lane "
+        "(its own topic), so the tenants sharing its partition stop waiting behind it.",
+    )
+    hot_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="A tenant holding at least this share of a partition's unfinished messages "
+        "(the read-ahead window) is hot, once the partition's backlog reaches hot_backlog.",
+    )
+    hot_backlog: int = Field(
+        200,
+        ge=1,
+        le=1_000_000,
+        description="Messages a partition must have waiting (unfinished in the worker plus not "
+        "yet read) before any of its tenants counts as hot.",
+    )
+    lane_weight: int = Field(
+        1,
+        ge=1,
+        le=1000,
+        description="Dispatch weight of the hot lane against its queue's main topic (the "
+        "queue's weight): when both wait, the lane gets this share; alone, it gets every slot.",
+    )
+    release_after_seconds: float = Field(
+        30.0,
+        gt=0,
+        le=86_400,
+        description="A tenant moved to the lane (by a worker) goes back once it has been there "
+        "this long and the lane has been drained this long.",
+    )
+    tenant_max_share: float = Field(
+        0.75,
+        gt=0,
+        le=1,
+        description="Share of a worker's slots one tenant may hold at once (at least one slot); "
+        "a job type's tenant_concurrency overrides it for that type. 1 = no cap.",
+    )
+
+
 class ProducerSettings(BaseModel):
     """Defaults of ``tenantq.Producer``; librdkafka keys in ``kafka_config`` override them."""
 
@@ -348,6 +395,7 @@ class Settings(BaseSettings):
         description="Largest encoded job payload accepted at enqueue.",
     )
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    tenant_isolation: TenantIsolationSettings = Field(default_factory=TenantIsolationSettings)
     producer: ProducerSettings = Field(default_factory=ProducerSettings)
     web: WebSettings = Field(default_factory=WebSettings)
     outbox: OutboxSettings = Field(default_factory=OutboxSettings)

@@ -45,9 +45,10 @@ def declared_topics(settings: Settings, queues: list[str] | None = None) -> list
         config = dict(definition.topic_config)
         # Messages up to the largest envelope tenantq accepts, plus headers.
         config.setdefault("max.message.bytes", str(settings.max_message_bytes + 64 * 1024))
-        specs.append(
-            TopicSpec(names.main, definition.partitions, definition.replication_factor, config)
-        )
+        for topic in (names.main, names.lane):
+            specs.append(
+                TopicSpec(topic, definition.partitions, definition.replication_factor, dict(config))
+            )
         for topic in (*names.retries, names.dlq):
             specs.append(
                 TopicSpec(

@@ -1,7 +1,9 @@
 """Topic names of a queue, derived in one place.
 
 ``<prefix>.<queue>`` is the main topic, ``<prefix>.<queue>.retry.<i>`` the retry tiers
-(``i`` from 0, in order of increasing delay) and ``<prefix>.<queue>.dlq`` the dead-letter topic.
+(``i`` from 0, in order of increasing delay), ``<prefix>.<queue>.lane`` the hot lane (where
+the jobs of a tenant that floods the main topic go, ``tenantq.consumer.hot_lane``) and
+``<prefix>.<queue>.dlq`` the dead-letter topic.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ def dlq_topic(prefix: str, queue: str) -> str:
     return f"{prefix}.{queue}.dlq"
 
 
+def lane_topic(prefix: str, queue: str) -> str:
+    return f"{prefix}.{queue}.lane"
+
+
 @dataclass(frozen=True)
 class QueueTopics:
     """All topic names of one queue."""
@@ -47,6 +53,7 @@ class QueueTopics:
     main: str
     retries: tuple[str, ...]
     dlq: str
+    lane: str
 
     @classmethod
     def of(cls, prefix: str, queue: str, tiers: int) -> QueueTopics:
@@ -55,11 +62,17 @@ class QueueTopics:
             main=main_topic(prefix, queue),
             retries=tuple(retry_topic(prefix, queue, i) for i in range(tiers)),
             dlq=dlq_topic(prefix, queue),
+            lane=lane_topic(prefix, queue),
         )
 
     @property
     def all(self) -> tuple[str, ...]:
-        return (self.main, *self.retries, self.dlq)
+        return (self.main, self.lane, *self.retries, self.dlq)
+
+    @property
+    def consumed(self) -> tuple[str, ...]:
+        """The topics a worker of the queue reads: main, hot lane, retry tiers."""
+        return (self.main, self.lane, *self.retries)
 
     def tier_of(self, topic: str) -> int | None:
         """The retry tier index of ``topic``, or None when it is not a retry tier."""

@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 from tenantq.errors import TenantqError
 from tenantq.observability import specs as names
 from tenantq.store import outbox as outbox_store
+from tenantq.store import placement as placement_store
 from tenantq.store import stats
 
 logger = logging.getLogger("tenantq.observability.specs")
@@ -95,6 +96,7 @@ class QueueStatsCollector(Collector):
                 self._connection, stale_after_seconds=self._stale_worker_seconds
             )
             lag = outbox_store.outbox_lag(self._connection, self._queues)
+            lanes = placement_store.lane_members(self._connection, self._queues)
         except (psycopg.Error, TenantqError, OSError) as error:
             # Scrapes must keep working when Postgres does not: report it, retry next scrape.
             logger.warning("stats query failed: %s", type(error).__name__)
@@ -104,6 +106,7 @@ class QueueStatsCollector(Collector):
             _queue_families(queue_stats)
             + _worker_families(workers)
             + _outbox_families([queue.queue for queue in queue_stats], lag)
+            + _lane_families([queue.queue for queue in queue_stats], lanes, self._top_tenants)
         )
         return [*families, _gauge(names.STATS_UP, 1.0), _duration(started)]
 
@@ -113,6 +116,21 @@ class QueueStatsCollector(Collector):
                 self._connection.close()
             finally:
                 self._connection = None
+
+
+def _lane_families(
+    queues: list[str], lanes: dict[str, list[str]], top_tenants: int
+) -> list[Metric]:
+    count = _family(names.LANE_TENANTS)
+    member = _family(names.TENANT_IN_LANE)
+    for queue in sorted(set(queues) | set(lanes)):
+        tenants = lanes.get(queue, [])
+        count.add_metric([queue], float(len(tenants)))
+        for tenant in tenants[:top_tenants]:
+            member.add_metric([queue, tenant], 1.0)
+        if len(tenants) > top_tenants:
+            member.add_metric([queue, "other"], float(len(tenants) - top_tenants))
+    return [count, member]
 
 
 def _family(name: str) -> GaugeMetricFamily:

@@ -34,6 +34,8 @@ CLUSTER_BUSY_SLOTS = "tenantq_cluster_busy_slots"
 STATS_UP = "tenantq_stats_up"
 STATS_QUERY_DURATION = "tenantq_stats_query_duration_seconds"
 OUTBOX_LAG = "tenantq_outbox_lag_seconds"
+LANE_TENANTS = "tenantq_lane_tenants"
+TENANT_IN_LANE = "tenantq_tenant_in_lane"
 OUTBOX_UNSENT = "tenantq_outbox_unsent_entries"
 
 # -- from the worker (WorkerMetrics) ---------------------------------------------------------
@@ -56,6 +58,8 @@ BREAKER_STATE = "tenantq_breaker_state"
 CONSUMER_LAG = "tenantq_consumer_lag_messages"
 COMMITTED_MESSAGE_AGE = "tenantq_committed_message_age_seconds"
 DATABASE_UP = "tenantq_database_up"
+LANE_MOVES = "tenantq_lane_moves"
+LANE_DIVERTED = "tenantq_lane_diverted"
 HANDLER_PROCESS_RESTARTS = "tenantq_handler_process_restarts"
 WORKER_RESULTS_WAITING = "tenantq_worker_results_waiting"
 
@@ -149,6 +153,15 @@ SPECS: tuple[MetricSpec, ...] = (
         "queue",
     ),
     _postgres(OUTBOX_UNSENT, "Outbox entries committed and not yet published.", "queue"),
+    _postgres(
+        LANE_TENANTS, "Tenants in the queue's hot lane (moved by a worker or an operator).", "queue"
+    ),
+    _postgres(
+        TENANT_IN_LANE,
+        "1 for each tenant in the queue's hot lane (top N, else other: the count of the rest).",
+        "queue",
+        "tenant",
+    ),
     MetricSpec(JOBS_STARTED, "counter", "Attempts started.", ("queue", "job_type", "tenant")),
     MetricSpec(
         JOBS_FINISHED,
@@ -227,6 +240,18 @@ SPECS: tuple[MetricSpec, ...] = (
         "gauge",
         "1 while this worker reaches PostgreSQL, 0 while it does not (it then claims nothing "
         "and holds its results until the database is back).",
+    ),
+    MetricSpec(
+        LANE_MOVES,
+        "counter",
+        "Tenants this worker moved to their queue's hot lane (they flooded a partition).",
+        ("queue",),
+    ),
+    MetricSpec(
+        LANE_DIVERTED,
+        "counter",
+        "Messages of hot-lane tenants this worker moved from the main topic to the lane.",
+        ("queue",),
     ),
     MetricSpec(
         HANDLER_PROCESS_RESTARTS,

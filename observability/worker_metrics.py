@@ -168,6 +168,16 @@ class WorkerMetrics(WorkerEvents):
         except KeyError:
             pass
 
+    def tenant_moved_to_lane(self, queue: str, tenant: str) -> None:
+        """This worker moved a tenant to the queue's hot lane (the tenant is in the log line
+        and the placement table, not a label)."""
+        self._family(names.LANE_MOVES).labels(queue).inc()
+
+    def lane_diverted(self, queue: str, count: int) -> None:
+        """``count`` messages went from the queue's main topic to its hot lane."""
+        if count > 0:
+            self._family(names.LANE_DIVERTED).labels(queue).inc(count)
+
     def handler_process_restarted(self) -> None:
         """The handler process died and another was started."""
         self._family(names.HANDLER_PROCESS_RESTARTS).inc()

@@ -1,4 +1,4 @@
-"""Where a tenant's jobs go: hashed (the default), spread over K keys, or pinned.
+"""Where a tenant's jobs go: hashed (the default), spread over K keys, pinned, or the hot lane.
 
 * hashed: key = tenant id, partition = Kafka's default partitioner of that key. Every
   producer, in any language, agrees.
@@ -6,6 +6,10 @@
   tenant's jobs land on up to K partitions (two shards may hash to the same partition: that is
   the price of staying compatible with the default partitioner).
 * pinned: one of an explicit partition list, chosen per job from the job id; key = tenant id.
+* lane: the queue's hot lane topic (``<prefix>.<queue>.lane``) instead of the main topic, any
+  of its partitions, chosen per job from the job id, so every worker shares the tenant's
+  backlog; key = tenant id. A worker puts a tenant there that floods its partition
+  (``tenantq.consumer.hot_lane``), or an operator does (``tenantq placement set --lane``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Literal
 from tenantq.errors import ConfigurationError
 from tenantq.partitioner.murmur2 import default_partition
 
-PlacementMode = Literal["hashed", "spread", "pinned"]
+PlacementMode = Literal["hashed", "spread", "pinned", "lane"]
 SPREAD_SEPARATOR = "#"
 MAX_SPREAD_SHARDS = 1024
 
@@ -56,6 +60,9 @@ class Placement:
                 raise ConfigurationError(f"pinned partitions must be >= 0: {self.partitions}")
             if len(set(self.partitions)) != len(self.partitions):
                 raise ConfigurationError(f"pinned partitions repeat: {self.partitions}")
+        elif self.mode == "lane":
+            if self.shards is not None or self.partitions:
+                raise ConfigurationError("a lane placement takes neither shards nor partitions")
         else:
             raise ConfigurationError(f"unknown placement mode {self.mode!r}")
 
@@ -66,6 +73,15 @@ class Placement:
     @classmethod
     def pinned(cls, partitions: tuple[int, ...] | list[int]) -> Placement:
         return cls("pinned", partitions=tuple(partitions))
+
+    @classmethod
+    def lane(cls) -> Placement:
+        return cls("lane")
+
+    @property
+    def in_lane(self) -> bool:
+        """The tenant's jobs go to the queue's hot lane topic, not its main topic."""
+        return self.mode == "lane"
 
     def check_partition_count(self, num_partitions: int) -> None:
         """Raise ``ConfigurationError`` if a pinned partition does not exist in the topic."""
@@ -81,6 +97,8 @@ class Placement:
             return tenant_id, key_partition(tenant_id, num_partitions)
         # A UUIDv7 ends in 62 random bits: a fair, reproducible per-job draw.
         draw = job_id.int & 0x3FFF_FFFF_FFFF_FFFF
+        if self.mode == "lane":
+            return tenant_id, draw % num_partitions
         if self.mode == "spread":
             assert self.shards is not None
             key = f"{tenant_id}{SPREAD_SEPARATOR}{draw % self.shards}"
@@ -93,7 +111,10 @@ class Placement:
             return f"spread over {self.shards} keys"
         if self.mode == "pinned":
             return "pinned to " + ",".join(str(partition) for partition in self.partitions)
+        if self.mode == "lane":
+            return "in the hot lane"
         return "hashed"
 
 
 HASHED = Placement()
+LANE = Placement.lane()

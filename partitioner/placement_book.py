@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from tenantq.errors import ConfigurationError
-from tenantq.partitioner.placement import HASHED, Placement
+from tenantq.partitioner.placement import HASHED, LANE, Placement
 from tenantq.store.placement import PlacementRecord
 
 logger = logging.getLogger("tenantq.placement")
@@ -31,6 +31,8 @@ def placement_of(record: PlacementRecord) -> Placement:
         return Placement.pinned(record.partitions)
     if record.mode == "hashed":
         return HASHED
+    if record.mode == "lane":
+        return LANE
     raise ConfigurationError(f"unknown placement mode {record.mode!r} for {record.tenant_id!r}")
 
 
@@ -38,6 +40,8 @@ def placement_of(record: PlacementRecord) -> Placement:
 class _QueueEntry:
     expires_at: float
     placements: dict[str, Placement]
+    #: Tenants whose placement an operator set (a worker never moves them).
+    by_operator: frozenset[str] = frozenset()
 
 
 class PlacementBook:
@@ -62,10 +66,27 @@ class PlacementBook:
         """The placement of ``tenant_id`` in ``queue`` (hashed unless the table says else)."""
         if self._loader is None:
             return HASHED
+        return self._entry(queue).placements.get(tenant_id, HASHED)
+
+    @property
+    def ttl_seconds(self) -> float:
+        return self._ttl
+
+    def placements(self, queue: str) -> dict[str, Placement]:
+        """Every tenant of ``queue`` with a placement other than the default."""
+        return dict(self._entry(queue).placements)
+
+    def set_by_operator(self, queue: str) -> frozenset[str]:
+        """Tenants of ``queue`` whose placement an operator set (``tenantq placement``)."""
+        return self._entry(queue).by_operator
+
+    def _entry(self, queue: str) -> _QueueEntry:
+        if self._loader is None:
+            return _QueueEntry(float("inf"), {})
         entry = self._queues.get(queue)
         if entry is None or self._clock() >= entry.expires_at:
             entry = self._refresh(queue)
-        return entry.placements.get(tenant_id, HASHED)
+        return entry
 
     def invalidate(self, queue: str | None = None) -> None:
         """Forget the cache (of one queue, or all) so the next lookup reloads."""
@@ -84,7 +105,10 @@ class PlacementBook:
             assert self._loader is not None
             try:
                 placements = {}
+                by_operator = set()
                 for record in self._loader(queue):
+                    if not record.automatic:
+                        by_operator.add(record.tenant_id)
                     try:
                         placements[record.tenant_id] = placement_of(record)
                     except ConfigurationError as error:
@@ -93,6 +117,7 @@ class PlacementBook:
                 reason = str(error).splitlines()[0] if str(error) else type(error).__name__
                 logger.warning("cannot load placements of queue %r: %s", queue, reason)
                 placements = entry.placements if entry is not None else {}
-            entry = _QueueEntry(expires_at=now + self._ttl, placements=placements)
+                by_operator = set(entry.by_operator) if entry is not None else set()
+            entry = _QueueEntry(now + self._ttl, placements, frozenset(by_operator))
             self._queues[queue] = entry
             return entry

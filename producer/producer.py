@@ -37,7 +37,7 @@ from tenantq.producer.request import EnqueueRequest, Outgoing, RequestPreparer
 from tenantq.producer.unique import UniqueJobs, idempotency_key_of
 from tenantq.settings import Settings, load_settings
 from tenantq.store.placement import PlacementReader
-from tenantq.topics import main_topic
+from tenantq.topics import lane_topic, main_topic
 
 Callback = Callable[[Any, Any], None]
 
@@ -106,7 +106,8 @@ class Producer:
         #: Keyed jobs in flight: they get a pending row once acknowledged, so a second
         #: producer's lookup finds the key (see ``tenantq.producer.unique``).
         self._keyed: set[str] = set()
-        self._main_topics: dict[str, str] = {}
+        #: Per queue, the topics of jobs that run now (main, hot lane): no pending row.
+        self._run_now_topics: dict[str, frozenset[str]] = {}
         self._closed = False
         self._stop_polling = threading.Event()
         self._poller = threading.Thread(
@@ -449,12 +450,13 @@ class Producer:
         """The delivery callback, plus the pending row for a scheduled job."""
         if self._pending_rows is None:
             return on_delivery
-        main = self._main_topics.get(message.queue)
-        if main is None:
-            main = self._main_topics[message.queue] = main_topic(
-                self.settings.topic_prefix, message.queue
+        run_now = self._run_now_topics.get(message.queue)
+        if run_now is None:
+            prefix = self.settings.topic_prefix
+            run_now = self._run_now_topics[message.queue] = frozenset(
+                (main_topic(prefix, message.queue), lane_topic(prefix, message.queue))
             )
-        if message.topic == main and (not self._keyed or message.job_id not in self._keyed):
+        if message.topic in run_now and (not self._keyed or message.job_id not in self._keyed):
             return on_delivery
         self._keyed.discard(message.job_id)
         acknowledged = self._pending_rows.acknowledged

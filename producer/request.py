@@ -36,7 +36,7 @@ from tenantq.schemas.envelope_writer import (
     writer_for,
 )
 from tenantq.settings import QueueSettings, Settings
-from tenantq.topics import main_topic, retry_topic, tier_for_wait
+from tenantq.topics import lane_topic, main_topic, retry_topic, tier_for_wait
 
 DEFAULT_QUEUE = "default"
 #: Bound of each per-producer memo (identities, tenants, headers): cleared when exceeded.
@@ -253,7 +253,8 @@ class RequestPreparer:
         tenant_id = self._tenant(request.tenant)
         queue = request.queue or default_queue
         self._queue(queue)
-        topic = main_topic(self._settings.topic_prefix, queue)
+        placement = self._placement(batch, queue, tenant_id)
+        topic = self._topic_of(queue, placement)
         route = _Route(
             job_type,
             model,
@@ -261,7 +262,7 @@ class RequestPreparer:
             queue,
             topic,
             self._main_partitions(batch, topic),
-            self._placement(batch, queue, tenant_id),
+            placement,
             self._headers(job_type, tenant_id),
         )
         if route.hashed:
@@ -338,8 +339,8 @@ class RequestPreparer:
         job_id = uuid.UUID(int=job_int)
 
         prefix = self._settings.topic_prefix
-        main = main_topic(prefix, queue)
         placement = self._placement(batch, queue, tenant_id)
+        main = self._topic_of(queue, placement)
         partition_key, partition = placement.choose(
             tenant_id, job_id, self._main_partitions(batch, main)
         )
@@ -374,6 +375,12 @@ class RequestPreparer:
             value,
             headers,
         )
+
+    def _topic_of(self, queue: str, placement: Placement) -> str:
+        """Where a job that runs now goes: the queue's main topic, or its hot lane."""
+        if placement.in_lane:
+            return lane_topic(self._settings.topic_prefix, queue)
+        return main_topic(self._settings.topic_prefix, queue)
 
     def _placement(self, batch: _Batch, queue: str, tenant_id: str) -> Placement:
         placement = batch.placements.get((queue, tenant_id))

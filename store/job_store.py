@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 from tenantq.errors import DatabaseUnavailable
 from tenantq.settings import Settings
 from tenantq.states import JobState
-from tenantq.store import statements
+from tenantq.store import placement, statements
 from tenantq.store.engine import connect
 from tenantq.store.transient import (
     TRANSIENT_RETRIES,
@@ -413,6 +413,21 @@ class JobStore:
 
     def stop_worker(self) -> None:
         self._run(lambda cursor: cursor.execute(statements.WORKER_STOP, {"id": self.owner}))
+
+    def enter_lane(self, queue: str, tenant_id: str, reason: str) -> bool:
+        """Move a tenant that floods its partition to the queue's hot lane (a placement row of
+        a worker's: ``tenantq.store.placement.LANE_ENTER``); False when an operator's placement
+        of the tenant stands."""
+
+        def work(cursor: psycopg.Cursor[Any]) -> bool:
+            cursor.execute(
+                placement.LANE_ENTER,
+                {"queue": queue, "tenant_id": tenant_id, "updated_by": self.owner,
+                 "reason": reason},
+            )  # fmt: skip
+            return cursor.fetchone() is not None
+
+        return self._run(work)
 
     def worker_crashed(self, worker_id: str, reason: str) -> int:
         """A worker process died: stop it in the registry and free its leases at once

@@ -172,8 +172,12 @@ tenant_placement = Table(
     Column("partitions", ARRAY(Integer), nullable=True),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_by", Text, nullable=True),
+    # Why the tenant is where it is (the hot lane says what a worker saw).
+    Column("reason", Text, nullable=True),
+    # Placed by a worker (the hot lane), not an operator: a worker may take it back.
+    Column("automatic", Boolean, nullable=False, server_default=text("false")),
     PrimaryKeyConstraint("queue", "tenant_id"),
-    CheckConstraint("mode IN ('hashed', 'spread', 'pinned')", name="mode_known"),
+    CheckConstraint("mode IN ('hashed', 'spread', 'pinned', 'lane')", name="mode_known"),
     CheckConstraint(
         "(mode = 'spread') = (shards IS NOT NULL AND shards >= 2)", name="spread_has_shards"
     ),

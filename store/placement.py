@@ -16,28 +16,55 @@ import psycopg
 from tenantq.store.engine import psycopg_url
 
 PLACEMENT_LIST = """
-SELECT queue, tenant_id, mode, shards, partitions, updated_at, updated_by
+SELECT queue, tenant_id, mode, shards, partitions, updated_at, updated_by, reason, automatic
 FROM tenantq_tenant_placement
 WHERE queue = %(queue)s
 ORDER BY tenant_id
 """
 
 PLACEMENT_LIST_ALL = """
-SELECT queue, tenant_id, mode, shards, partitions, updated_at, updated_by
+SELECT queue, tenant_id, mode, shards, partitions, updated_at, updated_by, reason, automatic
 FROM tenantq_tenant_placement
 ORDER BY queue, tenant_id
 """
 
+#: An operator's placement (``tenantq placement set``): it replaces whatever was there, a
+#: worker's hot-lane move included, and no worker takes it back.
 PLACEMENT_UPSERT = """
-INSERT INTO tenantq_tenant_placement (queue, tenant_id, mode, shards, partitions, updated_by)
-VALUES (%(queue)s, %(tenant_id)s, %(mode)s, %(shards)s, %(partitions)s, %(updated_by)s)
+INSERT INTO tenantq_tenant_placement (queue, tenant_id, mode, shards, partitions, updated_by,
+                                      reason, automatic)
+VALUES (%(queue)s, %(tenant_id)s, %(mode)s, %(shards)s, %(partitions)s, %(updated_by)s,
+        %(reason)s, false)
 ON CONFLICT (queue, tenant_id) DO UPDATE
 SET mode = EXCLUDED.mode,
     shards = EXCLUDED.shards,
     partitions = EXCLUDED.partitions,
     updated_by = EXCLUDED.updated_by,
+    reason = EXCLUDED.reason,
+    automatic = false,
     updated_at = now()
-RETURNING queue, tenant_id, mode, shards, partitions, updated_at, updated_by
+RETURNING queue, tenant_id, mode, shards, partitions, updated_at, updated_by, reason, automatic
+"""
+
+#: A worker moves a hot tenant to its queue's lane. Only a tenant without a placement of an
+#: operator's is moved: an operator's word (even "hashed") stands.
+LANE_ENTER = """
+INSERT INTO tenantq_tenant_placement AS p (queue, tenant_id, mode, updated_by, reason,
+                                           automatic)
+VALUES (%(queue)s, %(tenant_id)s, 'lane', %(updated_by)s, %(reason)s, true)
+ON CONFLICT (queue, tenant_id) DO UPDATE
+SET mode = 'lane', updated_by = EXCLUDED.updated_by, reason = EXCLUDED.reason,
+    updated_at = now()
+WHERE p.automatic AND p.mode = 'lane'
+RETURNING queue, tenant_id, mode, shards, partitions, updated_at, updated_by, reason, automatic
+"""
+
+#: Tenants a worker moved to the lane at least ``seconds`` ago go back to hashed.
+LANE_RELEASE = """
+DELETE FROM tenantq_tenant_placement
+WHERE queue = %(queue)s AND mode = 'lane' AND automatic
+  AND updated_at < now() - make_interval(secs => %(seconds)s)
+RETURNING tenant_id
 """
 
 PLACEMENT_DELETE = """
@@ -57,10 +84,13 @@ class PlacementRecord:
     partitions: tuple[int, ...]
     updated_at: dt.datetime | None = None
     updated_by: str | None = None
+    reason: str | None = None
+    #: Put there by a worker (the hot lane), which may take it back; else an operator's.
+    automatic: bool = False
 
 
 def _record(row: Sequence[Any]) -> PlacementRecord:
-    queue, tenant_id, mode, shards, partitions, updated_at, updated_by = row
+    queue, tenant_id, mode, shards, partitions, updated_at, updated_by, reason, automatic = row
     return PlacementRecord(
         queue=queue,
         tenant_id=tenant_id,
@@ -69,6 +99,8 @@ def _record(row: Sequence[Any]) -> PlacementRecord:
         partitions=tuple(partitions or ()),
         updated_at=updated_at,
         updated_by=updated_by,
+        reason=reason,
+        automatic=bool(automatic),
     )
 
 
@@ -93,9 +125,10 @@ def placement_upsert(
     shards: int | None = None,
     partitions: Sequence[int] | None = None,
     updated_by: str | None = None,
+    reason: str | None = None,
 ) -> PlacementRecord:
-    """Create or replace a tenant's placement. The table's CHECK constraints refuse a spread
-    without shards or a pin without partitions."""
+    """Create or replace a tenant's placement (an operator's: no worker takes it back). The
+    table's CHECK constraints refuse a spread without shards or a pin without partitions."""
     with connection.cursor() as cursor:
         cursor.execute(
             PLACEMENT_UPSERT,
@@ -106,6 +139,7 @@ def placement_upsert(
                 "shards": shards,
                 "partitions": list(partitions) if partitions else None,
                 "updated_by": updated_by,
+                "reason": reason,
             },
         )
         row = cursor.fetchone()
@@ -118,6 +152,58 @@ def placement_delete(connection: psycopg.Connection[Any], *, queue: str, tenant_
     with connection.cursor() as cursor:
         cursor.execute(PLACEMENT_DELETE, {"queue": queue, "tenant_id": tenant_id})
         return cursor.rowcount > 0
+
+
+def lane_enter(
+    connection: psycopg.Connection[Any], *, queue: str, tenant_id: str, worker: str, reason: str
+) -> bool:
+    """A worker moves ``tenant_id`` to the hot lane of ``queue``; False when an operator's
+    placement of the tenant stands (nothing changed)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            LANE_ENTER,
+            {"queue": queue, "tenant_id": tenant_id, "updated_by": worker, "reason": reason},
+        )
+        return cursor.fetchone() is not None
+
+
+def lane_release(connection: psycopg.Connection[Any], *, queue: str, seconds: float) -> list[str]:
+    """Tenants a worker moved to the lane of ``queue`` at least ``seconds`` ago go back to
+    hashed; returns them."""
+    with connection.cursor() as cursor:
+        cursor.execute(LANE_RELEASE, {"queue": queue, "seconds": seconds})
+        return [row[0] for row in cursor.fetchall()]
+
+
+#: Tenants in the hot lane of each queue (for the metrics and ``tenantq stats``).
+LANE_MEMBERS = """
+SELECT queue, tenant_id, mode, shards, partitions, updated_at, updated_by, reason, automatic
+FROM tenantq_tenant_placement
+WHERE mode = 'lane' AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
+ORDER BY queue, updated_at
+"""
+
+
+def lane_records(
+    connection: psycopg.Connection[Any], queues: Sequence[str] | None = None
+) -> dict[str, list[PlacementRecord]]:
+    """Per queue, the placements of the tenants in its hot lane, longest there first."""
+    found: dict[str, list[PlacementRecord]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(LANE_MEMBERS, {"queues": list(queues) if queues is not None else None})
+        for row in cursor.fetchall():
+            found.setdefault(row[0], []).append(_record(row))
+    return found
+
+
+def lane_members(
+    connection: psycopg.Connection[Any], queues: Sequence[str] | None = None
+) -> dict[str, list[str]]:
+    """Per queue, the tenants in its hot lane, longest there first."""
+    return {
+        queue: [record.tenant_id for record in records]
+        for queue, records in lane_records(connection, queues).items()
+    }
 
 
 class PlacementReader:

@@ -26,6 +26,7 @@ from tenantq.web import job_actions
 from tenantq.web.console import acting, console_of
 from tenantq.web.dead_letters import current_states, parse_filter, read_letters, replay_selection
 from tenantq.web.security import Actor
+from tenantq.web.views import hot_lane_of
 
 router = APIRouter(prefix="/api")
 
@@ -83,8 +84,7 @@ def tenants(request: Request, queue: str = Query("default")) -> dict[str, Any]:
                 "placement": record.mode if record else "hashed",
                 "shards": record.shards if record else None,
                 "partitions": list(record.partitions) if record else [],
-                # HOT-LANE: lane membership and its reason go here once lanes exist.
-                "hot_lane": None,
+                "hot_lane": hot_lane_of(record),
             }
         )
     return {"queue": queue, "tenants": result}

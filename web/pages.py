@@ -27,6 +27,7 @@ from tenantq.store.placement import (
 from tenantq.web import job_actions
 from tenantq.web.console import acting, console_of, render
 from tenantq.web.security import Actor
+from tenantq.web.views import hot_lane_of
 
 router = APIRouter(include_in_schema=False)
 
@@ -72,8 +73,7 @@ def _tenants_context(request: Request, queue: str, sort: str, window: int) -> di
             "tenant": name,
             "counts": tenant.totals,
             "placement": placements.get(name),
-            # HOT-LANE: the lane membership and its reason, once lanes are a placement mode.
-            "hot_lane": None,
+            "hot_lane": hot_lane_of(placements.get(name)),
         }
         for name, tenant in queue_stats.tenants.items()
         if name != stats.OTHER_TENANT
@@ -176,6 +176,8 @@ def _placement_of(action: str, shards: str, partitions: str) -> Placement:
             return Placement.spread(int(shards))
         except ValueError:
             raise ConfigurationError(f"spread needs a number of keys, got {shards!r}") from None
+    if action == "lane":
+        return Placement.lane()
     if action == "pin":
         try:
             numbers = [int(part) for part in partitions.replace(" ", "").split(",") if part]

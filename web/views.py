@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
+from tenantq.store.placement import PlacementRecord
 
 #: Size of a sparkline in CSS pixels.
 SPARK_WIDTH = 120
@@ -124,3 +125,12 @@ def templates() -> Jinja2Templates:
     )
     env.globals.update(sparkline=sparkline, bar=bar)
     return environment
+
+
+def hot_lane_of(record: PlacementRecord | None) -> str | None:
+    """A tenant's hot-lane membership as on-call reads it: since when, who moved it, why."""
+    if record is None or record.mode != "lane":
+        return None
+    since = record.updated_at.strftime("%H:%M:%S") if record.updated_at else "?"
+    who = "a worker" if record.automatic else (record.updated_by or "an operator")
+    return f"in the lane since {since} (moved by {who}): {record.reason or 'no reason given'}"

@@ -24,7 +24,8 @@ from tenantq.store.placement import placement_delete, placement_list, placement_
 
 console = Console()
 placement_app = typer.Typer(
-    help="Tenant placement: hashed (default), spread over K keys, or pinned to partitions.",
+    help="Tenant placement: hashed (default), spread over K keys, pinned to partitions, or "
+    "the hot lane (where workers move a tenant that floods its partition).",
     no_args_is_help=True,
 )
 
@@ -71,7 +72,7 @@ def placement_show(
     if not records:
         console.print("every tenant is hashed (no placements)")
         return
-    table = Table("queue", "tenant", "placement", "updated", "by")
+    table = Table("queue", "tenant", "placement", "updated", "by", "why")
     for record in records:
         placement = Placement(
             record.mode,  # type: ignore[arg-type]
@@ -79,8 +80,14 @@ def placement_show(
             partitions=record.partitions,
         )
         updated = record.updated_at.isoformat(timespec="seconds") if record.updated_at else ""
+        by = (record.updated_by or "") + (" (worker)" if record.automatic else "")
         table.add_row(
-            record.queue, record.tenant_id, placement.describe(), updated, record.updated_by or ""
+            record.queue,
+            record.tenant_id,
+            placement.describe(),
+            updated,
+            by,
+            record.reason or "",
         )
     console.print(table)
 
@@ -91,9 +98,13 @@ def placement_set(
     queue: str = typer.Option("default", "--queue", "-q", help="The queue."),
     spread: int | None = typer.Option(None, "--spread", help="Spread over K keys (K >= 2)."),
     pinned: str | None = typer.Option(None, "--pinned", help="Pin to partitions, e.g. 1,2,3."),
-    hashed: bool = typer.Option(False, "--hashed", help="Explicitly hashed (the default)."),
+    hashed: bool = typer.Option(
+        False, "--hashed", help="Explicitly hashed (the default); workers never move it."
+    ),
+    lane: bool = typer.Option(False, "--lane", help="In the queue's hot lane, until cleared."),
 ) -> None:
-    """Set the placement of TENANT in a queue: exactly one of --spread, --pinned, --hashed."""
+    """Set the placement of TENANT in a queue: exactly one of --spread, --pinned, --hashed,
+    --lane. An operator's placement stands: no worker moves the tenant to or from the lane."""
     validate_tenant_id(tenant)
     chosen = [
         name
@@ -101,12 +112,13 @@ def placement_set(
             ("--spread", spread is not None),
             ("--pinned", pinned),
             ("--hashed", hashed),
+            ("--lane", lane),
         )
         if given
     ]
     if len(chosen) != 1:
         raise ConfigurationError(
-            "give exactly one of --spread K, --pinned P1,P2 or --hashed"
+            "give exactly one of --spread K, --pinned P1,P2, --hashed or --lane"
             + (f" (got {' and '.join(chosen)})" if chosen else "")
         )
     settings = load_settings()
@@ -116,6 +128,8 @@ def placement_set(
     elif pinned:
         placement = Placement.pinned(_parse_partitions(pinned))
         placement.check_partition_count(partitions)
+    elif lane:
+        placement = Placement.lane()
     else:
         placement = Placement()
     with _database(settings) as connection:
@@ -127,6 +141,7 @@ def placement_set(
             shards=placement.shards,
             partitions=list(placement.partitions) or None,
             updated_by=_actor(),
+            reason="set by an operator",
         )
     console.print(
         f"{tenant} in {queue}: {placement.describe()} (producers apply it within "
@@ -140,7 +155,8 @@ def placement_clear(
     tenant: str = typer.Argument(..., help="The tenant id."),
     queue: str = typer.Option("default", "--queue", "-q", help="The queue."),
 ) -> None:
-    """Return TENANT to the default (hashed) placement."""
+    """Return TENANT to the default (hashed) placement; a tenant in the hot lane leaves it
+    (workers may move it again if it floods again)."""
     validate_tenant_id(tenant)
     settings = load_settings()
     _declared_queue(settings, queue)

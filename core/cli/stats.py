@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.table import Table
 from tenantq.settings import Settings, load_settings
 from tenantq.store import outbox as outbox_store
+from tenantq.store import placement as placement_store
 from tenantq.store import stats
 from tenantq.store.engine import connect
 
@@ -106,8 +107,24 @@ def take_snapshot(
         connection, stale_after_seconds=settings.worker.stale_owner_seconds
     )
     lag = outbox_store.outbox_lag(connection, queues)
+    lanes = placement_store.lane_records(connection, queues)
     return {
         "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        # Tenants in each queue's hot lane: who, moved by whom, since when and why.
+        "hot_lane": {
+            queue: [
+                {
+                    "tenant": record.tenant_id,
+                    "by": "worker" if record.automatic else "operator",
+                    "since": record.updated_at.isoformat(timespec="seconds")
+                    if record.updated_at
+                    else None,
+                    "why": record.reason,
+                }
+                for record in lanes.get(queue, [])
+            ]
+            for queue in queues
+        },
         # Jobs committed through tenantq.Outbox that the relay has not published yet.
         "outbox": {
             queue: {
@@ -194,12 +211,23 @@ def render(snapshot: dict[str, Any]) -> Group:
         table.add_row("[bold]total[/]", *_cells(item))
         tables.append(table)
     tables.append(_outbox_line(snapshot.get("outbox", {})))
+    tables.append(_lane_line(snapshot.get("hot_lane", {})))
     workers = snapshot["workers"]
     tables.append(
         f"workers: {workers['alive']} alive, {workers['stale']} stale, "
         f"{workers['busy_slots']}/{workers['slots']} slots busy  ({snapshot['at']})"
     )
     return Group(*tables)
+
+
+def _lane_line(lanes: dict[str, list[dict[str, Any]]]) -> str:
+    """``hot lane: default acme (worker: held 93% of partition 3's ...)`` or that it is empty."""
+    members = [
+        f"{queue} {member['tenant']} ({member['by']}: {member['why'] or 'no reason given'})"
+        for queue, found in lanes.items()
+        for member in found
+    ]
+    return "hot lane: " + ("; ".join(members) if members else "no tenant")
 
 
 def _outbox_line(outbox: dict[str, Any]) -> str:

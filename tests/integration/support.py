@@ -109,11 +109,26 @@ def end_offsets(settings: tenantq.Settings, topic: str) -> dict[int, int]:
         metadata = consumer.list_topics(topic, timeout=10)
         result = {}
         for partition in metadata.topics[topic].partitions:
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-            result[partition] = high
+            result[partition] = _high_watermark(consumer, TopicPartition(topic, partition))
         return result
     finally:
         consumer.close()
+
+
+def _high_watermark(consumer: Any, partition: Any) -> int:
+    """The end offset of ``partition``; a topic created a moment ago may still be electing its
+    leader (NOT_LEADER_FOR_PARTITION) on a busy machine: ask again for a while."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            _, high = consumer.get_watermark_offsets(partition, timeout=10)
+            return int(high)
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 class WorkerProcess:
@@ -178,6 +193,8 @@ def settings_environment(settings: tenantq.Settings) -> dict[str, str]:
         "TENANTQ_TOPIC_PREFIX": settings.topic_prefix,
         "TENANTQ_QUEUES": json.dumps(data["queues"]),
         "TENANTQ_WORKER": json.dumps(data["worker"]),
+        "TENANTQ_PRODUCER": json.dumps(data["producer"]),
+        "TENANTQ_TENANT_ISOLATION": json.dumps(data["tenant_isolation"]),
         "TENANTQ_METRICS_PORT": str(settings.metrics_port),
     }
     return environment

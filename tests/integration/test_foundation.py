@@ -126,7 +126,7 @@ def test_topics_ensure_is_idempotent_and_reports_drift(
     settings = make_settings()
     report = ensure_topics(settings)
     assert report.created == []
-    assert len(report.existing) == 5  # main, three retry tiers, dlq
+    assert len(report.existing) == 6  # main, hot lane, three retry tiers, dlq
     grown = settings.model_copy(
         update={
             "queues": {

@@ -14,7 +14,12 @@ import pytest
 import tenantq
 from tenantq import background
 from tenantq.background import ServiceLoop, background_services, outage_of
-from tenantq.settings import OutboxSettings, PeriodicSettings, RetentionSettings
+from tenantq.settings import (
+    OutboxSettings,
+    PeriodicSettings,
+    RetentionSettings,
+    TenantIsolationSettings,
+)
 
 
 class PostgresDown(Exception):
@@ -76,17 +81,20 @@ def test_background_services_follow_the_settings(tmp_path: Path) -> None:
     assert [s.name for s in background_services(app, everything, ["default"])] == [
         "outbox-relay",
         "pruner",
+        "lane-keeper",
     ]
     app.periodic("beat", job_type="ping", tenant="ops", every=5)
     assert [s.name for s in background_services(app, everything, [])] == [
         "outbox-relay",
         "periodic",
         "pruner",
+        "lane-keeper",
     ]
     nothing = fakes.make_settings(
         tmp_path,
         outbox=OutboxSettings(relay_in_worker=False),
         periodic=PeriodicSettings(enabled=False),
         retention=RetentionSettings(enabled=False),
+        tenant_isolation=TenantIsolationSettings(hot_lane=False),
     )
     assert background_services(app, nothing, ["default"]) == []

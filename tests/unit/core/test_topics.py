@@ -23,7 +23,15 @@ def test_names() -> None:
 
 def test_queue_topics_tiers() -> None:
     topics = QueueTopics.of("tq", "q", 3)
-    assert topics.all == ("tq.q", "tq.q.retry.0", "tq.q.retry.1", "tq.q.retry.2", "tq.q.dlq")
+    assert topics.all == (
+        "tq.q",
+        "tq.q.lane",
+        "tq.q.retry.0",
+        "tq.q.retry.1",
+        "tq.q.retry.2",
+        "tq.q.dlq",
+    )
+    assert topics.consumed == ("tq.q", "tq.q.lane", "tq.q.retry.0", "tq.q.retry.1", "tq.q.retry.2")
     assert topics.tier_of("tq.q.retry.1") == 1
     assert topics.tier_of("tq.q") is None
 

@@ -1,0 +1,85 @@
+"""Guarantee: a tenant that floods a partition is moved to its queue's hot lane — its waiting
+jobs go to the lane topic, the tenants sharing its partition stop waiting behind it — and it
+comes back once the lane is drained; on the way no job is lost or run twice."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from typing import Any
+
+import psycopg
+import tenantq
+from support import all_in, running_worker, wait_for
+from tenantq.consumer.lane_keeper import LaneKeeper
+from tenantq.partitioner.placement import key_partition
+
+
+def lane_rows(db: psycopg.Connection[Any], tenant: str) -> list[tuple[Any, ...]]:
+    return db.execute(
+        "SELECT mode, automatic, reason FROM tenantq_tenant_placement "
+        "WHERE tenant_id = %s AND mode = 'lane'",
+        (tenant,),
+    ).fetchall()
+
+
+def test_a_flooding_tenant_goes_to_the_lane_and_comes_back(
+    make_settings: Any, db: psycopg.Connection[Any]
+) -> None:
+    settings = make_settings(
+        queues={"default": tenantq.QueueSettings(partitions=2, retry_delays_seconds=(1.0, 3.0))},
+        tenant_isolation={"hot_backlog": 50, "release_after_seconds": 2.0},
+        producer={"placement_ttl_seconds": 0.5},
+    )
+    whale = f"whale-{uuid.uuid4().hex[:6]}"
+    # Cold tenants that hash to the whale's partition: the ones it would hold up.
+    cold = [f"cold{n}" for n in range(200)]
+    cold = [t for t in cold if key_partition(t, 2) == key_partition(whale, 2)][:5]
+    app = tenantq.App(settings)
+    runs: Counter[uuid.UUID] = Counter()
+    lock = threading.Lock()
+
+    @app.job("work", max_attempts=3)
+    def work(ctx: tenantq.JobContext, payload: dict[str, Any]) -> None:
+        time.sleep(0.01)
+        with lock:
+            runs[ctx.job_id] += 1
+
+    with tenantq.Producer(settings, app) as producer:
+        flood = [
+            ref.job_id
+            for ref in producer.enqueue_batch(
+                [{"job_type": "work", "tenant": whale, "payload": {"n": n}} for n in range(600)]
+            ).result(60)
+        ]
+        quiet = [
+            producer.enqueue("work", tenant=tenant, payload={}).result(30).job_id for tenant in cold
+        ]
+    keeper = LaneKeeper(settings, ["default"])
+    keeper.start()
+    try:
+        with running_worker(app, settings, concurrency=4) as worker:
+            wait_for(lambda: bool(lane_rows(db, whale)), timeout=60, what="the whale in the lane")
+            ((mode, automatic, reason),) = lane_rows(db, whale)
+            assert mode == "lane" and automatic and "unfinished messages" in reason
+            wait_for(lambda: all_in(db, quiet, {"succeeded"}), timeout=60, what="cold jobs")
+            # While the whale's backlog is still in the lane, new whale jobs go there too.
+            with tenantq.Producer(settings, app) as producer:
+                late = producer.enqueue("work", tenant=whale, payload={}).result(30)
+            assert late.topic == f"{settings.topic_prefix}.default.lane"
+            everything = [*flood, *quiet, late.job_id]
+            wait_for(lambda: all_in(db, everything, {"succeeded"}), timeout=120, what="all done")
+            wait_for(lambda: not lane_rows(db, whale), timeout=60, what="the whale back")
+            diverted = worker.observability.registry.get_sample_value(
+                "tenantq_lane_diverted_total", {"queue": "default"}
+            )
+            assert diverted and diverted > 0
+    finally:
+        keeper.stop(10)
+    assert set(runs) == set(everything)
+    assert all(count == 1 for count in runs.values()), [c for c in runs.values() if c != 1]
+    with tenantq.Producer(settings, app) as producer:
+        back = producer.enqueue("work", tenant=whale, payload={}).result(30)
+    assert back.topic == f"{settings.topic_prefix}.default"
