@@ -109,6 +109,7 @@ SPREAD_TENANTS_PER_PARTITION = 4
 #: Once every cold job has started, the hot backlog is waited for this much longer at most.
 HOT_GRACE_SECONDS = 10.0
 WARMUP_TIMEOUT = 90.0
+
 CAPACITY_TIMEOUT = 180.0
 
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -340,6 +341,13 @@ class WorkerProcess:
 # -- the producers --
 
 
+def quiet_producer(settings: Settings) -> Producer:
+    """A producer whose librdkafka informational lines (a closing producer purging its
+    background queue) do not tear through the progress bar; warnings and errors still show."""
+    kafka_config = {**settings.kafka_config, "log_level": "4"}
+    return Producer(settings.model_copy(update={"kafka_config": kafka_config}))
+
+
 @dataclass
 class Schedule:
     """What one producer thread sends: per phase, a rate and whom to draw tenants from."""
@@ -399,7 +407,7 @@ class Pacer(threading.Thread):
         keep_ids = self.schedule.klass == COLD
         # Default producer settings and placement book: when the hot lane moves a tenant,
         # this producer routes its new jobs to the lane, as an application's would.
-        with Producer(self.settings) as producer:
+        with quiet_producer(self.settings) as producer:
             start = 0.0
             for index, phase in enumerate(self.phases):
                 end = start + phase.seconds
@@ -718,7 +726,10 @@ class Run:
                     delete_topics(
                         self.settings, [spec.name for spec in declared_topics(self.settings)]
                     )
-        self.progress.update(self.task, description=f"{self.scenario.name}: done", info="")
+        total = self.progress.tasks[self.task].total
+        self.progress.update(
+            self.task, description=f"{self.scenario.name}: done", completed=total, info=""
+        )
         producer = {pacer.schedule.klass: pacer.counts for pacer in pacers}
         self._check_producers(phases, pacers)
         return RunData(
@@ -772,7 +783,7 @@ class Run:
     def _enqueue_now(self, tenants: Sequence[str]) -> list[uuid.UUID]:
         """Jobs of ``tenants`` (one each, in order), as fast as the producer takes them."""
         ids = [new_job_id() for _ in tenants]
-        with Producer(self.settings) as producer:
+        with quiet_producer(self.settings) as producer:
             futures = []
             for start in range(0, len(tenants), 500):
                 futures.append(
