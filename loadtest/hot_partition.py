@@ -718,17 +718,12 @@ class Run:
                 jobs, hot_left, started_at = self._collect(conn, t0, offset.offset, phases, pacers)
                 self._stop_workers()
                 start_gap = handler_start_gap(starts_dir, started_at, t0)
-                if not self.options.keep:
-                    remove_rows(conn, self.queue)
         finally:
             self._stop_workers()
             for probe in probes:
                 probe.close()
             if not self.options.keep:
-                with contextlib.suppress(Exception):
-                    delete_topics(
-                        self.settings, [spec.name for spec in declared_topics(self.settings)]
-                    )
+                self._clean_up(url)
         total = self.progress.tasks[self.task].total
         self.progress.update(
             self.task, description=f"{self.scenario.name}: done", completed=total, info=""
@@ -769,6 +764,14 @@ class Run:
             problems=self.problems,
             worker_logs=log_names,
         )
+
+    def _clean_up(self, url: str) -> None:
+        """The run's rows and topics, also after a run that failed (best effort: what is
+        left is the run's own and harms nobody)."""
+        with contextlib.suppress(Exception), psycopg.connect(url, autocommit=True) as conn:
+            remove_rows(conn, self.queue)
+        with contextlib.suppress(Exception):
+            delete_topics(self.settings, [spec.name for spec in declared_topics(self.settings)])
 
     def _show(self, description: str, **fields: Any) -> None:
         self.progress.update(
