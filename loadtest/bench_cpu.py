@@ -98,22 +98,22 @@ class SingleProcess(ProcessGroup):
 
 
 class ProcessTree(ProcessGroup):
-    """A process and all its descendants; membership is re-read every ``refresh`` seconds
-    (walking the tree reads one file per thread: a worker has dozens)."""
+    """Processes (``roots``) and all their descendants; membership is re-read every
+    ``refresh`` seconds (walking the tree reads one file per thread: a worker has dozens)."""
 
-    def __init__(self, name: str, root: int, labeler: Labeler, refresh: float = 1.0) -> None:
+    def __init__(self, name: str, roots: list[int], labeler: Labeler, refresh: float = 1.0) -> None:
         self.name = name
-        self.root = root
+        self.roots = roots
         self._labeler = labeler
         self._refresh = refresh
-        self._members: list[int] = [root]
+        self._members: list[int] = list(roots)
         self._read_at = 0.0
 
     def members(self) -> Iterable[int]:
         now = time.monotonic()
         if now - self._read_at >= self._refresh:
             self._read_at = now
-            tree, waiting = [], [self.root]
+            tree, waiting = [], list(self.roots)
             while waiting:
                 pid = waiting.pop()
                 tree.append(pid)
@@ -181,6 +181,12 @@ class CpuSampler:
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def add(self, group: ProcessGroup) -> None:
+        """Sample ``group`` too from the next sample on (a worker started after the sampler,
+        which first measured the servers' background)."""
+        with self._lock:
+            self.groups = [*self.groups, group]
+
     def start(self) -> CpuSampler:
         self._thread = threading.Thread(target=self._run, name="bench-cpu", daemon=True)
         self._thread.start()
@@ -205,7 +211,9 @@ class CpuSampler:
     def sample(self) -> None:
         at = time.time()  # the wall clock: the database stamps jobs with the same clock
         ticks: dict[int, int] = {}
-        for group in self.groups:
+        with self._lock:
+            groups = self.groups
+        for group in groups:
             # The postmaster itself: with the CPU of the backends it reaped.
             if isinstance(group, Postmaster):
                 value = read_ticks(group.pid, with_reaped=True)

@@ -32,9 +32,11 @@ from bench_run import (
     THIS_RUN,
     Measured,
     Servers,
+    add_workers,
+    background,
     jobs_between,
     latency_of,
-    sampler_for,
+    server_sampler,
     start_process,
     stop_process,
     wait_until,
@@ -59,16 +61,27 @@ except ImportError as error:  # the optional extra: the benchmark runs without t
 
 @dataclass(frozen=True)
 class PgqueuerConfig:
+    """``--batch-size`` of each worker process, and how many run side by side."""
+
     batch_size: int
+    processes: int = 1
 
     @classmethod
     def parse(cls, text: str) -> PgqueuerConfig:
-        return cls(DEFAULT_BATCH if text == "default" else int(text))
+        """``100`` (batch size), ``100x2`` (two processes), ``default`` (batch 10)."""
+        batch, _, processes = text.partition("x")
+        return cls(DEFAULT_BATCH if batch == "default" else int(batch), int(processes or 1))
 
     @property
     def label(self) -> str:
-        suffix = " (default)" if self.batch_size == DEFAULT_BATCH else ""
-        return f"PgQueuer batch {self.batch_size}{suffix}"
+        suffix = " (default)" if self.batch_size == DEFAULT_BATCH and self.processes == 1 else ""
+        processes = f" x{self.processes} processes" if self.processes > 1 else ""
+        return f"PgQueuer batch {self.batch_size}{processes}{suffix}"
+
+    @property
+    def command(self) -> str:
+        run = f"pgq run pgqueuer_app:create --batch-size {self.batch_size}"
+        return run if self.processes == 1 else f"{self.processes} x {run}"
 
 
 @dataclass
@@ -116,33 +129,33 @@ class PgqueuerSide:
             _enqueue(connection, options.jobs)
         monitor = psycopg.connect(self.url, autocommit=True, application_name="throughput-bench")
         enqueuer = psycopg.connect(self.url, autocommit=True, application_name="bench-enqueue")
-        command = [sys.executable, str(HERE / "pgqueuer_app.py"), "--batch-size"]
-        command.append(str(config.batch_size))
+        command = [sys.executable, str(HERE / "pgqueuer_app.py")]
+        command += ["--batch-size", str(config.batch_size)]
         environment = {**os.environ, **self.environment}
-        launched = time.time()
-        worker = start_process(command, environment, options.report_dir / f"{tag}.log")
-        sampler, postmaster = sampler_for(
-            self.servers,
-            worker.pid,
-            lambda pid, cmdline: "worker",
-            {self.database},
-            options.sample_interval,
-        )
+        sampler, postmaster = server_sampler(self.servers, {self.database}, options.sample_interval)
         if postmaster is not None:
             postmaster.excluded.add(int(monitor.info.backend_pid))
         # Its enqueues at half load are work of the run (as the broker's are for tenantq); it
         # stays connected until the last sample, so its CPU never moves to the postmaster's.
         sampler.relabel(int(enqueuer.info.backend_pid), POSTGRES, THIS_RUN + "enqueue")
         sampler.start()
+        idle = background(sampler)
+        launched = time.time()
+        # As many `pgq run` processes as asked, each its own session and log.
+        workers = [
+            start_process(command, environment, options.report_dir / f"{tag}-{index}.log")
+            for index in range(config.processes)
+        ]
+        add_workers(sampler, [worker.pid for worker in workers], lambda pid, cmdline: "worker")
         try:
-            wait_until(lambda: not _waiting(monitor), worker, 600, "backlog drained")
+            wait_until(lambda: not _waiting(monitor), workers, 600, "backlog drained")
             _label_backends(monitor, sampler, int(enqueuer.info.backend_pid))
             picks, finishes = _log_times(monitor, since=0.0)
             cpu = sampler.window(picks[0], finishes[-1])
             measured = Measured(
                 system="pgqueuer",
                 label=config.label,
-                command=f"pgq run pgqueuer_app:create --batch-size {config.batch_size}",
+                command=config.command,
                 jobs=len(finishes),
                 first_start=picks[0],
                 last_finish=finishes[-1],
@@ -150,18 +163,20 @@ class PgqueuerSide:
                 startup_seconds=picks[0] - launched,
                 cpu=cpu,
                 cpu_jobs=jobs_between(finishes, cpu),
+                background=idle,
             )
             if measured.jobs != options.jobs:
                 measured.notes.append(f"{measured.jobs} of {options.jobs} jobs logged successful")
             if options.latency_seconds > 0:
-                self._half_load(measured, monitor, enqueuer, worker, sampler)
+                self._half_load(measured, monitor, enqueuer, workers, sampler)
         finally:
             sampler.stop()
-            status = stop_process(worker)
+            statuses = [stop_process(worker) for worker in workers]
             monitor.close()
             enqueuer.close()
-        if status not in (0, None):
-            measured.notes.append(f"the worker exited with status {status} when stopped")
+        for status in statuses:
+            if status not in (0, None):
+                measured.notes.append(f"a worker exited with status {status} when stopped")
         return measured
 
     def _half_load(
@@ -169,14 +184,14 @@ class PgqueuerSide:
         measured: Measured,
         monitor: psycopg.Connection[Any],
         enqueuer: psycopg.Connection[Any],
-        worker: Any,
+        workers: list[Any],
         sampler: Any,
     ) -> None:
         rate = measured.rate / 2
         count = max(1, int(rate * self.options.latency_seconds))
         phase_start = time.time()
         _enqueue(enqueuer, count, rate)
-        wait_until(lambda: not _waiting(monitor), worker, 300, "half-load jobs drained")
+        wait_until(lambda: not _waiting(monitor), workers, 300, "half-load jobs drained")
         rows = monitor.execute(
             "SELECT extract(epoch FROM picked.created - queued.created)::float8"
             " FROM pgqueuer_log queued JOIN pgqueuer_log picked"

@@ -143,6 +143,21 @@ def role_table(summaries: Sequence[ConfigSummary]) -> list[str]:
     return lines
 
 
+def _half_load(run: Measured) -> str:
+    cpu = run.micros_per_job(half_load=True)
+    if run.latency is None:
+        return "not measured"
+    return (
+        f"{run.latency.rate:,.0f} jobs/s, p50 {run.latency.p50 * 1000:,.0f} ms, p99 "
+        f"{run.latency.p99 * 1000:,.0f} ms, max {run.latency.max * 1000:,.0f} ms, CPU "
+        f"{cpu.get('total', 0.0):,.0f} µs/job"
+    )
+
+
+def _background(run: Measured) -> str:
+    return ", ".join(f"{group} {rate * 1000:,.0f} ms/s" for group, rate in run.background.items())
+
+
 def write_report(
     folder: Path,
     results: Sequence[Measured],
@@ -159,9 +174,10 @@ def write_report(
     lines += ["", "## Where the CPU goes (µs per job, median run)", "", *role_table(summaries)]
     lines += ["", "## Every run", ""]
     lines += [
-        f"- {run.label}: {run.rate:,.0f} jobs/s over {run.seconds:.2f} s, start-up "
-        f"{run.startup_seconds:.1f} s, CPU window {run.cpu_jobs:,} jobs; `{run.command}`"
-        + "".join(f"; {note}" for note in run.notes)
+        f"- round {run.round_number}, {run.label}: {run.rate:,.0f} jobs/s over "
+        f"{run.seconds:.2f} s, start-up {run.startup_seconds:.1f} s, CPU window "
+        f"{run.cpu_jobs:,} jobs; at half load {_half_load(run)}; servers' background before "
+        f"start: {_background(run)}; `{run.command}`" + "".join(f"; {note}" for note in run.notes)
         for run in results
     ]
     (folder / "report.md").write_text("\n".join(lines) + "\n")

@@ -20,7 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_cpu import CpuSampler, CpuWindow, Postmaster, ProcessGroup, ProcessTree, SingleProcess
+from bench_cpu import (
+    CpuSampler,
+    CpuWindow,
+    Labeler,
+    Postmaster,
+    ProcessGroup,
+    ProcessTree,
+    SingleProcess,
+)
 
 #: Group names, in the order the report shows them.
 WORKER = "worker"
@@ -29,10 +37,10 @@ POSTGRES = "postgres"
 #: Roles of PostgreSQL processes that a run's jobs cause; the others (backends of other
 #: databases, the postmaster with the backends it reaped) are the shared server's noise.
 THIS_RUN = "this run: "
-SERVER_PROCESSES = "server processes (WAL, checkpoints, I/O, autovacuum)"
-#: Other databases' backends and the postmaster, which holds the CPU of every backend that
-#: ended: one role, as a backend's CPU moves from the one to the other when it ends.
-SHARED = "shared: other databases, postmaster, ended backends"
+SERVER_PROCESSES = "server processes (WAL writer, checkpointer, I/O workers, launchers)"
+#: Other databases' backends, autovacuum workers and the postmaster, which holds the CPU of
+#: every child that ended: one role, as a child's CPU moves to the postmaster when it ends.
+SHARED = "shared: other databases, autovacuum, postmaster, ended backends"
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,8 @@ class Measured:
     half_load_cpu: CpuWindow | None = None
     half_load_cpu_jobs: int = 0
     round_number: int = 1
+    #: The servers' CPU seconds per second just before the worker started, by group.
+    background: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -143,6 +153,7 @@ class Measured:
             "cpu_us_per_job": {k: round(v, 1) for k, v in self.micros_per_job().items()},
             "cpu_us_per_job_by_role": roles(self.cpu, self.cpu_jobs),
             "cpu_window_jobs": self.cpu_jobs,
+            "background_cpu_ms_per_s": {k: round(v * 1000, 1) for k, v in self.background.items()},
             "latency": None if self.latency is None else vars(self.latency),
             "half_load_cpu_us_per_job": {
                 k: round(v, 1) for k, v in self.micros_per_job(half_load=True).items()
@@ -184,11 +195,15 @@ def median(values: list[float]) -> float:
 # -- processes --------------------------------------------------------------------------------
 
 
-def postgres_labeler(run_databases: set[str]) -> Any:
+def postgres_labeler(run_databases: set[str]) -> Labeler:
     """Role of a child of the postmaster, from its process title: ``postgres: user db
     host(port) activity`` for a backend, the auxiliary's name otherwise."""
 
     def label(pid: int, cmdline: str) -> str:
+        if "autovacuum worker" in cmdline:
+            # Short-lived: its CPU moves to the postmaster when it ends, so it is counted
+            # where it ends up (in Postgres (all) only), never as a negative elsewhere.
+            return SHARED
         words = cmdline.removeprefix("postgres: ").split()
         is_backend = len(words) >= 3 and ("(" in words[2] or words[2] == "[local]")
         if not is_backend:
@@ -200,7 +215,7 @@ def postgres_labeler(run_databases: set[str]) -> Any:
     return label
 
 
-def worker_labeler(root: int) -> Any:
+def worker_labeler(root: int) -> Labeler:
     """Role in a ``tenantq worker`` tree: the supervisor, its members, their handler
     processes (multiprocessing spawn) and multiprocessing's resource tracker."""
 
@@ -218,15 +233,17 @@ def worker_labeler(root: int) -> Any:
     return label
 
 
-def sampler_for(
-    servers: Servers,
-    worker_root: int,
-    worker_roles: Any,
-    run_databases: set[str],
-    interval: float,
+#: Seconds the servers are sampled before a worker starts: their background CPU (other users
+#: of the shared dev stack, the broker's own housekeeping), reported beside each run.
+BACKGROUND_SECONDS = 1.0
+
+
+def server_sampler(
+    servers: Servers, run_databases: set[str], interval: float
 ) -> tuple[CpuSampler, Postmaster | None]:
-    """A sampler of the worker's tree, the broker and PostgreSQL (the parts known here)."""
-    groups: list[ProcessGroup] = [ProcessTree(WORKER, worker_root, worker_roles)]
+    """A sampler of the broker and PostgreSQL (the parts known here); the worker's processes
+    are added once started."""
+    groups: list[ProcessGroup] = []
     if servers.kafka_pid is not None:
         groups.append(SingleProcess(KAFKA, servers.kafka_pid))
     postmaster = None
@@ -236,6 +253,22 @@ def sampler_for(
         )
         groups.append(postmaster)
     return CpuSampler(groups, interval=interval), postmaster
+
+
+def background(sampler: CpuSampler) -> dict[str, float]:
+    """Sample the servers for ``BACKGROUND_SECONDS`` (the sampler running); their CPU
+    seconds per second of wall time meanwhile, by group."""
+    started = time.time()
+    time.sleep(BACKGROUND_SECONDS)
+    window = sampler.window(started, time.time())
+    if window is None:
+        return {}
+    wall = max(window.ended - window.started, 1e-9)
+    return {group: seconds / wall for group, seconds in window.by_group.items()}
+
+
+def add_workers(sampler: CpuSampler, roots: list[int], labeler: Labeler) -> None:
+    sampler.add(ProcessTree(WORKER, roots, labeler))
 
 
 def start_process(
@@ -264,12 +297,17 @@ def stop_process(process: subprocess.Popen[bytes], timeout: float = 60.0) -> int
         return None
 
 
-def wait_until(done: Any, process: subprocess.Popen[bytes], timeout: float, what: str) -> None:
-    """Call ``done()`` every 0.5 s until true; fail if the worker exits or time runs out."""
+def wait_until(
+    done: Any, processes: list[subprocess.Popen[bytes]], timeout: float, what: str
+) -> None:
+    """Call ``done()`` every 0.5 s until true; fail if a worker exits or time runs out."""
     deadline = time.monotonic() + timeout
     while not done():
-        if process.poll() is not None:
-            raise SystemExit(f"the worker exited with status {process.returncode} ({what})")
+        for process in processes:
+            if process.poll() is not None:
+                raise SystemExit(
+                    f"a worker exited with status {process.returncode} (waiting for: {what})"
+                )
         if time.monotonic() > deadline:
             raise SystemExit(f"timed out after {timeout:.0f}s: {what}")
         time.sleep(0.5)

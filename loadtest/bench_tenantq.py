@@ -32,9 +32,11 @@ from bench_run import (
     THIS_RUN,
     Measured,
     Servers,
+    add_workers,
+    background,
     jobs_between,
     latency_of,
-    sampler_for,
+    server_sampler,
     start_process,
     stop_process,
     wait_until,
@@ -97,6 +99,38 @@ def prepare_database(servers: Servers, name: str) -> str:
     finally:
         engine.dispose()
     return url
+
+
+#: Finished jobs of another queue, with their attempt rows: the ledger a running deployment
+#: has (``TENANTQ_RETENTION__SUCCEEDED`` keeps a day of them), so that the planner sees a
+#: table of a real size rather than an empty one, whose plans (cached for the whole run once
+#: prepared) would be chosen for no rows at all.
+HISTORY_JOBS = """
+INSERT INTO tenantq_jobs (
+    id, queue, job_type, tenant_id, partition_key, state, payload, payload_sha256, attempts,
+    max_attempts, origin_topic, origin_partition, origin_offset, enqueued_at, started_at,
+    finished_at, created_at, updated_at)
+SELECT gen_random_uuid(), 'history', 'noop', 'tenant-' || mod(i, 200), 'tenant-' || mod(i, 200),
+       'succeeded', decode('00', 'hex'), sha256(decode('00', 'hex')), 1, 25, 'history',
+       mod(i, 12), i, now() - interval '1 hour', now() - interval '1 hour',
+       now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour'
+FROM generate_series(1, %(count)s) AS i
+"""
+HISTORY_ATTEMPTS = """
+INSERT INTO tenantq_job_attempts (job_id, attempt, worker_id, outcome, started_at, finished_at,
+                                  duration_ms)
+SELECT id, 1, 'history', 'succeeded', started_at, finished_at, 0
+FROM tenantq_jobs WHERE queue = 'history'
+"""
+
+
+def seed_history(url: str, count: int) -> None:
+    """``count`` finished jobs in the ledger, analysed (see ``HISTORY_JOBS``)."""
+    with psycopg.connect(psycopg_url(url), autocommit=True) as connection:
+        if count:
+            connection.execute(HISTORY_JOBS, {"count": count})
+            connection.execute(HISTORY_ATTEMPTS)
+        connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_job_attempts")
 
 
 def url_of(servers: Servers, name: str) -> str:
@@ -207,9 +241,10 @@ class TenantqSide:
         """One measured run; with ``raw``, the raw consumer's rate on the same topic too."""
         options = self.options
         with psycopg.connect(psycopg_url(self.url), autocommit=True) as connection:
-            connection.execute(
-                "TRUNCATE tenantq_jobs, tenantq_job_attempts, tenantq_workers CASCADE"
-            )
+            # The previous run's jobs go, the history stays; statistics as a deployment's.
+            connection.execute("DELETE FROM tenantq_jobs WHERE queue = %s", (QUEUE,))
+            connection.execute("DELETE FROM tenantq_workers")
+            connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_job_attempts")
         with bench_settings(
             "tput",
             QUEUE,
@@ -248,28 +283,25 @@ class TenantqSide:
         monitor = psycopg.connect(
             psycopg_url(self.url), autocommit=True, application_name="throughput-bench"
         )
-        launched = time.time()
-        worker = start_process(command, environment, options.report_dir / f"{tag}.log")
-        sampler, postmaster = sampler_for(
-            self.servers,
-            worker.pid,
-            worker_labeler(worker.pid),
-            {self.database},
-            options.sample_interval,
-        )
+        sampler, postmaster = server_sampler(self.servers, {self.database}, options.sample_interval)
         if postmaster is not None:
             postmaster.excluded.add(int(monitor.info.backend_pid))
         sampler.start()
+        idle = background(sampler)
+        launched = time.time()
+        worker = start_process(command, environment, options.report_dir / f"{tag}.log")
+        add_workers(sampler, [worker.pid], worker_labeler(worker.pid))
         try:
-            wait_until(lambda: progress.reached(ends), worker, 600, "backlog drained")
+            wait_until(lambda: progress.reached(ends), [worker], 600, "backlog drained")
             wait_until(
-                lambda: _succeeded(monitor) >= options.jobs, worker, 60, "all jobs succeeded"
+                lambda: _succeeded(monitor) >= options.jobs, [worker], 60, "all jobs succeeded"
             )
             _label_backends(monitor, sampler)
             rows = monitor.execute(
                 "SELECT extract(epoch FROM started_at)::float8,"
                 " extract(epoch FROM finished_at)::float8"
-                " FROM tenantq_jobs WHERE state = 'succeeded'"
+                " FROM tenantq_jobs WHERE queue = %s AND state = 'succeeded'",
+                (QUEUE,),
             ).fetchall()
             first_start = min(row[0] for row in rows)
             finishes = sorted(row[1] for row in rows)
@@ -285,6 +317,7 @@ class TenantqSide:
                 startup_seconds=first_start - launched,
                 cpu=cpu,
                 cpu_jobs=jobs_between(finishes, cpu),
+                background=idle,
             )
             if options.latency_seconds > 0:
                 self._half_load(measured, settings, progress, monitor, worker, sampler)
@@ -313,12 +346,12 @@ class TenantqSide:
         phase_start = time.time()
         enqueue(settings, count, rate)
         ends = progress.ends()
-        wait_until(lambda: progress.reached(ends), worker, 300, "half-load jobs drained")
+        wait_until(lambda: progress.reached(ends), [worker], 300, "half-load jobs drained")
         rows = monitor.execute(
             "SELECT extract(epoch FROM started_at - enqueued_at)::float8,"
             " extract(epoch FROM finished_at)::float8"
-            " FROM tenantq_jobs WHERE enqueued_at >= to_timestamp(%s)",
-            (phase_start,),
+            " FROM tenantq_jobs WHERE queue = %s AND enqueued_at >= to_timestamp(%s)",
+            (QUEUE, phase_start),
         ).fetchall()
         measured.latency = latency_of(rate, [row[0] for row in rows])
         finishes = sorted(row[1] for row in rows if row[1] is not None)
@@ -330,7 +363,7 @@ class TenantqSide:
 
 def _succeeded(connection: psycopg.Connection[Any]) -> int:
     row = connection.execute(
-        "SELECT count(*) FROM tenantq_jobs WHERE state = 'succeeded'"
+        "SELECT count(*) FROM tenantq_jobs WHERE queue = %s AND state = 'succeeded'", (QUEUE,)
     ).fetchone()
     return int(row[0]) if row else 0
 

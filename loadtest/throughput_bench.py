@@ -15,8 +15,9 @@ a busy machine slows both alike):
    (pid from the dev stack's state.json) and PostgreSQL (the postmaster and every process
    whose parent it is), between the first sample after the first start and the last one
    before the last finish, divided by the jobs finished in between. PostgreSQL is shown as a
-   whole and as what the run caused (its database's backends and the server's WAL,
-   checkpoint, I/O and autovacuum processes; the dev server is shared with other users);
+   whole and as what the run caused (its database's backends and the server's WAL writer,
+   checkpointer and I/O workers; the dev server is shared with other users, and autovacuum
+   workers, short-lived, count in the whole only);
 4. then, with the same workers running, jobs are enqueued at half the measured rate for
    ``--latency-seconds`` and enqueue-to-start p50/p99 is read from the database.
 
@@ -45,7 +46,13 @@ import tenantq
 from bench_pgqueuer import MISSING, PgqueuerConfig, PgqueuerOptions, PgqueuerSide
 from bench_report import best, round_ratios, summarize, table, write_report
 from bench_run import Measured, Servers, median
-from bench_tenantq import TenantqConfig, TenantqOptions, TenantqSide, prepare_database
+from bench_tenantq import (
+    TenantqConfig,
+    TenantqOptions,
+    TenantqSide,
+    prepare_database,
+    seed_history,
+)
 from tenantq.devstack.processes import pid_alive
 from tenantq.devstack.stack import DevStack, external_endpoints
 from tenantq.store.engine import psycopg_url
@@ -89,6 +96,13 @@ def describe(run: Measured) -> str:
             f"at {run.latency.rate:,.0f} jobs/s p50 {run.latency.p50 * 1000:,.0f} ms "
             f"p99 {run.latency.p99 * 1000:,.0f} ms"
         )
+    if run.background:
+        parts.append(
+            "servers' background before start "
+            + ", ".join(
+                f"{group} {rate * 1000:,.0f} ms/s" for group, rate in run.background.items()
+            )
+        )
     return "; ".join(parts + run.notes)
 
 
@@ -107,9 +121,17 @@ def main(argv: list[str] | None = None) -> int:
         help="worker configurations, CONCURRENCYxPROCESSES, comma-separated ('default': no flags)",
     )
     parser.add_argument(
-        "--pgqueuer", default="100,default", help="PgQueuer batch sizes ('' to leave it out)"
+        "--pgqueuer",
+        default="100,100x2,default",
+        help="PgQueuer batch sizes, BATCHxPROCESSES for several `pgq run` ('' to leave it out)",
     )
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="0: no half load")
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=100_000,
+        help="finished jobs in tenantq's ledger before the first run (a deployment's table)",
+    )
     parser.add_argument("--partitions", type=int, default=12)
     parser.add_argument("--sample-interval", type=float, default=0.1, help="CPU sampling, s")
     parser.add_argument("--no-raw", action="store_true", help="skip the raw consumer")
@@ -143,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     raw_rate: float | None = None
     created: list[str] = []
     try:
-        prepare_database(servers, tenantq_database)
+        seed_history(prepare_database(servers, tenantq_database), arguments.history)
         created.append(tenantq_database)
         tenantq_side = TenantqSide(
             servers,
@@ -181,7 +203,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {round_number} · {describe(measured)}", flush=True)
             for pgqueuer_config in pgqueuer_configs:
                 assert pgqueuer_side is not None
-                tag = f"r{round_number}-pgqueuer-b{pgqueuer_config.batch_size}"
+                tag = (
+                    f"r{round_number}-pgqueuer-b{pgqueuer_config.batch_size}"
+                    f"-p{pgqueuer_config.processes}"
+                )
                 measured = pgqueuer_side.run(pgqueuer_config, tag)
                 measured.round_number = round_number
                 results.append(measured)
@@ -216,8 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     footer.append(
         "CPU µs/job: worker = the worker's processes (tenantq: supervisor, members, handler "
         "processes); Postgres = this run's database's backends + the server's own processes "
-        "(WAL writer, checkpointer, I/O workers, autovacuum); Postgres (all) = every child of "
-        "the postmaster and the backends it reaped (other users of the shared server included). "
+        "(WAL writer, checkpointer, I/O workers); Postgres (all) = every child of the "
+        "postmaster and those it reaped (autovacuum and other users of the shared server "
+        "included). "
         "Kafka is the shared dev broker as a whole."
     )
     print()
