@@ -39,6 +39,8 @@ class DatabaseHealth:
         self._lock = threading.Lock()
         self._up = True
         self._since = clock()
+        #: When the database last came back: connections opened before are leftovers.
+        self._recovered_at: float | None = None
         self._reason = ""
 
     @property
@@ -50,10 +52,19 @@ class DatabaseHealth:
         with self._lock:
             return 0.0 if self._up else self._clock() - self._since
 
-    def failed(self, reason: str) -> None:
-        """A thread could not reach the database (``reason``: one line, no secrets)."""
+    def failed(self, reason: str, opened_at: float | None = None) -> None:
+        """A thread could not reach the database (``reason``: one line, no secrets) over a
+        connection opened at ``opened_at`` (monotonic; None: it could not even connect). A
+        connection opened before the database came back is a leftover of that outage: it is
+        dropped and opened again by its thread, without news of another outage."""
         with self._lock:
             if not self._up:
+                return
+            if (
+                opened_at is not None
+                and self._recovered_at is not None
+                and opened_at < self._recovered_at
+            ):
                 return
             self._up, self._since, self._reason = False, self._clock(), reason
         log.warning("database unreachable: %s; results are kept and retried", reason)
@@ -68,6 +79,7 @@ class DatabaseHealth:
                 return
             away = self._clock() - self._since
             self._up, self._since = True, self._clock()
+            self._recovered_at = self._since
         log.warning("database reachable again after %.1fs", away)
         self._on_change(True)
 

@@ -75,7 +75,7 @@ class Heartbeat:
             with self._lock:
                 renewed = self._store.renew_leases([job_id], self._lease_seconds, None, None)
         except DatabaseUnavailable as error:
-            self._health.failed(str(error))
+            self._health.failed(str(error), error.opened_at)
             return True
         if renewed.get(job_id):
             self._on_cancel(job_id)
@@ -87,7 +87,7 @@ class Heartbeat:
             with self._lock:
                 return self._store.checkpoint(job_id, attempt, progress)
         except DatabaseUnavailable as error:
-            self._health.failed(str(error))
+            self._health.failed(str(error), error.opened_at)
             return False
 
     def _main(self) -> None:
@@ -95,7 +95,7 @@ class Heartbeat:
             try:
                 self.beat()
             except DatabaseUnavailable as error:
-                self._health.failed(str(error))
+                self._health.failed(str(error), error.opened_at)
                 continue
             except Exception:  # a bug must not kill the heartbeat; the next beat retries
                 log.exception("heartbeat failed; retrying next interval")

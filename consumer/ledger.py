@@ -239,7 +239,7 @@ class Lane:
             try:
                 operation.answer = self._split_on_refusal(operation, operation.rows, again)
             except DatabaseUnavailable as error:
-                self._health.failed(str(error))
+                self._health.failed(str(error), error.opened_at)
                 again = True
                 if self._stop.wait(self._health.backoff(attempt)):
                     raise

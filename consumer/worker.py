@@ -260,7 +260,7 @@ class Worker:
                     self.health.succeeded()
                     return True
                 except DatabaseUnavailable as error:
-                    self.health.failed(str(error))
+                    self.health.failed(str(error), error.opened_at)
                     if self._outage_too_long():
                         return False
                     self._stop_requested.wait(self.health.backoff(attempt))

@@ -142,7 +142,15 @@ class TopicDriftError(TenantqError):
 
 class DatabaseUnavailable(TenantqError):
     """PostgreSQL cannot be reached or dropped the connection (a restart, a failover, a proxy).
-    Weather, not death: the work is kept and done again once the database is back."""
+    Weather, not death: the work is kept and done again once the database is back.
+
+    ``opened_at`` (``time.monotonic()``) is when the failed connection was opened, None for a
+    connection that could not be opened: a connection older than the database's return is a
+    leftover of the outage, not news of another one."""
+
+    def __init__(self, message: str, opened_at: float | None = None) -> None:
+        super().__init__(message)
+        self.opened_at = opened_at
 
 
 class DevStackError(TenantqError):

@@ -170,6 +170,8 @@ class JobStore:
     ) -> None:
         self._connect = connect_to_database
         self._connection: psycopg.Connection[Any] | None = None
+        #: ``time.monotonic()`` when the connection was opened.
+        self._opened_at: float | None = None
         self.owner = owner
 
     @classmethod
@@ -195,14 +197,19 @@ class JobStore:
         for attempt in range(TRANSIENT_RETRIES + 1):
             try:
                 if self._connection is None or self._connection.closed:
+                    self._opened_at = None
                     self._connection = self._connect()
+                    self._opened_at = time.monotonic()
                 connection = self._connection
                 with connection.transaction(), connection.cursor() as cursor:
                     return work(cursor)
             except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as error:
                 if attempt == TRANSIENT_RETRIES:
+                    opened = self._opened_at
                     self.close()
-                    raise DatabaseUnavailable(f"still failing after retries: {error}") from error
+                    raise DatabaseUnavailable(
+                        f"still failing after retries: {error}", opened
+                    ) from error
                 time.sleep(backoff_seconds(attempt))
             except psycopg.errors.UniqueViolation:
                 # Two workers inserting different jobs with one idempotency key at once: the
@@ -212,11 +219,13 @@ class JobStore:
             except psycopg.Error as error:
                 if is_refusal(error):
                     raise
+                opened = self._opened_at
                 self.close()
-                raise DatabaseUnavailable(describe_database_error(error)) from error
+                raise DatabaseUnavailable(describe_database_error(error), opened) from error
             except OSError as error:  # the socket itself failed before libpq could say so
+                opened = self._opened_at
                 self.close()
-                raise DatabaseUnavailable(str(error)) from error
+                raise DatabaseUnavailable(str(error), opened) from error
         raise AssertionError("unreachable")
 
     # -- claim -------------------------------------------------------------------------------------

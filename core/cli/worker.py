@@ -4,7 +4,12 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
+import threading
+import time
 import uuid
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -52,6 +57,7 @@ def worker_command(
             worker_id=worker_id,
             app_reference=app_reference,
         )
+        _stop_with_supervisor(worker)
         worker.run()
         raise typer.Exit(worker.exit_code)
     from tenantq.background import background_services
@@ -67,6 +73,20 @@ def worker_command(
     served = queue_list or app.queues() or ["default"]
     services = background_services(app, settings, served)
     raise typer.Exit(Supervisor(arguments, processes, settings, queue_list, services).run())
+
+
+def _stop_with_supervisor(worker: Any) -> None:
+    """A member whose supervisor is gone (killed -9) drains and leaves, instead of running on
+    unsupervised: nothing would restart it, and nobody would stop it."""
+    supervisor = os.getppid()
+
+    def follow() -> None:
+        while os.getppid() == supervisor:
+            time.sleep(0.5)
+        logging.getLogger("tenantq.worker").warning("supervisor gone; this member stops")
+        worker.stop()
+
+    threading.Thread(target=follow, name="tenantq-follow-supervisor", daemon=True).start()
 
 
 def _job_id(value: str) -> uuid.UUID:
