@@ -187,6 +187,8 @@ def write_report(
         "runs": [run.as_dict() for run in results],
     }
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if plot_note:
+        print(plot_note)
     return ["report.md", "summary.json", *plots]
 
 

@@ -147,10 +147,7 @@ class GroupProgress:
         self.topic = topic
         self.group = consumer_group(settings.topic_prefix, QUEUE)
         self.partitions = settings.queue(QUEUE).partitions
-        # librdkafka's info lines (a purged background queue at exit) are not the bench's news.
-        self.admin = AdminClient(
-            settings.kafka_client_config(**{"client.id": "throughput-bench", "log_level": 3})
-        )
+        self.admin = AdminClient(settings.kafka_client_config(**{"client.id": "throughput-bench"}))
 
     def ends(self) -> dict[int, int]:
         asked = {TopicPartition(self.topic, p): _LATEST for p in range(self.partitions)}
@@ -245,6 +242,9 @@ class TenantqSide:
             connection.execute("DELETE FROM tenantq_jobs WHERE queue = %s", (QUEUE,))
             connection.execute("DELETE FROM tenantq_workers")
             connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_job_attempts")
+        # The benchmark's own clients log librdkafka warnings only (not its info lines about
+        # a purged queue at close); the workers get the user's configuration untouched.
+        user_kafka_config = tenantq.load_settings().kafka_config
         with bench_settings(
             "tput",
             QUEUE,
@@ -252,11 +252,12 @@ class TenantqSide:
             keep_topics=False,
             database_url=SecretStr(self.url),
             metrics_port=DEFAULT_METRICS_PORT,
+            kafka_config={**user_kafka_config, "log_level": "4"},
         ) as settings:
             topic = f"{settings.topic_prefix}.{QUEUE}"
             enqueue(settings, options.jobs)
             progress = GroupProgress(settings, topic)
-            measured = self._measure(config, settings, progress, tag)
+            measured = self._measure(config, settings, progress, tag, user_kafka_config)
             rate = raw_consume_rate(settings, topic, options.jobs) if raw else None
         return measured, rate
 
@@ -266,9 +267,10 @@ class TenantqSide:
         settings: tenantq.Settings,
         progress: GroupProgress,
         tag: str,
+        kafka_config: dict[str, str],
     ) -> Measured:
         options = self.options
-        environment = worker_environment(settings, dict(settings.kafka_config))
+        environment = worker_environment(settings, dict(kafka_config))
         environment["PYTHONPATH"] = str(HERE)
         command = [
             sys.executable,
