@@ -53,6 +53,10 @@ class WorkerMetrics(WorkerEvents):
         self.error_classes = BoundedLabel(ERROR_LABEL_LIMIT, is_identifier_label)
         self.reasons = BoundedLabel(ERROR_LABEL_LIMIT, is_identifier_label)
         self._families: dict[str, MetricWrapperBase] = {}
+        # Label children per job class, looked up once (the poll thread only; a cache miss
+        # under a race costs one more lookup, never a wrong series).
+        self._started: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        self._finished: dict[tuple[str, str, str, str], tuple[Any, Any, Any]] = {}
         for spec in names.SPECS:
             if spec.source == "worker":
                 self._families[spec.name] = _build(spec, self.registry)
@@ -61,6 +65,40 @@ class WorkerMetrics(WorkerEvents):
     def _family(self, name: str) -> Any:
         return self._families[name]
 
+    def _started_series(self, queue: str, job_type: str, tenant: str) -> tuple[Any, Any]:
+        """(started counter, enqueue-to-start histogram) of one job class: ``labels()`` costs
+        a lock and a few tuples per call, and every job of a class asks for the same two."""
+        # Keyed by the tenant's label, not the tenant: the label set is bounded.
+        tenant_label = self.tenants.label(tenant)
+        key = (queue, job_type, tenant_label)
+        series = self._started.get(key)
+        if series is None:
+            series = self._started[key] = (
+                self._family(names.JOBS_STARTED).labels(queue, job_type, tenant_label),
+                self._family(names.ENQUEUE_TO_START).labels(queue, job_type),
+            )
+        return series
+
+    def _finished_series(
+        self, queue: str, job_type: str, tenant: str, outcome: str
+    ) -> tuple[Any, Any, Any]:
+        """(finished counter, duration histogram, attempts-per-success histogram) of one job
+        class and outcome."""
+        tenant_label = self.tenants.label(tenant)
+        key = (queue, job_type, tenant_label, outcome)
+        series = self._finished.get(key)
+        if series is None:
+            if outcome not in JOB_OUTCOMES:
+                raise ValueError(
+                    f"unknown outcome {outcome!r}; expected one of {sorted(JOB_OUTCOMES)}"
+                )
+            series = self._finished[key] = (
+                self._family(names.JOBS_FINISHED).labels(queue, job_type, tenant_label, outcome),
+                self._family(names.JOB_DURATION).labels(queue, job_type, outcome),
+                self._family(names.ATTEMPTS_PER_SUCCESS).labels(queue, job_type),
+            )
+        return series
+
     # -- jobs -------------------------------------------------------------------------------
 
     def job_started(
@@ -68,12 +106,10 @@ class WorkerMetrics(WorkerEvents):
     ) -> None:
         """An attempt started; ``wait_seconds`` is how long the job waited since it was due
         (None when unknown, e.g. a job whose enqueue time was not recorded)."""
-        tenant_label = self.tenants.label(tenant)
-        self._family(names.JOBS_STARTED).labels(queue, job_type, tenant_label).inc()
+        started, waited = self._started_series(queue, job_type, tenant)
+        started.inc()
         if wait_seconds is not None:
-            self._family(names.ENQUEUE_TO_START).labels(queue, job_type).observe(
-                _non_negative(wait_seconds)
-            )
+            waited.observe(_non_negative(wait_seconds))
 
     def job_finished(
         self,
@@ -87,17 +123,13 @@ class WorkerMetrics(WorkerEvents):
         """An attempt ended with ``outcome`` (one of ``JOB_OUTCOMES``) after
         ``duration_seconds``; ``attempts`` is the job's attempt count, observed as attempts
         per success when the outcome is ``succeeded``."""
-        if outcome not in JOB_OUTCOMES:
-            raise ValueError(f"unknown outcome {outcome!r}; expected one of {sorted(JOB_OUTCOMES)}")
-        tenant_label = self.tenants.label(tenant)
-        self._family(names.JOBS_FINISHED).labels(queue, job_type, tenant_label, outcome).inc()
-        self._family(names.JOB_DURATION).labels(queue, job_type, outcome).observe(
-            _non_negative(duration_seconds)
+        finished, duration, attempts_per_success = self._finished_series(
+            queue, job_type, tenant, outcome
         )
+        finished.inc()
+        duration.observe(_non_negative(duration_seconds))
         if outcome == Outcome.SUCCEEDED:
-            self._family(names.ATTEMPTS_PER_SUCCESS).labels(queue, job_type).observe(
-                max(1, attempts)
-            )
+            attempts_per_success.observe(max(1, attempts))
 
     def retried(self, queue: str, job_type: str, error_class: str) -> None:
         """A failed attempt was scheduled to run again."""

@@ -177,7 +177,12 @@ class JobStore:
     @classmethod
     def open(cls, settings: Settings, owner: str, *, role: str = "worker") -> JobStore:
         """A store of ``owner`` on the settings' database (connected on first use)."""
-        return cls(lambda: connect(settings, application_name=f"tenantq-{role} {owner}"), owner)
+        return cls(
+            lambda: connect(
+                settings, application_name=f"tenantq-{role} {owner}", custom_plans=True
+            ),
+            owner,
+        )
 
     def close(self) -> None:
         connection, self._connection = self._connection, None

@@ -23,10 +23,10 @@ JOB_CLAIM_BATCH = """
 WITH given AS (
     SELECT *
     FROM unnest(
-        %(ids)s::uuid[], %(queues)s::text[], %(job_types)s::text[], %(tenant_ids)s::text[],
-        %(partition_keys)s::text[], %(payloads)s::bytea[], %(payload_hashes)s::bytea[],
-        %(max_attempts)s::int[], %(idempotency_keys)s::text[], %(origin_topics)s::text[],
-        %(origin_partitions)s::int[], %(origin_offsets)s::bigint[], %(enqueued_ats)s::timestamptz[]
+        %(ids)b::uuid[], %(queues)b::text[], %(job_types)b::text[], %(tenant_ids)b::text[],
+        %(partition_keys)b::text[], %(payloads)b::bytea[], %(payload_hashes)b::bytea[],
+        %(max_attempts)b::int[], %(idempotency_keys)b::text[], %(origin_topics)b::text[],
+        %(origin_partitions)b::int[], %(origin_offsets)b::bigint[], %(enqueued_ats)b::timestamptz[]
     ) WITH ORDINALITY AS t(id, queue, job_type, tenant_id, partition_key, payload,
            payload_sha256, max_attempts, idempotency_key, origin_topic, origin_partition,
            origin_offset, enqueued_at, position)
@@ -54,36 +54,36 @@ INSERT INTO tenantq_jobs AS j (
     origin_topic, origin_partition, origin_offset, enqueued_at, started_at
 )
 SELECT id, queue, job_type, tenant_id, partition_key, 'leased', payload, payload_sha256, 1,
-       max_attempts, now(), %(owner)s, now() + make_interval(secs => %(lease_seconds)s), now(),
+       max_attempts, now(), %(owner)b, now() + make_interval(secs => %(lease_seconds)b), now(),
        idempotency_key, origin_topic, origin_partition, origin_offset, enqueued_at, now()
 FROM incoming
 ON CONFLICT (id) DO UPDATE SET
     state = 'leased',
-    attempts = CASE WHEN j.state = 'leased' AND j.lease_owner = %(owner)s
+    attempts = CASE WHEN j.state = 'leased' AND j.lease_owner = %(owner)b
                     THEN j.attempts ELSE j.attempts + 1 END,
     -- A scheduled job's pending row was written by its producer, which may not know the job
     -- type's max_attempts: the worker's value wins at the first lease.
     max_attempts = CASE WHEN j.state = 'pending' AND j.attempts = 0
                         THEN excluded.max_attempts ELSE j.max_attempts END,
-    lease_owner = %(owner)s,
-    lease_until = now() + make_interval(secs => %(lease_seconds)s),
+    lease_owner = %(owner)b,
+    lease_until = now() + make_interval(secs => %(lease_seconds)b),
     heartbeat_at = now(),
     started_at = coalesce(j.started_at, now()),
     updated_at = now()
 WHERE j.payload_sha256 IS NOT DISTINCT FROM excluded.payload_sha256
   AND (
-        (j.state = 'leased' AND j.lease_owner = %(owner)s AND j.id = ANY(%(adoptable)s::uuid[]))
+        (j.state = 'leased' AND j.lease_owner = %(owner)b AND j.id = ANY(%(adoptable)b::uuid[]))
      OR (j.attempts < j.max_attempts
-         AND j.crashes < %(crash_budget)s
+         AND j.crashes < %(crash_budget)b
          AND NOT j.cancel_requested
          AND (
                (j.state IN ('pending', 'runnable', 'retrying') AND j.run_after <= now())
-            OR (j.state = 'leased' AND j.lease_owner <> %(owner)s AND (
+            OR (j.state = 'leased' AND j.lease_owner <> %(owner)b AND (
                    j.lease_until < now()
                 OR NOT EXISTS (
                      SELECT 1 FROM tenantq_workers w
                      WHERE w.id = j.lease_owner AND w.stopped_at IS NULL
-                       AND w.heartbeat_at > now() - make_interval(secs => %(stale_owner_seconds)s)
+                       AND w.heartbeat_at > now() - make_interval(secs => %(stale_owner_seconds)b)
                    )))
         ))
   )
@@ -99,7 +99,7 @@ SELECT j.id, j.state::text, j.lease_owner, j.lease_until, j.attempts, j.max_atte
        GREATEST(0, EXTRACT(EPOCH FROM (j.lease_until - now())))::float8 AS lease_left_seconds,
        j.crashes
 FROM tenantq_jobs j
-WHERE j.id = ANY(%(ids)s::uuid[])
+WHERE j.id = ANY(%(ids)b::uuid[])
 """
 
 #: A job found leasable with its attempts (or its crash budget) used up goes dead at lease
@@ -115,8 +115,8 @@ SET state = 'dead', finished_at = now(), updated_at = now(), lease_owner = NULL,
         THEN 'max attempts (' || max_attempts || ') reached; last error: '
              || coalesce(last_error_class || ': ' || last_error_message, 'none recorded')
         ELSE 'the process running it died ' || crashes || ' times (crash budget)' END
-WHERE id = ANY(%(ids)s::uuid[])
-  AND (attempts >= max_attempts OR crashes >= %(crash_budget)s)
+WHERE id = ANY(%(ids)b::uuid[])
+  AND (attempts >= max_attempts OR crashes >= %(crash_budget)b)
   AND (state IN ('pending', 'runnable', 'retrying')
        OR (state = 'leased' AND lease_until < now()))
 RETURNING id
@@ -126,7 +126,7 @@ RETURNING id
 JOB_CANCEL_WAITING = """
 UPDATE tenantq_jobs
 SET state = 'canceled', finished_at = now(), updated_at = now()
-WHERE id = ANY(%(ids)s::uuid[]) AND cancel_requested
+WHERE id = ANY(%(ids)b::uuid[]) AND cancel_requested
   AND state IN ('pending', 'runnable', 'retrying')
 RETURNING id
 """
@@ -139,9 +139,9 @@ JOB_COMPLETE_BATCH = """
 WITH results AS (
     SELECT *
     FROM unnest(
-        %(ids)s::uuid[], %(attempts)s::int[], %(outcomes)s::text[], %(states)s::job_state[],
-        %(error_classes)s::text[], %(error_messages)s::text[], %(delays)s::float8[],
-        %(give_backs)s::bool[], %(durations)s::int[], %(started_ats)s::timestamptz[]
+        %(ids)b::uuid[], %(attempts)b::int[], %(outcomes)b::text[], %(states)b::job_state[],
+        %(error_classes)b::text[], %(error_messages)b::text[], %(delays)b::float8[],
+        %(give_backs)b::bool[], %(durations)b::int[], %(started_ats)b::timestamptz[]
     ) AS t(id, attempt, outcome, state, error_class, error_message, delay_seconds, give_back,
            duration_ms, started_at)
 ),
@@ -160,18 +160,17 @@ applied AS (
                                   ELSE coalesce(r.error_message, j.last_error_message) END,
         updated_at = now()
     FROM results r
-    WHERE j.id = r.id AND j.attempts = r.attempt AND j.lease_owner = %(owner)s
+    WHERE j.id = r.id AND j.attempts = r.attempt AND j.lease_owner = %(owner)b
       AND j.state = 'leased'
     RETURNING j.id
 ),
 attempt_rows AS (
     INSERT INTO tenantq_job_attempts (job_id, attempt, worker_id, outcome, error_class,
                                       error_message, started_at, duration_ms)
-    SELECT r.id, r.attempt, %(owner)s,
-           CASE WHEN a.id IS NULL THEN 'stale' ELSE r.outcome END,
+    SELECT r.id, r.attempt, %(owner)b,
+           CASE WHEN r.id IN (SELECT id FROM applied) THEN r.outcome ELSE 'stale' END,
            r.error_class, r.error_message, r.started_at, r.duration_ms
     FROM results r
-    LEFT JOIN applied a ON a.id = r.id
     WHERE EXISTS (SELECT 1 FROM tenantq_jobs x WHERE x.id = r.id)
 )
 SELECT id FROM applied
@@ -184,16 +183,16 @@ JOB_COMPLETE_BATCH_AGAIN = """
 WITH results AS (
     SELECT *
     FROM unnest(
-        %(ids)s::uuid[], %(attempts)s::int[], %(outcomes)s::text[], %(states)s::job_state[],
-        %(error_classes)s::text[], %(error_messages)s::text[], %(delays)s::float8[],
-        %(give_backs)s::bool[], %(durations)s::int[], %(started_ats)s::timestamptz[]
+        %(ids)b::uuid[], %(attempts)b::int[], %(outcomes)b::text[], %(states)b::job_state[],
+        %(error_classes)b::text[], %(error_messages)b::text[], %(delays)b::float8[],
+        %(give_backs)b::bool[], %(durations)b::int[], %(started_ats)b::timestamptz[]
     ) AS t(id, attempt, outcome, state, error_class, error_message, delay_seconds, give_back,
            duration_ms, started_at)
 ),
 already AS (
     SELECT r.id FROM results r
     JOIN tenantq_job_attempts a ON a.job_id = r.id AND a.attempt = r.attempt
-     AND a.worker_id = %(owner)s AND a.outcome = r.outcome
+     AND a.worker_id = %(owner)b AND a.outcome = r.outcome
 ),
 applied AS (
     UPDATE tenantq_jobs j
@@ -210,18 +209,17 @@ applied AS (
                                   ELSE coalesce(r.error_message, j.last_error_message) END,
         updated_at = now()
     FROM results r
-    WHERE j.id = r.id AND j.attempts = r.attempt AND j.lease_owner = %(owner)s
+    WHERE j.id = r.id AND j.attempts = r.attempt AND j.lease_owner = %(owner)b
       AND j.state = 'leased'
     RETURNING j.id
 ),
 attempt_rows AS (
     INSERT INTO tenantq_job_attempts (job_id, attempt, worker_id, outcome, error_class,
                                       error_message, started_at, duration_ms)
-    SELECT r.id, r.attempt, %(owner)s,
-           CASE WHEN a.id IS NULL THEN 'stale' ELSE r.outcome END,
+    SELECT r.id, r.attempt, %(owner)b,
+           CASE WHEN r.id IN (SELECT id FROM applied) THEN r.outcome ELSE 'stale' END,
            r.error_class, r.error_message, r.started_at, r.duration_ms
     FROM results r
-    LEFT JOIN applied a ON a.id = r.id
     WHERE EXISTS (SELECT 1 FROM tenantq_jobs x WHERE x.id = r.id)
       AND r.id NOT IN (SELECT id FROM already)
 )
@@ -233,22 +231,22 @@ SELECT id FROM applied UNION SELECT id FROM already
 #: row; the attempt itself is not spent (the job runs again under the same lease).
 JOB_CRASH_BATCH = """
 WITH crashed AS (
-    SELECT * FROM unnest(%(ids)s::uuid[], %(attempts)s::int[], %(started_ats)s::timestamptz[],
-                         %(durations)s::int[])
+    SELECT * FROM unnest(%(ids)b::uuid[], %(attempts)b::int[], %(started_ats)b::timestamptz[],
+                         %(durations)b::int[])
         AS t(id, attempt, started_at, duration_ms)
 ),
 counted AS (
     UPDATE tenantq_jobs j
     SET crashes = j.crashes + 1, updated_at = now()
     FROM crashed c
-    WHERE j.id = c.id AND j.attempts = c.attempt AND j.lease_owner = %(owner)s
+    WHERE j.id = c.id AND j.attempts = c.attempt AND j.lease_owner = %(owner)b
       AND j.state = 'leased'
     RETURNING j.id, j.crashes
 ),
 attempt_rows AS (
     INSERT INTO tenantq_job_attempts (job_id, attempt, worker_id, outcome, error_class,
                                       error_message, started_at, duration_ms)
-    SELECT c.id, c.attempt, %(owner)s, 'crashed', 'ProcessCrashed', %(reason)s, c.started_at,
+    SELECT c.id, c.attempt, %(owner)b, 'crashed', 'ProcessCrashed', %(reason)b, c.started_at,
            c.duration_ms
     FROM crashed c JOIN counted USING (id)
 )
@@ -284,15 +282,15 @@ SELECT id FROM released
 LEASE_RENEW = """
 WITH renewed AS (
     UPDATE tenantq_jobs
-    SET lease_until = now() + make_interval(secs => %(lease_seconds)s), heartbeat_at = now()
-    WHERE id = ANY(%(ids)s::uuid[]) AND state = 'leased' AND lease_owner = %(owner)s
+    SET lease_until = now() + make_interval(secs => %(lease_seconds)b), heartbeat_at = now()
+    WHERE id = ANY(%(ids)b::uuid[]) AND state = 'leased' AND lease_owner = %(owner)b
     RETURNING id, cancel_requested
 ),
 registry AS (
     UPDATE tenantq_workers
-    SET heartbeat_at = now(), running_jobs = coalesce(%(running)s::int, running_jobs),
-        slots = coalesce(%(slots)s::int, slots)
-    WHERE id = %(owner)s
+    SET heartbeat_at = now(), running_jobs = coalesce(%(running)b::int, running_jobs),
+        slots = coalesce(%(slots)b::int, slots)
+    WHERE id = %(owner)b
 )
 SELECT id, cancel_requested FROM renewed
 """
