@@ -26,7 +26,6 @@ import signal
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -132,8 +131,9 @@ class ProcessExecutor:
         self._on_finished = on_finished
         self._on_crash = on_crash
         self._lock = threading.Lock()
-        #: Attempts handed to the handler process and not finished: under the lock.
-        self._running: dict[uuid.UUID, Task] = {}
+        #: Attempts handed to the handler process and not finished, by job id bytes (as the
+        #: handler process names them): under the lock.
+        self._running: dict[bytes, Task] = {}
         self._stopping = False
         #: The live handler process; None while a new one waits to start (under the lock).
         self._process: _HandlerProcess | None = None
@@ -156,13 +156,13 @@ class ProcessExecutor:
         with self._lock:
             for task in tasks:
                 task.started = time.monotonic()
-                self._running[task.context.job_id] = task
-            self._send(("run", [_spec(task) for task in tasks]))
+                self._running[task.context.job_id.bytes] = task
+            self._send(("run", [tuple(_spec(task)) for task in tasks]))
 
     def cancel(self, task: Task, reason: str) -> None:
         task.context.signal_cancel(reason)
         with self._lock:
-            self._send(("cancel", task.context.job_id, reason))
+            self._send(("cancel", task.context.job_id.bytes, reason))
 
     def _send(self, message: tuple[Any, ...]) -> None:
         """Under the lock: to the handler process, or kept for the next one."""
@@ -178,7 +178,7 @@ class ProcessExecutor:
         with self._lock:
             expired = [task for task in self._running.values() if task.deadline <= now]
             for task in expired:
-                del self._running[task.context.job_id]
+                del self._running[task.context.job_id.bytes]
         for task in expired:
             self.cancel(task, "timeout")
             task.finished = now
@@ -189,7 +189,7 @@ class ProcessExecutor:
 
     def abandon(self, task: Task) -> bool:
         with self._lock:
-            return self._running.pop(task.context.job_id, None) is not None
+            return self._running.pop(task.context.job_id.bytes, None) is not None
 
     def running(self) -> list[Task]:
         with self._lock:
@@ -216,24 +216,29 @@ class ProcessExecutor:
         )
         return _HandlerProcess(spec, self._received, self._died)
 
-    def _received(self, outcomes: list[TaskOutcome]) -> None:
+    def _received(self, rows: list[tuple[Any, ...]]) -> None:
         finished = []
         with self._lock:
-            for outcome in outcomes:
+            for row in rows:
+                outcome = TaskOutcome._make(row)
                 task = self._running.pop(outcome.job_id, None)
                 if task is not None:  # else: timed out or abandoned here already
                     finished.append((task, outcome))
+        succeeded = Verdict.succeeded()
         for task, outcome in finished:
             task.finished = task.started + outcome.duration
-            task.verdict = Verdict(
-                Outcome(outcome.outcome),
-                JobState(outcome.state),
-                outcome.error_class,
-                outcome.error_message,
-                outcome.delay_seconds,
-                outcome.give_back,
-                DelayReason(outcome.delay_reason) if outcome.delay_reason else None,
-            )
+            if outcome.outcome == succeeded.outcome and outcome.state == succeeded.state:
+                task.verdict = succeeded
+            else:
+                task.verdict = Verdict(
+                    Outcome(outcome.outcome),
+                    JobState(outcome.state),
+                    outcome.error_class,
+                    outcome.error_message,
+                    outcome.delay_seconds,
+                    outcome.give_back,
+                    DelayReason(outcome.delay_reason) if outcome.delay_reason else None,
+                )
             task.breaker = outcome.breaker  # type: ignore[assignment]
             self._on_finished(task)
 
@@ -281,7 +286,7 @@ class _HandlerProcess:
     def __init__(
         self,
         spec: HandlerProcessSpec,
-        on_outcomes: Callable[[list[TaskOutcome]], None],
+        on_outcomes: Callable[[list[tuple[Any, ...]]], None],
         on_death: Callable[[_HandlerProcess, str], None],
     ) -> None:
         self.notes = Path(spec.notes)
@@ -383,7 +388,7 @@ def _coalesce(batch: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
 def _spec(task: Task) -> TaskSpec:
     context = task.context
     return TaskSpec(
-        job_id=context.job_id,
+        job_id=context.job_id.bytes,
         job_type=context.job_type,
         queue=context.queue,
         tenant=context.tenant,

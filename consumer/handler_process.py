@@ -13,7 +13,9 @@ job did it, this process leaves a note behind before it dies:
 A SIGKILL leaves no note: then nobody knows, and every job that was running counts the crash.
 
 Messages (pickled, in batches) from the member: ``("run", [TaskSpec, ...])``,
-``("cancel", job_id, reason)``, ``("stop",)``. To the member: ``[TaskOutcome, ...]``. When the
+``("cancel", job_id, reason)``, ``("stop",)``. To the member: ``[TaskOutcome, ...]``. Both
+travel as plain tuples, and a job id as its 16 bytes: pickling a dataclass or a ``UUID``
+costs several times a tuple's, per job. When the
 member's end of the pipe closes (the member died), this process exits at once: its results
 could not be written anyway, and the member's replacement runs the jobs again.
 """
@@ -34,7 +36,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tenantq.consumer.context import JobContext
 from tenantq.consumer.retry_policy import RetryPolicy
@@ -66,11 +68,10 @@ class HandlerProcessSpec:
     log_level: str
 
 
-@dataclass(frozen=True, slots=True)
-class TaskSpec:
+class TaskSpec(NamedTuple):
     """One attempt to run, as the member sends it."""
 
-    job_id: uuid.UUID
+    job_id: bytes
     job_type: str
     queue: str
     tenant: str
@@ -83,11 +84,10 @@ class TaskSpec:
     idempotency_key: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class TaskOutcome:
+class TaskOutcome(NamedTuple):
     """How one attempt ended, judged here (the member applies it as it is)."""
 
-    job_id: uuid.UUID
+    job_id: bytes
     outcome: str
     state: str
     error_class: str | None
@@ -185,14 +185,15 @@ def main(connection: Any, spec: HandlerProcessSpec) -> None:
     _leave_notes(folder)
     leases = _ChildLeases(settings, spec.worker_id)
     finished: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
-    contexts: dict[uuid.UUID, JobContext] = {}
+    #: By job id bytes, as the member names them.
+    contexts: dict[bytes, JobContext] = {}
 
     def running(job_id: uuid.UUID | None) -> None:
         _current_job.set(job_id)
         table.running(job_id)
 
     def done(task: Task) -> None:
-        contexts.pop(task.context.job_id, None)
+        contexts.pop(task.context.job_id.bytes, None)
         finished.put(task)
 
     runner = HandlerRunner(spec.slots, done, spec.policy, on_start=running)
@@ -209,7 +210,8 @@ def main(connection: Any, spec: HandlerProcessSpec) -> None:
                 os._exit(0)  # the member is gone: nobody would take the results
             kind = message[0]
             if kind == "run":
-                for task_spec in message[1]:
+                for row in message[1]:
+                    task_spec = TaskSpec._make(row)
                     task = _task(app, task_spec, leases)
                     contexts[task_spec.job_id] = task.context
                     runner.submit(task)
@@ -228,7 +230,7 @@ def main(connection: Any, spec: HandlerProcessSpec) -> None:
 
 def _task(app: Any, spec: TaskSpec, leases: _ChildLeases) -> Task:
     job_type = app.job_type(spec.job_type)
-    job_id = spec.job_id
+    job_id = uuid.UUID(bytes=spec.job_id)
     deadline = time.monotonic() + spec.timeout
     context = JobContext(
         job_id=job_id,
@@ -266,7 +268,7 @@ def _send_results(
                 stop = True
                 break
             batch.append(task)
-        outcomes = [_outcome(task) for task in batch]
+        outcomes = [tuple(_outcome(task)) for task in batch]
         try:
             with lock:
                 connection.send_bytes(pickle.dumps(outcomes, protocol=pickle.HIGHEST_PROTOCOL))
@@ -280,7 +282,7 @@ def _outcome(task: Task) -> TaskOutcome:
     verdict = task.verdict
     assert verdict is not None
     return TaskOutcome(
-        job_id=task.context.job_id,
+        job_id=task.context.job_id.bytes,
         outcome=verdict.outcome.value,
         state=verdict.state.value,
         error_class=verdict.error_class,
