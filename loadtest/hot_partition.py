@@ -46,7 +46,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
@@ -723,7 +723,7 @@ class Run:
             for probe in probes:
                 probe.close()
             if not self.options.keep:
-                self._clean_up(url)
+                self._clean_up()
         total = self.progress.tasks[self.task].total
         self.progress.update(
             self.task, description=f"{self.scenario.name}: done", completed=total, info=""
@@ -765,11 +765,11 @@ class Run:
             worker_logs=log_names,
         )
 
-    def _clean_up(self, url: str) -> None:
-        """The run's rows and topics, also after a run that failed (best effort: what is
-        left is the run's own and harms nobody)."""
-        with contextlib.suppress(Exception), psycopg.connect(url, autocommit=True) as conn:
-            remove_rows(conn, self.queue)
+    def _clean_up(self) -> None:
+        """The run's topics, also after a run that failed (best effort: what is left is the
+        run's own and harms nobody). Its rows go at the end of the invocation
+        (``remove_runs_rows``): deleting 100,000 rows here would have autovacuum working
+        through them during the next run's measurement."""
         with contextlib.suppress(Exception):
             delete_topics(self.settings, [spec.name for spec in declared_topics(self.settings)])
 
@@ -1117,6 +1117,19 @@ class Run:
 # -- the whole invocation --
 
 
+@contextlib.contextmanager
+def removing_rows(base: Settings, queues: list[str], *, keep: bool) -> Iterator[None]:
+    """On the way out, the rows of every run's queue (those of a failed run too)."""
+    try:
+        yield
+    finally:
+        if not keep and queues:
+            url = psycopg_url(base.require_database_url())
+            with contextlib.suppress(Exception), psycopg.connect(url, autocommit=True) as conn:
+                for queue in queues:
+                    remove_rows(conn, queue)
+
+
 def run_all(chosen: Sequence[Scenario], options: Options) -> tuple[list[RunFigures], list[str]]:
     """Every chosen run in turn; returns their figures and the runs that failed outright (a
     worker died, the warm-up never saw both workers): those are said, and the others go on."""
@@ -1134,6 +1147,7 @@ def run_all(chosen: Sequence[Scenario], options: Options) -> tuple[list[RunFigur
         )
     results: list[RunFigures] = []
     failures: list[str] = []
+    queues: list[str] = []
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(bar_width=24),
@@ -1142,9 +1156,10 @@ def run_all(chosen: Sequence[Scenario], options: Options) -> tuple[list[RunFigur
         TextColumn("{task.fields[info]}"),
         console=console,
     )
-    with progress:
+    with progress, removing_rows(base, queues, keep=options.keep):
         for scenario in chosen:
             run = Run(scenario, base, options, progress)
+            queues.append(run.queue)
             try:
                 data = run.execute()
             except Exception as error:
@@ -1201,6 +1216,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run each chosen scenario twice, protection on and off, side by side",
     )
+    parser.add_argument(
+        "--off-first",
+        action="store_true",
+        help="with --compare: the run with the protection off first (to see order effects)",
+    )
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     parser.add_argument("--seed", type=int, default=7, help="seed of the tenants' choices")
     parser.add_argument("--capacity", type=float, help="jobs/s; default: measured by a burst")
@@ -1248,7 +1268,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.scenario or ["flood-100x"]:
         scenario = known[name]
         if args.compare:
-            chosen += [with_protection(scenario, True), with_protection(scenario, False)]
+            pair = [with_protection(scenario, True), with_protection(scenario, False)]
+            chosen += pair[::-1] if args.off_first else pair
         else:
             chosen.append(scenario)
     unique = {s.name: s for s in chosen}  # --compare of X and X-off: each once

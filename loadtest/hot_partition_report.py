@@ -11,6 +11,8 @@ the measured offset between the two clocks (``ClockOffset``). Latency = start - 
 
 from __future__ import annotations
 
+import csv
+import gzip
 import json
 import math
 from collections import defaultdict
@@ -601,6 +603,8 @@ def write_report(
     the plot files written."""
     folder.mkdir(parents=True, exist_ok=True)
     plots, note = write_plots(runs, folder)
+    for figures in runs:
+        write_raw(figures.data, folder)
     lines = [
         "# tenantq hot-partition load test",
         "",
@@ -668,7 +672,12 @@ def write_report(
         if data.problems:
             lines += ["**Problems:** " + "; ".join(data.problems), ""]
         lines += [f"![{name}]({name})" for name in plots if name.startswith(data.name + ".")]
-        lines += ["", "Worker logs: " + ", ".join(f"`{n}`" for n in data.worker_logs), ""]
+        lines += [
+            "",
+            "Worker logs: " + ", ".join(f"`{n}`" for n in data.worker_logs) + f"; every job: "
+            f"`{data.name}.jobs.csv.gz`; the samples: `{data.name}.samples.json`.",
+            "",
+        ]
     if len(runs) > 1:
         lines += [f"![{name}]({name})" for name in plots if name.startswith("compare")]
     if meta.get("failed_runs"):
@@ -694,6 +703,34 @@ def write_report(
         )
     )
     return report, plots
+
+
+def write_raw(data: RunData, folder: Path) -> None:
+    """What the figures are made of, for a second look: every job (tenant, class, phase,
+    enqueued, started; seconds since t0, started empty when it never did) and every sample."""
+    neighbours = set(data.neighbours)
+    with gzip.open(folder / f"{data.name}.jobs.csv.gz", "wt", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["tenant", "class", "phase", "enqueued", "started"])
+        for tenant, enqueued, started in data.jobs:
+            klass = NEIGHBOURS if tenant in neighbours else data.tenant_class(tenant)
+            writer.writerow(
+                [
+                    tenant,
+                    klass,
+                    phase_of(data.phases, enqueued).name,
+                    f"{enqueued:.6f}",
+                    "" if started is None else f"{started:.6f}",
+                ]
+            )
+    (folder / f"{data.name}.samples.json").write_text(
+        json.dumps(
+            {
+                "hot_not_started": data.hot_not_started,
+                "samples": [asdict(sample) for sample in data.samples],
+            }
+        )
+    )
 
 
 def facts(figures: RunFigures) -> dict[str, Any]:
