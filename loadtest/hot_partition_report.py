@@ -627,7 +627,7 @@ def write_report(
             f"{data.job_ms:g} ms jobs; hot tenant `{data.hot_tenant}` on partition "
             f"{data.hot_partition}, sharing it with {len(data.neighbours)} cold tenants "
             f"({', '.join(data.neighbours) or 'none'}). Clock offset database - tool "
-            f"{data.clock.offset * 1000:+.1f} ms (+/- {data.clock.uncertainty * 1000:.1f} ms). "
+            f"{data.clock.offset * 1000:+.2f} ms (+/- {data.clock.uncertainty * 1000:.2f} ms). "
             f"Capacity: {data.capacity:,.0f} jobs/s, {data.capacity_method} "
             f"`{json.dumps(data.capacity_detail)}`.",
             "",
