@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from bench_cpu import (
     CpuSampler,
     CpuWindow,
@@ -269,6 +270,17 @@ def background(sampler: CpuSampler) -> dict[str, float]:
 
 def add_workers(sampler: CpuSampler, roots: list[int], labeler: Labeler) -> None:
     sampler.add(ProcessTree(WORKER, roots, labeler))
+
+
+def monitor_connection(url: str) -> psycopg.Connection[Any]:
+    """The benchmark's own connection (its backend is left out of the CPU figures); a query
+    of its that runs away fails after a minute instead of hanging the benchmark."""
+    return psycopg.connect(
+        url,
+        autocommit=True,
+        application_name="throughput-bench",
+        options="-c statement_timeout=60000",
+    )
 
 
 def start_process(

@@ -36,6 +36,7 @@ from bench_run import (
     background,
     jobs_between,
     latency_of,
+    monitor_connection,
     server_sampler,
     start_process,
     stop_process,
@@ -282,9 +283,7 @@ class TenantqSide:
         ]
         ends = progress.ends()
         # The benchmark's own connection: excluded from PostgreSQL's CPU by its pid.
-        monitor = psycopg.connect(
-            psycopg_url(self.url), autocommit=True, application_name="throughput-bench"
-        )
+        monitor = monitor_connection(psycopg_url(self.url))
         sampler, postmaster = server_sampler(self.servers, {self.database}, options.sample_interval)
         if postmaster is not None:
             postmaster.excluded.add(int(monitor.info.backend_pid))

@@ -68,11 +68,14 @@ def find_servers() -> Servers:
     url = settings.require_database_url()
     with psycopg.connect(psycopg_url(url)) as connection:
         backend = int(connection.info.backend_pid)
+        postmaster: int | None = None  # not on this host: no CPU figure for it
         try:
-            stat = Path(f"/proc/{backend}/stat").read_bytes()
-            postmaster: int | None = int(stat[stat.rindex(b")") + 2 :].split()[1])
+            # A remote server's backend pid may name some local process: check it is ours.
+            if b"postgres" in Path(f"/proc/{backend}/cmdline").read_bytes():
+                stat = Path(f"/proc/{backend}/stat").read_bytes()
+                postmaster = int(stat[stat.rindex(b")") + 2 :].split()[1])
         except (OSError, ValueError):
-            postmaster = None  # not on this host: no CPU figure for it
+            pass
     return Servers(
         bootstrap_servers=settings.require_bootstrap_servers(),
         database_url=url,
