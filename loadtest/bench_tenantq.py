@@ -1,7 +1,8 @@
 """tenantq's side of the throughput benchmark: no-op jobs through ``tenantq worker``.
 
-One run: fresh topics (``bench_settings``), an emptied database of the benchmark's own, N
-jobs enqueued with ``Producer.enqueue_batch`` before any worker exists, then
+One run: fresh topics (``bench_settings``), the benchmark's own database without the previous
+run's jobs (its history of finished jobs kept, see ``HISTORY_JOBS``), N jobs enqueued with
+``Producer.enqueue_batch`` before any worker exists, then
 ``python -m tenantq.cli worker throughput_app:APP [--concurrency C] [--processes P]`` started
 as a user would (its settings as ``TENANTQ_*`` variables, metrics served, background
 services on), CPU sampled, and, when the backlog is drained, a latency phase at half the
