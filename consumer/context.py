@@ -13,6 +13,9 @@ from typing import Any
 
 from tenantq.errors import JobCanceled
 
+#: Guards the lazy cancellation event of every context (taken only to wait or to cancel).
+_EVENT_LOCK = threading.Lock()
+
 
 @dataclass
 class JobContext:
@@ -34,7 +37,9 @@ class JobContext:
     progress: Any = None
     replays: int = 0
     idempotency_key: str | None = None
-    _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+    #: Made on first wait: most attempts are never waited on, and an Event costs more to
+    #: build than the rest of the context (a lock and a condition).
+    _cancel: threading.Event | None = field(default=None, repr=False)
     _cancel_reason: str | None = field(default=None, repr=False)
     _cancelled_at: float | None = field(default=None, repr=False)
     _heartbeat: Callable[[], bool] | None = field(default=None, repr=False)
@@ -45,7 +50,7 @@ class JobContext:
     @property
     def cancelled(self) -> bool:
         """True once the job was asked to stop (operator cancel, shutdown, revoke, timeout)."""
-        return self._cancel.is_set()
+        return self._cancel_reason is not None
 
     @property
     def cancel_reason(self) -> str | None:
@@ -54,17 +59,25 @@ class JobContext:
 
     def raise_if_cancelled(self) -> None:
         """Raise ``JobCanceled`` when the job was asked to stop."""
-        if self._cancel.is_set():
+        if self._cancel_reason is not None:
             raise JobCanceled(f"job {self.job_id} canceled ({self._cancel_reason})")
 
     def wait_cancelled(self, timeout: float | None = None) -> bool:
         """Block up to ``timeout`` seconds for a cancellation; True if one came."""
-        return self._cancel.wait(timeout)
+        return self._event().wait(timeout)
+
+    def _event(self) -> threading.Event:
+        with _EVENT_LOCK:
+            if self._cancel is None:
+                self._cancel = threading.Event()
+                if self._cancel_reason is not None:
+                    self._cancel.set()
+            return self._cancel
 
     async def sleep(self, seconds: float) -> None:
         """``asyncio.sleep`` that ends early, raising ``JobCanceled``, on cancellation."""
         end = time.monotonic() + seconds
-        while not self._cancel.is_set():
+        while self._cancel_reason is None:
             remaining = end - time.monotonic()
             if remaining <= 0:
                 return
@@ -73,10 +86,14 @@ class JobContext:
 
     def signal_cancel(self, reason: str) -> None:
         """Worker side: ask the handler to stop. The first reason wins."""
-        if not self._cancel.is_set():
-            self._cancel_reason = reason
+        with _EVENT_LOCK:
+            if self._cancel_reason is not None:
+                return
             self._cancelled_at = time.monotonic()
-            self._cancel.set()
+            self._cancel_reason = reason
+            event = self._cancel
+        if event is not None:
+            event.set()
 
     @property
     def cancelled_at(self) -> float | None:

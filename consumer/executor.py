@@ -139,6 +139,8 @@ class ProcessExecutor:
         self._process: _HandlerProcess | None = None
         #: Messages for the next handler process, while there is none (under the lock).
         self._backlog: list[tuple[Any, ...]] = []
+        #: No running task's deadline is earlier (under the lock; may be early, never late).
+        self._next_deadline = float("inf")
         #: Wait before starting a handler process again after one that died young.
         self._restart_delay = 0.0
         self.restarts = 0
@@ -157,6 +159,8 @@ class ProcessExecutor:
             for task in tasks:
                 task.started = time.monotonic()
                 self._running[task.context.job_id.bytes] = task
+                if task.deadline < self._next_deadline:
+                    self._next_deadline = task.deadline
             self._send(("run", [tuple(_spec(task)) for task in tasks]))
 
     def cancel(self, task: Task, reason: str) -> None:
@@ -175,10 +179,15 @@ class ProcessExecutor:
         """Attempts past their deadline: given up on here (judged as timed out); the handler
         process is told to cancel them, and whatever it says later is dropped."""
         now = time.monotonic()
+        if now < self._next_deadline:
+            return []  # asked every loop turn: look at every task only when one may be due
         with self._lock:
             expired = [task for task in self._running.values() if task.deadline <= now]
             for task in expired:
                 del self._running[task.context.job_id.bytes]
+            self._next_deadline = min(
+                (task.deadline for task in self._running.values()), default=float("inf")
+            )
         for task in expired:
             self.cancel(task, "timeout")
             task.finished = now

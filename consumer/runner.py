@@ -120,6 +120,8 @@ class HandlerRunner:
         self._lock = threading.Lock()
         self._work: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
         self._running: set[Task] = set()
+        #: No running task's deadline is earlier (under the lock; may be early, never late).
+        self._next_deadline = float("inf")
         self._threads: set[threading.Thread] = set()
         # Threads stuck in a handler past its timeout: they exit when (if) it returns.
         self._abandoned: set[threading.Thread] = set()
@@ -145,6 +147,8 @@ class HandlerRunner:
     def submit(self, task: Task) -> None:
         with self._lock:
             self._running.add(task)
+            if task.deadline < self._next_deadline:
+                self._next_deadline = task.deadline
         if task.job_type.is_async:
             task._future = asyncio.run_coroutine_threadsafe(self._run_async(task), self._loop)
         else:
@@ -153,7 +157,14 @@ class HandlerRunner:
     def expire(self, now: float | None = None) -> list[Task]:
         """Give up on tasks past their deadline; returns them (already handed over)."""
         now = time.monotonic() if now is None else now
+        if now < self._next_deadline:
+            return []  # asked every loop turn: look at every task only when one may be due
         expired = [task for task in self.running() if task.deadline <= now]
+        with self._lock:
+            self._next_deadline = min(
+                (task.deadline for task in self._running if task not in expired),
+                default=float("inf"),
+            )
         for task in expired:
             task.context.signal_cancel("timeout")
             if self._finish(task, None, timed_out=True):

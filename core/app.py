@@ -8,6 +8,7 @@ none at all.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import importlib
 import inspect
 import re
@@ -53,8 +54,9 @@ class JobType:
     dependencies: tuple[str, ...] = ()
     options: dict[str, Any] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def is_async(self) -> bool:
+        """The handler is a coroutine function (asked per job: looked at once)."""
         return self.handler is not None and inspect.iscoroutinefunction(self.handler)
 
 
