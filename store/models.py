@@ -23,7 +23,6 @@ from sqlalchemy import (
     String,
     Table,
     Text,
-    UniqueConstraint,
     func,
     text,
 )
@@ -49,6 +48,7 @@ job_state = Enum(
 
 _terminal_list = ", ".join(f"'{state.value}'" for state in sorted(TERMINAL_STATES))
 _leasable_list = "'pending', 'runnable', 'retrying'"
+_unfinished_list = "'pending', 'runnable', 'leased', 'retrying'"
 #: Every attempt outcome, in declaration order (the order migration 0001 wrote them in).
 _outcome_list = ", ".join(f"'{outcome.value}'" for outcome in Outcome)
 
@@ -100,7 +100,14 @@ jobs = Table(
         name="lease_exactly_when_leased",
     ),
     CheckConstraint("char_length(tenant_id) BETWEEN 1 AND 128", name="tenant_id_length"),
-    UniqueConstraint("queue", "idempotency_key"),
+    # An idempotency key names one job per queue; jobs without a key have no entry.
+    Index(
+        "uq_tenantq_jobs_queue_idempotency_key",
+        "queue",
+        "idempotency_key",
+        unique=True,
+        postgresql_where=text("idempotency_key IS NOT NULL"),
+    ),
     # Oldest runnable job per queue (the headline metric) and due retries.
     Index(
         "ix_tenantq_jobs_waiting",
@@ -111,7 +118,13 @@ jobs = Table(
     # Heartbeats and release by owner.
     Index("ix_tenantq_jobs_lease_owner", "lease_owner", postgresql_where=text("state = 'leased'")),
     # Stats by queue/tenant/state and retention pruning of finished jobs.
-    Index("ix_tenantq_jobs_queue_tenant_state", "queue", "tenant_id", "state"),
+    Index(
+        "ix_tenantq_jobs_queue_tenant_state",
+        "queue",
+        "tenant_id",
+        "state",
+        postgresql_where=text(f"state IN ({_unfinished_list})"),
+    ),
     Index(
         "ix_tenantq_jobs_finished_at",
         "finished_at",

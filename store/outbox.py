@@ -36,7 +36,7 @@ WITH job AS (
         coalesce(%(run_after)s::timestamptz, now()), %(idempotency_key)s, %(topic)s,
         %(partition)s, %(enqueued_at)s::timestamptz
     )
-    ON CONFLICT (queue, idempotency_key) DO NOTHING
+    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id
 ),
 entry AS (
