@@ -24,7 +24,8 @@ class WorkItem:
     offset: int
     key: bytes | None
     value: bytes
-    headers: list[tuple[str, bytes]]
+    #: The Kafka record this item came from (its headers are read from it when needed).
+    record: Polled
     timestamp_ms: int | None
     queue: str
     envelope: Envelope
@@ -62,19 +63,9 @@ class WorkItem:
     def source(self) -> tuple[str, int, int]:
         return (self.topic, self.partition, self.offset)
 
-    def polled(self) -> Polled:
-        """The Kafka record this item came from."""
-        from tenantq.consumer.intake import Polled
-
-        return Polled(
-            self.topic,
-            self.partition,
-            self.offset,
-            self.key,
-            self.value,
-            self.headers,
-            self.timestamp_ms or 0,
-        )
+    @property
+    def headers(self) -> list[tuple[str, bytes]]:
+        return self.record.headers
 
     def claim_request(self) -> ClaimRequest:
         return ClaimRequest.of(

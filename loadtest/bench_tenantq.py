@@ -65,25 +65,33 @@ DEFAULT_METRICS_PORT = int(tenantq.Settings.model_fields["metrics_port"].default
 
 @dataclass(frozen=True)
 class TenantqConfig:
-    """``--concurrency`` (None: the default) and ``--processes`` of ``tenantq worker``."""
+    """``--concurrency`` (None: the default) and ``--processes`` of ``tenantq worker``, and
+    whether handlers run in threads of the member instead of a handler process."""
 
     concurrency: int | None
     processes: int
+    threads: bool = False
 
     @classmethod
     def parse(cls, text: str) -> TenantqConfig:
-        """``32x1`` (concurrency x processes), ``128x2``; ``default`` for no flags."""
+        """``32x1`` (concurrency x processes), ``128x2``; ``default`` for no flags; a ``t``
+        at the end (``128x2t``) runs handlers in threads (``TENANTQ_WORKER__HANDLER_PROCESS=
+        false``): what the handler process's crash isolation costs."""
         if text == "default":
             return cls(None, 1)
-        concurrency, _, processes = text.partition("x")
-        return cls(int(concurrency), int(processes or 1))
+        threads = text.endswith("t")
+        concurrency, _, processes = text.removesuffix("t").partition("x")
+        return cls(int(concurrency), int(processes or 1), threads)
 
     def label(self, default_concurrency: int) -> str:
         """``tenantq c32 p1 (defaults)``; the default concurrency is the settings' (the
         workers get the benchmark's ``TENANTQ_WORKER__*``)."""
         concurrency = self.concurrency or default_concurrency
         defaults = concurrency == default_concurrency and self.processes == 1
-        return f"tenantq c{concurrency} p{self.processes}" + (" (defaults)" if defaults else "")
+        label = f"tenantq c{concurrency} p{self.processes}"
+        if self.threads:
+            return label + " threads"
+        return label + (" (defaults)" if defaults else "")
 
     def arguments(self) -> list[str]:
         flags = [] if self.concurrency is None else ["--concurrency", str(self.concurrency)]
@@ -274,6 +282,8 @@ class TenantqSide:
         options = self.options
         environment = worker_environment(settings, dict(kafka_config))
         environment["PYTHONPATH"] = str(HERE)
+        if config.threads:
+            environment["TENANTQ_WORKER__HANDLER_PROCESS"] = "false"
         command = [
             sys.executable,
             "-m",

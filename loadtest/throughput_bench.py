@@ -120,8 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1, help="rounds of every configuration")
     parser.add_argument(
         "--tenantq",
-        default="default,128x1,128x2",
-        help="worker configurations, CONCURRENCYxPROCESSES, comma-separated ('default': no flags)",
+        default="default,128x1,128x2,128x2t",
+        help="worker configurations, CONCURRENCYxPROCESSES, comma-separated ('default': no "
+        "flags; a 't' at the end: handlers in threads, without the handler process)",
     )
     parser.add_argument(
         "--pgqueuer",

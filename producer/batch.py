@@ -23,7 +23,7 @@ from confluent_kafka import KafkaError
 from tenantq.errors import BatchEnqueueFailed, EnqueueFailed
 from tenantq.producer.delivery import JobRef, enqueue_failure
 from tenantq.producer.job_future import JobFuture
-from tenantq.producer.request import Outgoing
+from tenantq.producer.request import EncodedJob
 
 logger = logging.getLogger("tenantq.producer")
 
@@ -104,7 +104,7 @@ class BatchFuture(JobFuture[JobRefs]):
     """
 
     def __init__(
-        self, outgoing: Sequence[Outgoing], existing: Mapping[int, JobRef] | None = None
+        self, outgoing: Sequence[EncodedJob], existing: Mapping[int, JobRef] | None = None
     ) -> None:
         super().__init__()
         # Columns rather than the messages: the envelopes can go once delivered.

@@ -33,7 +33,7 @@ from tenantq.producer.config import producer_config
 from tenantq.producer.delivery import DeliveryFuture, JobRef
 from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.pending_rows import PendingRecorder
-from tenantq.producer.request import EnqueueRequest, Outgoing, RequestPreparer
+from tenantq.producer.request import EncodedJob, EnqueueRequest, RequestPreparer
 from tenantq.producer.unique import UniqueJobs, idempotency_key_of
 from tenantq.settings import Settings, load_settings
 from tenantq.store.placement import PlacementReader
@@ -302,7 +302,7 @@ class Producer:
 
     def _prepare_and_admit(
         self, requests: Iterable[EnqueueRequest | Mapping[str, Any]]
-    ) -> tuple[list[Outgoing], dict[int, JobRef]]:
+    ) -> tuple[list[EncodedJob], dict[int, JobRef]]:
         """Every request validated, placed and admitted, and {index: existing job} of those
         whose idempotency key names one; raises before anything is published."""
         self._check_usable()
@@ -329,7 +329,7 @@ class Producer:
         return outgoing, existing
 
     def _publish_new(
-        self, outgoing: list[Outgoing], existing: dict[int, JobRef]
+        self, outgoing: list[EncodedJob], existing: dict[int, JobRef]
     ) -> list[Future[JobRef]]:
         """``_publish`` of the jobs not named by their key; the others resolve at once."""
         positions = [index for index in range(len(outgoing)) if index not in existing]
@@ -345,7 +345,7 @@ class Producer:
         self._kafka.poll(0)
         return futures
 
-    def _publish(self, outgoing: list[Outgoing]) -> list[Future[JobRef]]:
+    def _publish(self, outgoing: list[EncodedJob]) -> list[Future[JobRef]]:
         """One ``DeliveryFuture`` per job; after a full buffer, the rest fail with ``QueueFull``."""
         futures = [DeliveryFuture(message.job_uuid()) for message in outgoing]
 
@@ -362,7 +362,7 @@ class Producer:
         return cast("list[Future[JobRef]]", futures)
 
     def _publish_batch(
-        self, outgoing: list[Outgoing], batch: BatchFuture, positions: list[int] | None = None
+        self, outgoing: list[EncodedJob], batch: BatchFuture, positions: list[int] | None = None
     ) -> None:
         """One callback for the batch; after a full buffer, the rest fail inside its result.
         ``positions``: the index in the batch of each message (default: the same)."""
@@ -385,7 +385,7 @@ class Producer:
 
     def _hand_over(
         self,
-        outgoing: list[Outgoing],
+        outgoing: list[EncodedJob],
         callbacks: Iterable[Callback],
         refused: Callable[[int, EnqueueFailed], None],
     ) -> tuple[int, QueueFull] | None:
@@ -446,7 +446,7 @@ class Producer:
             retry_after=1.0,
         )
 
-    def _with_pending_row(self, message: Outgoing, on_delivery: Callback) -> Callback:
+    def _with_pending_row(self, message: EncodedJob, on_delivery: Callback) -> Callback:
         """The delivery callback, plus the pending row for a scheduled job."""
         if self._pending_rows is None:
             return on_delivery

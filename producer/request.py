@@ -62,7 +62,7 @@ class EnqueueRequest:
 REQUEST_FIELDS = frozenset(field.name for field in fields(EnqueueRequest))
 
 
-class Outgoing(NamedTuple):
+class EncodedJob(NamedTuple):
     """A validated job, encoded and placed, ready for ``produce``.
 
     Only atomic values and shared tuples: the cyclic GC stops tracking such a tuple at its
@@ -141,7 +141,7 @@ class _Batch:
 
 
 class RequestPreparer:
-    """Validates requests and turns them into ``Outgoing`` messages.
+    """Validates requests and turns them into ``EncodedJob`` messages.
 
     Hot path: what repeats across jobs (tenant checks, the encoded identity fields, headers,
     placements, partition counts) is memoised, and the envelope is written by the specialised
@@ -170,12 +170,12 @@ class RequestPreparer:
 
     def prepare_all(
         self, requests: Iterable[EnqueueRequest | Mapping[str, Any]], now: dt.datetime
-    ) -> list[Outgoing]:
+    ) -> list[EncodedJob]:
         """Every request prepared, or the first error (with a note naming its index)."""
         if not isinstance(requests, list | tuple):
             requests = list(requests)
         batch = _Batch(now, iter(self._new_job_ids(len(requests))).__next__)
-        prepared: list[Outgoing] = []
+        prepared: list[EncodedJob] = []
         append = prepared.append
         prepare = self.prepare
         plain = self._plain_job
@@ -203,7 +203,7 @@ class RequestPreparer:
 
     def _plain_job(
         self, request: EnqueueRequest, batch: _Batch, writer: EnvelopeWriter
-    ) -> Outgoing:
+    ) -> EncodedJob:
         """``prepare`` for the common job without options: the same checks and the same bytes,
         with the per-(job type, tenant, queue) work done once per batch (``_Route``)."""
         route_key = (request.job_type, request.tenant, request.queue)
@@ -234,7 +234,7 @@ class RequestPreparer:
         value = writer.encode(text, identity, payload, batch.created, DEFAULT_TAIL)
         if len(value) > self._settings.max_message_bytes:
             self._refuse_size(route.job_type, len(value))
-        return Outgoing(
+        return EncodedJob(
             text,
             job_int,
             route.queue,
@@ -314,7 +314,7 @@ class RequestPreparer:
 
     def prepare(
         self, request: EnqueueRequest | Mapping[str, Any], batch: _Batch | dt.datetime
-    ) -> Outgoing:
+    ) -> EncodedJob:
         """One request, validated, encoded and placed."""
         if not isinstance(batch, _Batch):
             batch = _Batch(batch, lambda: self._new_job_ids(1)[0])
@@ -364,7 +364,7 @@ class RequestPreparer:
         )  # fmt: skip
         if len(value) > self._settings.max_message_bytes:
             self._refuse_size(job_type, len(value))
-        return Outgoing(
+        return EncodedJob(
             job_id_text,
             job_int,
             queue,

@@ -29,7 +29,7 @@ from typing import Any
 import psycopg
 from tenantq.errors import JobConflict
 from tenantq.producer.delivery import JobRef
-from tenantq.producer.request import EnqueueRequest, Outgoing
+from tenantq.producer.request import EncodedJob, EnqueueRequest
 from tenantq.schemas.envelope import decode_envelope
 from tenantq.settings import Settings
 from tenantq.store.engine import connect
@@ -58,7 +58,7 @@ class UniqueJobs:
         self._warned = False
 
     def existing(
-        self, requests: Sequence[object], outgoing: Sequence[Outgoing]
+        self, requests: Sequence[object], outgoing: Sequence[EncodedJob]
     ) -> dict[int, JobRef]:
         """{request index: the ``JobRef`` of the job its key already names}; raises
         ``JobConflict`` for a key that names a different job."""

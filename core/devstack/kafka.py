@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass
 from importlib import resources
@@ -216,7 +215,3 @@ def wait_for_broker(bootstrap: str, pid: int, paths: KafkaPaths, timeout: float)
         raise DevStackError(
             f"the Kafka broker did not answer within {timeout:.0f}s; see {paths.log}"
         )
-
-
-def started_within(start: float) -> float:
-    return time.monotonic() - start

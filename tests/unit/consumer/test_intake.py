@@ -7,7 +7,7 @@ import datetime as dt
 import uuid
 
 from fakes import FakeIntakeWorker
-from tenantq.consumer.intake import Intake
+from tenantq.consumer.intake import Intake, Polled
 from tenantq.consumer.work import WorkItem
 from tenantq.schemas.envelope import Envelope
 from tenantq.states import JobState
@@ -17,7 +17,8 @@ from tenantq.store.job_store import JobStatus
 def item(job_id: uuid.UUID, tier: int | None) -> WorkItem:
     envelope = Envelope(job_id, "default", "t", "acme", "acme", b"{}", dt.datetime.now(dt.UTC))
     topic = "p.default" if tier is None else f"p.default.retry.{tier}"
-    return WorkItem(topic, 0, 5, b"acme", b"x", [], None, "default", envelope, 3, tier=tier)
+    record = Polled(topic, 0, 5, b"acme", b"x", [], 0)
+    return WorkItem(topic, 0, 5, b"acme", b"x", record, None, "default", envelope, 3, tier=tier)
 
 
 def decide(state: JobState, due: bool, tier: int | None) -> tuple[bool, bool]:
