@@ -21,6 +21,7 @@ from typing import Any
 from tenantq.observability.consumer_lag import BacklogProbe, BrokerHealth, QueueBacklog
 from tenantq.settings import Settings
 from tenantq.store import console as console_store
+from tenantq.store import outbox as outbox_store
 from tenantq.store import stats
 from tenantq.web.database import Database, DatabaseUnavailable
 
@@ -54,6 +55,8 @@ class QueueView:
     dead_per_minute: list[int] = field(default_factory=list)
     #: Oldest runnable age samples (seconds; None = nothing due), oldest first.
     oldest_age_samples: list[float | None] = field(default_factory=list)
+    #: Jobs enqueued through the outbox and not yet relayed to Kafka (None: database down).
+    outbox: outbox_store.OutboxLag | None = None
 
     @property
     def succeeded_in_history(self) -> int | None:
@@ -77,6 +80,12 @@ class QueueView:
             f"succeeded_last_{HISTORY_MINUTES}_minutes": self.succeeded_in_history,
             "succeeded_per_minute": self.succeeded_per_minute,
             "oldest_runnable_age_samples": self.oldest_age_samples,
+            "outbox": None
+            if self.outbox is None
+            else {
+                "unsent": self.outbox.unsent,
+                "oldest_age_seconds": self.outbox.oldest_age_seconds,
+            },
             **self.backlog.as_dict(),
         }
 
@@ -149,11 +158,13 @@ class OverviewReader:
         counts: dict[str, stats.JobCounts] = {}
         finished: list[console_store.FinishedMinute] = []
         workers: list[console_store.WorkerRow] | None = None
+        outbox: dict[str, outbox_store.OutboxLag] = {}
         try:
             with self.database.connection() as connection:
                 _, latency = console_store.database_ping(connection)
                 for item in stats.job_stats_by_tenant(connection, queues=names, top_tenants=0):
                     counts[item.queue] = item.totals
+                outbox = outbox_store.outbox_lag(connection, names)
                 finished = console_store.job_finished_per_minute(
                     connection, names, minutes=HISTORY_MINUTES
                 )
@@ -187,6 +198,9 @@ class OverviewReader:
                     succeeded_per_minute=succeeded,
                     dead_per_minute=dead,
                     oldest_age_samples=samples.get(name, []),
+                    outbox=outbox.get(name, outbox_store.OutboxLag(name, 0, 0.0))
+                    if database.up
+                    else None,
                 )
             )
         return Overview(

@@ -40,6 +40,9 @@ def test_api_reads_replays_and_acts(
         {"job_type": "export", "tenant": "globex", "payload": {"fail": False, "i": 2}},
     ]
     acme_dead, globex_dead, _ = fill_dlq(flaky, settings, db, jobs)
+    # A job written through the outbox and not yet relayed (no relay runs until the worker).
+    with tenantq.Outbox(flaky.app) as outbox, db.transaction():
+        outbox.enqueue(db, "export", tenant="initech", payload={"fail": False, "i": 3})
     client = TestClient(create_app(console_settings(settings, TOKEN)), base_url="http://127.0.0.1")
 
     (queue,) = client.get("/api/queues").json()["queues"]
@@ -53,6 +56,10 @@ def test_api_reads_replays_and_acts(
     )
     assert queue["dlq_records"] == 2 and queue["consumer_lag"] == 0
     assert len(queue["retry_tiers"]) == 3
+    unsent = db.execute("SELECT count(*) FROM tenantq_outbox WHERE queue = 'default'").fetchone()
+    assert unsent is not None and unsent[0] >= 1
+    assert queue["outbox"]["unsent"] == unsent[0] and queue["outbox"]["oldest_age_seconds"] >= 0
+    assert 'data-k="outbox"' in client.get("/").text
 
     assert client.get("/api/jobs/01a22ed1-0000-7000-8000-000000000000").status_code == 404
     job = client.get(f"/api/jobs/{acme_dead}").json()
