@@ -101,14 +101,13 @@ WORKERS = 2
 #: The producers' pacing tick: at 5,000 jobs/s, 50 jobs per ``enqueue_batch``.
 TICK_SECONDS = 0.01
 SAMPLE_SECONDS = 1.0
-#: The hot tenant's started jobs are counted every this many samples (for the progress bar).
-HOT_COUNT_EVERY = 5
 #: A phase whose producer handed over less than this share of the asked jobs is not a
 #: measurement of the workers: the run fails loudly.
 PRODUCER_SHORTFALL = 0.95
 #: The saturation burst and the warm-up use tenants spread evenly, this many per partition.
 SPREAD_TENANTS_PER_PARTITION = 4
-#: Once every cold job has started, the hot backlog is waited for this much longer at most.
+#: Once every cold job has started, the hot backlog (the lag) is waited for this much longer
+#: at most.
 HOT_GRACE_SECONDS = 10.0
 WARMUP_TIMEOUT = 90.0
 
@@ -488,18 +487,14 @@ def clock_offset(connection: psycopg.Connection[Any], rounds: int = 7) -> tuple[
     return best
 
 
-def started_by_tenant(
-    connection: psycopg.Connection[Any], queue: str, tenants: Sequence[str]
-) -> dict[str, int]:
-    """Jobs of ``tenants`` that started (a row with ``started_at``): an index scan of the
-    run's queue, cheap enough to run every second."""
+def started_among(connection: psycopg.Connection[Any], ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+    """Those of the jobs ``ids`` that started (a row with ``started_at``): primary-key
+    lookups of the few jobs not seen started yet, cheap enough to run every second whatever
+    indexes the job table has."""
     rows = connection.execute(
-        "SELECT tenant_id, count(*) FROM tenantq_jobs "
-        "WHERE queue = %(queue)s AND tenant_id = ANY(%(tenants)s) AND started_at IS NOT NULL "
-        "GROUP BY tenant_id",
-        {"queue": queue, "tenants": list(tenants)},
+        "SELECT id FROM tenantq_jobs WHERE id = ANY(%s) AND started_at IS NOT NULL", (list(ids),)
     ).fetchall()
-    return {row[0]: int(row[1]) for row in rows}
+    return [row[0] for row in rows]
 
 
 def progress_of(connection: psycopg.Connection[Any], ids: Sequence[uuid.UUID]) -> tuple[int, int]:
@@ -678,7 +673,10 @@ class Run:
         self.workers: list[WorkerProcess] = []
         self.samples: list[Sample] = []
         self.lane_stays: dict[str, LaneStay] = {}
-        self._hot_started = 0
+        #: Cold jobs handed over but not seen started yet, and how many were seen started.
+        self._cold_pending: set[uuid.UUID] = set()
+        self._cold_noted = 0
+        self._cold_started = 0
         self.task = progress.add_task(f"{scenario.name}: starting", total=None, info="")
 
     # -- the steps --
@@ -936,7 +934,7 @@ class Run:
         try:
             while any(pacer.is_alive() for pacer in pacers):
                 at = time.time() - t0
-                sample = self._sample(conn, at, probes, with_reason)
+                sample = self._sample(conn, at, probes, with_reason, pacers)
                 phase = next((p for p in phases if at < p.end), phases[-1])
                 sent = sum(pacer.sent for pacer in pacers)
                 self._show(
@@ -963,31 +961,30 @@ class Run:
         pacers: list[Pacer],
         probes: list[LagProbe],
     ) -> tuple[float, bool]:
-        """Until every acknowledged cold job started (then the hot backlog, briefly)."""
+        """Until every acknowledged cold job started, then until the lag is gone (everything
+        committed) for ``HOT_GRACE_SECONDS`` at most: the hot backlog is not waited for."""
         with_reason = placement_has_reason(conn)
         end = phases[-1].end
         cold = sum(c.acknowledged for p in pacers if p.schedule.klass == COLD for c in p.counts)
-        hot = sum(c.acknowledged for p in pacers if p.schedule.klass == HOT for c in p.counts)
         deadline = time.monotonic() + self.options.drain_timeout
         cold_done_at: float | None = None
-        self.progress.update(self.task, total=cold + hot, completed=0)
+        self.progress.update(self.task, total=cold, completed=0)
         while True:
             at = time.time() - t0
-            sample = self._sample(conn, at, probes, with_reason)
+            sample = self._sample(conn, at, probes, with_reason, pacers)
             cold_started = sample.started.get(COLD, 0)
-            hot_started = sample.started.get(HOT, 0)
+            lag = sum(sample.lag.values()) + sum(sample.lane_lag.values())
             self._show(
                 "waiting for every cold job to start"
                 if cold_started < cold
                 else "cold done; the hot backlog, briefly",
-                completed=cold_started + hot_started,
-                info=f"cold {cold_started:,}/{cold:,}, hot {hot_started:,}/{hot:,}; "
-                + self._info(sample, None),
+                completed=cold_started,
+                info=self._info(sample, None),
             )
             self._watch_workers()
             if cold_started >= cold:
                 cold_done_at = cold_done_at or time.monotonic()
-                if hot_started >= hot or time.monotonic() - cold_done_at >= HOT_GRACE_SECONDS:
+                if lag == 0 or time.monotonic() - cold_done_at >= HOT_GRACE_SECONDS:
                     return max(0.0, at - end), True
             if time.monotonic() > deadline:
                 missing = cold - cold_started
@@ -1010,9 +1007,7 @@ class Run:
         parts = []
         if sent is not None:
             parts.append(f"sent {sent:,}")
-        parts.append(
-            f"started cold {sample.started.get(COLD, 0):,} hot {sample.started.get(HOT, 0):,}"
-        )
+        parts.append(f"cold started {sample.started.get(COLD, 0):,}")
         parts.append(f"lag {lag:,}" + (f" + lane {lane:,}" if lane else ""))
         parts.append("lane: " + (", ".join(sample.lane) or "-"))
         return " | ".join(parts)
@@ -1023,6 +1018,7 @@ class Run:
         at: float,
         probes: list[LagProbe],
         with_reason: bool,
+        pacers: Sequence[Pacer],
     ) -> Sample:
         lag = probes[0].lag() if probes else {}
         lane_lag = probes[1].lag() if len(probes) > 1 else {}
@@ -1033,12 +1029,19 @@ class Run:
             stay.samples += 1
             stay.reason = reason or stay.reason
             stay.updated_by = updated_by or stay.updated_by
-        cold = started_by_tenant(conn, self.queue, self.cold_tenants)
-        # The hot tenant's count visits up to 100,000 rows: every few samples only, so the
-        # tool's own queries take next to nothing from the database being measured.
-        if len(self.samples) % HOT_COUNT_EVERY == 0:
-            self._hot_started = started_by_tenant(conn, self.queue, [HOT_TENANT]).get(HOT_TENANT, 0)
-        started = {COLD: sum(cold.values()), HOT: self._hot_started}
+        # Cold jobs are counted by id, a handful of primary-key lookups a second: the tool's
+        # own queries take next to nothing from the database being measured. The hot tenant
+        # is followed through the lag instead (its rows are many).
+        for pacer in pacers:
+            if pacer.schedule.klass == COLD:
+                noted = pacer.cold_ids[self._cold_noted :]
+                self._cold_noted += len(noted)
+                self._cold_pending.update(job_id for job_id, _, _ in noted)
+        if self._cold_pending:
+            seen = started_among(conn, list(self._cold_pending))
+            self._cold_pending.difference_update(seen)
+            self._cold_started += len(seen)
+        started = {COLD: self._cold_started}
         sample = Sample(at, lag, lane_lag, tuple(t for t, _, _ in members), started)
         self.samples.append(sample)
         return sample
@@ -1202,6 +1205,10 @@ def _load() -> str:
         return "?"
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     knobs = Knobs()
@@ -1249,6 +1256,10 @@ def main(argv: list[str] | None = None) -> int:
         help="exit 2 when a run with the protection on misses a target of issue 12",
     )
     args = parser.parse_args(argv)
+    # SIGTERM (a CI timeout, a kill) cleans up as Ctrl-C does: the workers are stopped
+    # gracefully and the run's topics and rows removed, instead of workers left running in
+    # sessions of their own.
+    signal.signal(signal.SIGTERM, _interrupt)
     knobs = Knobs(
         calm_seconds=args.calm_seconds,
         flood_seconds=args.flood_seconds,
@@ -1288,7 +1299,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     started = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     load_before = _load()
-    results, failures = run_all(list(unique.values()), options)
+    try:
+        results, failures = run_all(list(unique.values()), options)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/]: workers stopped, the runs' topics and rows removed")
+        return 130
     base = load_settings()
     meta = {
         "started": started,

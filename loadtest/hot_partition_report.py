@@ -67,7 +67,7 @@ class ProducerCount:
 @dataclass(frozen=True)
 class Sample:
     """What the tool saw once a second: consumer lag per partition, lane membership, and the
-    jobs started so far (rows with ``started_at``) per class."""
+    cold jobs started so far (rows with ``started_at``; the hot tenant shows in the lag)."""
 
     at: float
     lag: dict[int, int]
