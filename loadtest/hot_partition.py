@@ -619,6 +619,7 @@ class Options:
     drain_timeout: float = 600.0
     keep: bool = False
     handler_starts: bool = False
+    until_released: bool = False
     report_dir: Path = Path("reports")
 
 
@@ -977,6 +978,8 @@ class Run:
             self._show(
                 "waiting for every cold job to start"
                 if cold_started < cold
+                else "cold done; waiting for the lane to give its tenants back"
+                if self.options.until_released and self.lane_stays
                 else "cold done; the hot backlog, briefly",
                 completed=cold_started,
                 info=self._info(sample, None),
@@ -984,9 +987,17 @@ class Run:
             self._watch_workers()
             if cold_started >= cold:
                 cold_done_at = cold_done_at or time.monotonic()
-                if lag == 0 or time.monotonic() - cold_done_at >= HOT_GRACE_SECONDS:
+                if self.options.until_released and self.lane_stays:
+                    # Until the lane keeper gave every moved tenant back (the backlog drained
+                    # and the hysteresis waited out), to see the whole stay.
+                    if not sample.lane:
+                        return max(0.0, at - end), True
+                elif lag == 0 or time.monotonic() - cold_done_at >= HOT_GRACE_SECONDS:
                     return max(0.0, at - end), True
             if time.monotonic() > deadline:
+                if cold_started >= cold:
+                    # Only --until-released was still waiting: the measurement is complete.
+                    return max(0.0, at - end), True
                 missing = cold - cold_started
                 self.problems.append(
                     f"{missing:,} cold jobs had not started {self.options.drain_timeout:.0f}s "
@@ -1245,6 +1256,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report-dir", type=Path, help="default: reports/hot-partition-<time>")
     parser.add_argument("--keep", action="store_true", help="keep the run's topics and rows")
     parser.add_argument(
+        "--until-released",
+        action="store_true",
+        help="after the cold jobs, wait until the hot lane has given every tenant back (the "
+        "backlog drained, then the release delay; up to --drain-timeout)",
+    )
+    parser.add_argument(
         "--handler-starts",
         action="store_true",
         help="cross-check: handlers note when they start (a file per handler process), and "
@@ -1295,6 +1312,7 @@ def main(argv: list[str] | None = None) -> int:
         drain_timeout=args.drain_timeout,
         keep=args.keep,
         handler_starts=args.handler_starts,
+        until_released=args.until_released,
         report_dir=report_dir,
     )
     started = dt.datetime.now().astimezone().isoformat(timespec="seconds")
