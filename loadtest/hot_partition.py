@@ -620,6 +620,8 @@ class Options:
     keep: bool = False
     handler_starts: bool = False
     until_released: bool = False
+    #: The capacity the Zipf phases' rate is a share of (set by the first run that needs it).
+    zipf_basis: float | None = None
     report_dir: Path = Path("reports")
 
 
@@ -880,8 +882,13 @@ class Run:
         for plan in self.scenario.phases:
             cold, hot = plan.cold_rate, plan.hot_rate
             if plan.zipf_load > 0:
+                # One basis for every run of the invocation (the first capacity measured):
+                # runs compared side by side must be offered the same load, and a measured
+                # capacity moves by 10% from run to run on a shared machine.
+                if self.options.zipf_basis is None:
+                    self.options.zipf_basis = capacity
                 weights = zipf_weights(len(self.cold_tenants) + 1)
-                total = plan.zipf_load * capacity
+                total = plan.zipf_load * self.options.zipf_basis
                 hot = total * weights[0] / sum(weights)
                 cold = total - hot
             phases.append(
