@@ -39,10 +39,10 @@ from bench_run import (
     monitor_connection,
     server_sampler,
     start_process,
-    stop_process,
     wait_until,
 )
 from sqlalchemy.engine import make_url
+from tenantq.demo.pool import stop_process
 
 HERE = Path(__file__).resolve().parent
 ENQUEUE_CHUNK = 1000

@@ -11,8 +11,6 @@ host's: the CPU samples are taken with the same wall clock (``time.time()``).
 from __future__ import annotations
 
 import bisect
-import os
-import signal
 import statistics
 import subprocess
 import time
@@ -295,18 +293,6 @@ def start_process(
             # A session of its own: stopped as a whole if it does not stop when asked.
             start_new_session=True,
         )
-
-
-def stop_process(process: subprocess.Popen[bytes], timeout: float = 60.0) -> int | None:
-    """SIGTERM (a graceful drain), then SIGKILL of its process group after ``timeout``."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    try:
-        return process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(10)
-        return None
 
 
 def wait_until(

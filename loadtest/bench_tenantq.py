@@ -40,7 +40,6 @@ from bench_run import (
     monitor_connection,
     server_sampler,
     start_process,
-    stop_process,
     wait_until,
     worker_labeler,
 )
@@ -48,7 +47,7 @@ from bench_topics import bench_settings
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 from pydantic import SecretStr
-from tenantq.demo.pool import worker_environment
+from tenantq.demo.pool import stop_process, worker_environment
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.producer import BatchFuture, EnqueueRequest, Producer
 from tenantq.store import migrate
