@@ -88,6 +88,46 @@ class Measured:
     background: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
+    @classmethod
+    def of_window(
+        cls,
+        sampler: CpuSampler,
+        *,
+        system: str,
+        label: str,
+        command: str,
+        first_start: float,
+        finishes: list[float],
+        launched: float,
+        background: dict[str, float],
+    ) -> Measured:
+        """The capacity run from its first job started to its last finished (``finishes``
+        sorted), with the sampler's CPU of that window; ``launched``: when the worker was."""
+        cpu = sampler.window(first_start, finishes[-1])
+        return cls(
+            system=system,
+            label=label,
+            command=command,
+            jobs=len(finishes),
+            first_start=first_start,
+            last_finish=finishes[-1],
+            finishes=finishes,
+            startup_seconds=first_start - launched,
+            cpu=cpu,
+            cpu_jobs=jobs_between(finishes, cpu),
+            background=background,
+        )
+
+    def sample_half_load(
+        self, sampler: CpuSampler, phase_start: float, finishes: list[float]
+    ) -> None:
+        """The CPU of the latency phase, from its start to its last job finished (none: no
+        window)."""
+        if finishes:
+            window = sampler.window(phase_start, finishes[-1])
+            self.half_load_cpu = window
+            self.half_load_cpu_jobs = jobs_between(finishes, window)
+
     @property
     def seconds(self) -> float:
         return self.last_finish - self.first_start
@@ -238,20 +278,21 @@ BACKGROUND_SECONDS = 1.0
 
 
 def server_sampler(
-    servers: Servers, run_databases: set[str], interval: float
-) -> tuple[CpuSampler, Postmaster | None]:
-    """A sampler of the broker and PostgreSQL (the parts known here); the worker's processes
-    are added once started."""
+    servers: Servers, database: str, interval: float, monitor: psycopg.Connection[Any]
+) -> CpuSampler:
+    """A sampler of the broker and PostgreSQL (the parts known here), ``database``'s backends
+    as the run's but the benchmark's own connection (``monitor``) left out; the worker's
+    processes are added once started."""
     groups: list[ProcessGroup] = []
     if servers.kafka_pid is not None:
         groups.append(SingleProcess(KAFKA, servers.kafka_pid))
-    postmaster = None
     if servers.postmaster_pid is not None:
         postmaster = Postmaster(
-            POSTGRES, servers.postmaster_pid, postgres_labeler(run_databases), SHARED
+            POSTGRES, servers.postmaster_pid, postgres_labeler({database}), SHARED
         )
+        postmaster.excluded.add(int(monitor.info.backend_pid))
         groups.append(postmaster)
-    return CpuSampler(groups, interval=interval), postmaster
+    return CpuSampler(groups, interval=interval)
 
 
 def background(sampler: CpuSampler) -> dict[str, float]:
