@@ -38,6 +38,19 @@ def worker_environment(settings: Settings, kafka_config: dict[str, str]) -> dict
     return environment
 
 
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 60.0) -> int | None:
+    """SIGTERM (a graceful drain), then SIGKILL of its process group (a session of its own)
+    after ``timeout``. Returns the exit status, None if it had to be killed."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+        return None
+
+
 class WorkerPool:
     """A supervised pool of worker processes running the demo's job types. ``processes``
     must be at least 2: with one, ``tenantq worker`` runs without a supervisor and the poison
@@ -79,18 +92,10 @@ class WorkerPool:
         """SIGTERM to the supervisor, which passes it on so each worker drains; after
         ``timeout`` the pool's process group (started by us, in its own session) is killed.
         Returns the supervisor's exit status (None if it had to be killed)."""
-        process = self._process
-        if process is None:
+        if self._process is None:
             return None
         try:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-            try:
-                return process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(10)
-                return None
+            return stop_process(self._process, timeout)
         finally:
             if self._log is not None:
                 self._log.close()

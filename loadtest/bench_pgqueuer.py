@@ -34,15 +34,14 @@ from bench_run import (
     Servers,
     add_workers,
     background,
-    jobs_between,
     latency_of,
     monitor_connection,
     server_sampler,
     start_process,
-    stop_process,
     wait_until,
 )
 from sqlalchemy.engine import make_url
+from tenantq.demo.pool import stop_process
 
 HERE = Path(__file__).resolve().parent
 ENQUEUE_CHUNK = 1000
@@ -133,9 +132,7 @@ class PgqueuerSide:
         command = [sys.executable, str(HERE / "pgqueuer_app.py")]
         command += ["--batch-size", str(config.batch_size)]
         environment = {**os.environ, **self.environment}
-        sampler, postmaster = server_sampler(self.servers, {self.database}, options.sample_interval)
-        if postmaster is not None:
-            postmaster.excluded.add(int(monitor.info.backend_pid))
+        sampler = server_sampler(self.servers, self.database, options.sample_interval, monitor)
         # Its enqueues at half load are work of the run (as the broker's are for tenantq); it
         # stays connected until the last sample, so its CPU never moves to the postmaster's.
         sampler.relabel(int(enqueuer.info.backend_pid), POSTGRES, THIS_RUN + "enqueue")
@@ -152,18 +149,14 @@ class PgqueuerSide:
             wait_until(lambda: not _waiting(monitor), workers, 600, "backlog drained")
             _label_backends(monitor, sampler, int(enqueuer.info.backend_pid))
             picks, finishes = _log_times(monitor, since=0.0)
-            cpu = sampler.window(picks[0], finishes[-1])
-            measured = Measured(
+            measured = Measured.of_window(
+                sampler,
                 system="pgqueuer",
                 label=config.label,
                 command=config.command,
-                jobs=len(finishes),
                 first_start=picks[0],
-                last_finish=finishes[-1],
                 finishes=finishes,
-                startup_seconds=picks[0] - launched,
-                cpu=cpu,
-                cpu_jobs=jobs_between(finishes, cpu),
+                launched=launched,
                 background=idle,
             )
             if measured.jobs != options.jobs:
@@ -206,10 +199,7 @@ class PgqueuerSide:
         ).fetchall()
         measured.latency = latency_of(rate, [row[0] for row in rows])
         _, finishes = _log_times(monitor, since=phase_start)
-        if finishes:
-            window = sampler.window(phase_start, finishes[-1])
-            measured.half_load_cpu = window
-            measured.half_load_cpu_jobs = jobs_between(finishes, window)
+        measured.sample_half_load(sampler, phase_start, finishes)
 
 
 def _enqueue(connection: psycopg.Connection[Any], count: int, rate: float | None = None) -> None:

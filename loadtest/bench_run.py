@@ -11,8 +11,6 @@ host's: the CPU samples are taken with the same wall clock (``time.time()``).
 from __future__ import annotations
 
 import bisect
-import os
-import signal
 import statistics
 import subprocess
 import time
@@ -89,6 +87,46 @@ class Measured:
     #: The servers' CPU seconds per second just before the worker started, by group.
     background: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of_window(
+        cls,
+        sampler: CpuSampler,
+        *,
+        system: str,
+        label: str,
+        command: str,
+        first_start: float,
+        finishes: list[float],
+        launched: float,
+        background: dict[str, float],
+    ) -> Measured:
+        """The capacity run from its first job started to its last finished (``finishes``
+        sorted), with the sampler's CPU of that window; ``launched``: when the worker was."""
+        cpu = sampler.window(first_start, finishes[-1])
+        return cls(
+            system=system,
+            label=label,
+            command=command,
+            jobs=len(finishes),
+            first_start=first_start,
+            last_finish=finishes[-1],
+            finishes=finishes,
+            startup_seconds=first_start - launched,
+            cpu=cpu,
+            cpu_jobs=jobs_between(finishes, cpu),
+            background=background,
+        )
+
+    def sample_half_load(
+        self, sampler: CpuSampler, phase_start: float, finishes: list[float]
+    ) -> None:
+        """The CPU of the latency phase, from its start to its last job finished (none: no
+        window)."""
+        if finishes:
+            window = sampler.window(phase_start, finishes[-1])
+            self.half_load_cpu = window
+            self.half_load_cpu_jobs = jobs_between(finishes, window)
 
     @property
     def seconds(self) -> float:
@@ -240,20 +278,21 @@ BACKGROUND_SECONDS = 1.0
 
 
 def server_sampler(
-    servers: Servers, run_databases: set[str], interval: float
-) -> tuple[CpuSampler, Postmaster | None]:
-    """A sampler of the broker and PostgreSQL (the parts known here); the worker's processes
-    are added once started."""
+    servers: Servers, database: str, interval: float, monitor: psycopg.Connection[Any]
+) -> CpuSampler:
+    """A sampler of the broker and PostgreSQL (the parts known here), ``database``'s backends
+    as the run's but the benchmark's own connection (``monitor``) left out; the worker's
+    processes are added once started."""
     groups: list[ProcessGroup] = []
     if servers.kafka_pid is not None:
         groups.append(SingleProcess(KAFKA, servers.kafka_pid))
-    postmaster = None
     if servers.postmaster_pid is not None:
         postmaster = Postmaster(
-            POSTGRES, servers.postmaster_pid, postgres_labeler(run_databases), SHARED
+            POSTGRES, servers.postmaster_pid, postgres_labeler({database}), SHARED
         )
+        postmaster.excluded.add(int(monitor.info.backend_pid))
         groups.append(postmaster)
-    return CpuSampler(groups, interval=interval), postmaster
+    return CpuSampler(groups, interval=interval)
 
 
 def background(sampler: CpuSampler) -> dict[str, float]:
@@ -295,18 +334,6 @@ def start_process(
             # A session of its own: stopped as a whole if it does not stop when asked.
             start_new_session=True,
         )
-
-
-def stop_process(process: subprocess.Popen[bytes], timeout: float = 60.0) -> int | None:
-    """SIGTERM (a graceful drain), then SIGKILL of its process group after ``timeout``."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    try:
-        return process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(10)
-        return None
 
 
 def wait_until(

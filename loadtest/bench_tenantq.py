@@ -35,12 +35,10 @@ from bench_run import (
     Servers,
     add_workers,
     background,
-    jobs_between,
     latency_of,
     monitor_connection,
     server_sampler,
     start_process,
-    stop_process,
     wait_until,
     worker_labeler,
 )
@@ -48,7 +46,7 @@ from bench_topics import bench_settings
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 from pydantic import SecretStr
-from tenantq.demo.pool import worker_environment
+from tenantq.demo.pool import stop_process, worker_environment
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.producer import BatchFuture, EnqueueRequest, Producer
 from tenantq.store import migrate
@@ -295,9 +293,7 @@ class TenantqSide:
         ends = progress.ends()
         # The benchmark's own connection: excluded from PostgreSQL's CPU by its pid.
         monitor = monitor_connection(psycopg_url(self.url))
-        sampler, postmaster = server_sampler(self.servers, {self.database}, options.sample_interval)
-        if postmaster is not None:
-            postmaster.excluded.add(int(monitor.info.backend_pid))
+        sampler = server_sampler(self.servers, self.database, options.sample_interval, monitor)
         sampler.start()
         idle = background(sampler)
         launched = time.time()
@@ -317,18 +313,14 @@ class TenantqSide:
             ).fetchall()
             first_start = min(row[0] for row in rows)
             finishes = sorted(row[1] for row in rows)
-            cpu = sampler.window(first_start, finishes[-1])
-            measured = Measured(
+            measured = Measured.of_window(
+                sampler,
                 system="tenantq",
                 label=config.label(settings.worker.concurrency),
                 command=" ".join(["tenantq worker throughput_app:APP", *config.arguments()]),
-                jobs=len(rows),
                 first_start=first_start,
-                last_finish=finishes[-1],
                 finishes=finishes,
-                startup_seconds=first_start - launched,
-                cpu=cpu,
-                cpu_jobs=jobs_between(finishes, cpu),
+                launched=launched,
                 background=idle,
             )
             if options.latency_seconds > 0:
@@ -367,10 +359,7 @@ class TenantqSide:
         ).fetchall()
         measured.latency = latency_of(rate, [row[0] for row in rows])
         finishes = sorted(row[1] for row in rows if row[1] is not None)
-        if finishes:
-            window = sampler.window(phase_start, finishes[-1])
-            measured.half_load_cpu = window
-            measured.half_load_cpu_jobs = jobs_between(finishes, window)
+        measured.sample_half_load(sampler, phase_start, finishes)
 
 
 def _succeeded(connection: psycopg.Connection[Any]) -> int:

@@ -593,21 +593,19 @@ class Run:
         )
 
     def _kafka_kill(self, index: int) -> FaultEvent:
-        at = self.stack.kill_kafka()
-        took = self.stack.restart()
-        return FaultEvent(
-            index, "kafka-kill", at, f"broker kill -9, back in {took:.1f}s", back=time.time() - at
-        )
+        return self._server_kill(index, "kafka-kill", "broker", self.stack.kill_kafka)
 
     def _postgres_kill(self, index: int) -> FaultEvent:
-        at = self.stack.kill_postgres()
+        return self._server_kill(index, "postgres-kill", "postmaster", self.stack.kill_postgres)
+
+    def _server_kill(
+        self, index: int, kind: str, server: str, kill: Callable[[], float]
+    ) -> FaultEvent:
+        """``kill`` (a kill -9 that returns when it was), then the stack restarted."""
+        at = kill()
         took = self.stack.restart()
         return FaultEvent(
-            index,
-            "postgres-kill",
-            at,
-            f"postmaster kill -9, back in {took:.1f}s",
-            back=time.time() - at,
+            index, kind, at, f"{server} kill -9, back in {took:.1f}s", back=time.time() - at
         )
 
     def _handler_exit(self, index: int) -> FaultEvent:

@@ -85,7 +85,7 @@ from rich.progress import (  # noqa: E402
 from tenantq.demo.kafka import LagProbe  # noqa: E402
 from tenantq.demo.plan import ZIPF_EXPONENT, tenant_names  # noqa: E402
 from tenantq.demo.report import percentile  # noqa: E402
-from tenantq.devstack.stack import DevStack, external_endpoints  # noqa: E402
+from tenantq.demo.run import prepare_settings  # noqa: E402
 from tenantq.errors import BatchEnqueueFailed, QueueFull  # noqa: E402
 from tenantq.job_ids import new_job_id  # noqa: E402
 from tenantq.partitioner.placement import key_partition  # noqa: E402
@@ -214,17 +214,6 @@ def zipf_weights(count: int) -> list[float]:
 
 
 # -- settings and protection --
-
-
-def prepare_base_settings() -> Settings:
-    """The servers: those named by ``TENANTQ_*`` as they are, the dev stack for the rest."""
-    kafka, database = external_endpoints()
-    base = load_settings()
-    if kafka is None or database is None:
-        console.print("[dim]starting the dev stack (Kafka + PostgreSQL) if needed...[/]")
-        DevStack(base.dev_home).up(external_kafka=kafka, external_database=database)
-        base = load_settings()
-    return base
 
 
 def protection_fields() -> dict[str, Any]:
@@ -1154,7 +1143,7 @@ def removing_rows(base: Settings, queues: list[str], *, keep: bool) -> Iterator[
 def run_all(chosen: Sequence[Scenario], options: Options) -> tuple[list[RunFigures], list[str]]:
     """Every chosen run in turn; returns their figures and the runs that failed outright (a
     worker died, the warm-up never saw both workers): those are said, and the others go on."""
-    base = prepare_base_settings()
+    base = prepare_settings(console)
     revision = migrate_database(base)
     options.report_dir.mkdir(parents=True, exist_ok=True)
     console.print(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from tenantq.partitioner.placement import Placement
 from tenantq.store.engine import psycopg_url
 
 PLACEMENT_LIST = """
@@ -121,9 +122,7 @@ def placement_upsert(
     *,
     queue: str,
     tenant_id: str,
-    mode: str,
-    shards: int | None = None,
-    partitions: Sequence[int] | None = None,
+    placement: Placement,
     updated_by: str | None = None,
     reason: str | None = None,
 ) -> PlacementRecord:
@@ -135,9 +134,9 @@ def placement_upsert(
             {
                 "queue": queue,
                 "tenant_id": tenant_id,
-                "mode": mode,
-                "shards": shards,
-                "partitions": list(partitions) if partitions else None,
+                "mode": placement.mode,
+                "shards": placement.shards,
+                "partitions": list(placement.partitions) or None,
                 "updated_by": updated_by,
                 "reason": reason,
             },

@@ -131,11 +131,10 @@ WHERE id = ANY(%(ids)b::uuid[]) AND cancel_requested
 RETURNING id
 """
 
-#: Write a batch of results in one statement, each fenced by (job id, attempt, owner), with
-#: the attempt rows in the same statement. ``give_back`` returns the attempt (shutdown,
-#: revoke, snooze: they never consume one). Results of stale attempts match no job row: they
-#: are refused, recorded as 'stale' attempt rows, and reported back.
-JOB_COMPLETE_BATCH = """
+#: The parts of ``JOB_COMPLETE_BATCH`` that ``JOB_COMPLETE_BATCH_AGAIN`` shares: the batch's
+#: results as rows, the fenced update of their jobs, and their attempt rows (which the retry
+#: narrows further).
+_RESULTS = """
 WITH results AS (
     SELECT *
     FROM unnest(
@@ -145,7 +144,8 @@ WITH results AS (
     ) AS t(id, attempt, outcome, state, error_class, error_message, delay_seconds, give_back,
            duration_ms, started_at)
 ),
-applied AS (
+"""
+_APPLIED = """applied AS (
     UPDATE tenantq_jobs j
     SET state = r.state,
         attempts = j.attempts - CASE WHEN r.give_back THEN 1 ELSE 0 END,
@@ -164,7 +164,8 @@ applied AS (
       AND j.state = 'leased'
     RETURNING j.id
 ),
-attempt_rows AS (
+"""
+_ATTEMPT_ROWS = """attempt_rows AS (
     INSERT INTO tenantq_job_attempts (job_id, attempt, worker_id, outcome, error_class,
                                       error_message, started_at, duration_ms)
     SELECT r.id, r.attempt, %(owner)b,
@@ -172,59 +173,41 @@ attempt_rows AS (
            r.error_class, r.error_message, r.started_at, r.duration_ms
     FROM results r
     WHERE EXISTS (SELECT 1 FROM tenantq_jobs x WHERE x.id = r.id)
-)
+"""
+
+#: Write a batch of results in one statement, each fenced by (job id, attempt, owner), with
+#: the attempt rows in the same statement. ``give_back`` returns the attempt (shutdown,
+#: revoke, snooze: they never consume one). Results of stale attempts match no job row: they
+#: are refused, recorded as 'stale' attempt rows, and reported back.
+JOB_COMPLETE_BATCH = (
+    _RESULTS
+    + _APPLIED
+    + _ATTEMPT_ROWS
+    + """)
 SELECT id FROM applied
+"""
+)
+
+_ALREADY = """already AS (
+    SELECT r.id FROM results r
+    JOIN tenantq_job_attempts a ON a.job_id = r.id AND a.attempt = r.attempt
+     AND a.worker_id = %(owner)b AND a.outcome = r.outcome
+),
 """
 
 #: ``JOB_COMPLETE_BATCH`` once more, after the connection dropped while it ran: a result that
 #: was applied then has its attempt row already (same job, attempt, owner and outcome); it is
 #: reported as applied again and not written twice.
-JOB_COMPLETE_BATCH_AGAIN = """
-WITH results AS (
-    SELECT *
-    FROM unnest(
-        %(ids)b::uuid[], %(attempts)b::int[], %(outcomes)b::text[], %(states)b::job_state[],
-        %(error_classes)b::text[], %(error_messages)b::text[], %(delays)b::float8[],
-        %(give_backs)b::bool[], %(durations)b::int[], %(started_ats)b::timestamptz[]
-    ) AS t(id, attempt, outcome, state, error_class, error_message, delay_seconds, give_back,
-           duration_ms, started_at)
-),
-already AS (
-    SELECT r.id FROM results r
-    JOIN tenantq_job_attempts a ON a.job_id = r.id AND a.attempt = r.attempt
-     AND a.worker_id = %(owner)b AND a.outcome = r.outcome
-),
-applied AS (
-    UPDATE tenantq_jobs j
-    SET state = r.state,
-        attempts = j.attempts - CASE WHEN r.give_back THEN 1 ELSE 0 END,
-        lease_owner = NULL,
-        lease_until = NULL,
-        run_after = CASE WHEN r.delay_seconds IS NULL THEN j.run_after
-                         ELSE now() + make_interval(secs => r.delay_seconds) END,
-        finished_at = CASE WHEN r.state IN ('succeeded', 'dead', 'canceled') THEN now() END,
-        last_error_class = CASE WHEN r.outcome = 'succeeded' THEN j.last_error_class
-                                ELSE coalesce(r.error_class, j.last_error_class) END,
-        last_error_message = CASE WHEN r.outcome = 'succeeded' THEN j.last_error_message
-                                  ELSE coalesce(r.error_message, j.last_error_message) END,
-        updated_at = now()
-    FROM results r
-    WHERE j.id = r.id AND j.attempts = r.attempt AND j.lease_owner = %(owner)b
-      AND j.state = 'leased'
-    RETURNING j.id
-),
-attempt_rows AS (
-    INSERT INTO tenantq_job_attempts (job_id, attempt, worker_id, outcome, error_class,
-                                      error_message, started_at, duration_ms)
-    SELECT r.id, r.attempt, %(owner)b,
-           CASE WHEN r.id IN (SELECT id FROM applied) THEN r.outcome ELSE 'stale' END,
-           r.error_class, r.error_message, r.started_at, r.duration_ms
-    FROM results r
-    WHERE EXISTS (SELECT 1 FROM tenantq_jobs x WHERE x.id = r.id)
-      AND r.id NOT IN (SELECT id FROM already)
+JOB_COMPLETE_BATCH_AGAIN = (
+    _RESULTS  # noqa: S608 (constant parts, no input)
+    + _ALREADY
+    + _APPLIED
+    + _ATTEMPT_ROWS
+    + """      AND r.id NOT IN (SELECT id FROM already)
 )
 SELECT id FROM applied UNION SELECT id FROM already
 """
+)
 
 #: The process running these attempts died and nobody knows which of them killed it: each
 #: job counts the crash (``crashes``), fenced like a result, and gets a ``crashed`` attempt

@@ -24,7 +24,12 @@ from tenantq.store.job_admin import get_job, list_attempts
 from tenantq.store.placement import placement_list
 from tenantq.web import job_actions
 from tenantq.web.console import acting, console_of
-from tenantq.web.dead_letters import current_states, parse_filter, read_letters, replay_selection
+from tenantq.web.dead_letters import (
+    LetterFilters,
+    current_states,
+    read_letters,
+    replay_selection,
+)
 from tenantq.web.security import Actor
 from tenantq.web.views import hot_lane_of
 
@@ -166,18 +171,13 @@ def job_run(request: Request, job_id: str, actor: Actor = Depends(acting)) -> di
 def dlq(
     request: Request,
     queue: str = Query("default"),
-    tenant: str = Query(""),
-    job_type: str = Query(""),
-    error_class: str = Query(""),
-    since: str = Query(""),
-    until: str = Query(""),
-    job_id: str = Query(""),
+    filters: LetterFilters = Depends(),
     limit: int = Query(100, ge=1, le=5000),
 ) -> dict[str, Any]:
     """Dead letters matching the CLI's filters, with each job's state now."""
     console = console_of(request)
     try:
-        where = parse_filter(tenant, job_type, error_class, since, until, job_id)
+        where = filters.parse()
         letters = read_letters(console.settings, _queue(request, queue), where, limit)
     except FilterError as error:
         raise HTTPException(400, str(error)) from None

@@ -6,6 +6,7 @@ user (``web:<name>``)."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from fastapi import APIRouter, Depends, Form, Query, Request
@@ -46,50 +47,50 @@ def current_states(database: Database, letters: list[DeadLetter]) -> dict[uuid.U
         return {job: summary.state for job, summary in job_state_summary(connection, ids).items()}
 
 
-def parse_filter(
-    tenant: str, job_type: str, error_class: str, since: str, until: str, job_id: str
-) -> DeadLetterFilter:
-    """The CLI's filters from form text (empty = any; ``FilterError`` on a bad value)."""
-    return DeadLetterFilter.parse(
-        tenants=[tenant.strip()] if tenant.strip() else [],
-        job_types=[job_type.strip()] if job_type.strip() else [],
-        error_classes=[error_class.strip()] if error_class.strip() else [],
-        since=since.strip() or None,
-        until=until.strip() or None,
-        job_ids=[job_id.strip()] if job_id.strip() else [],
-    )
+@dataclass(frozen=True)
+class LetterFilters:
+    """The CLI's filters as query text (empty = any): a dependency of the DLQ page and of
+    ``GET /api/dlq``."""
+
+    tenant: str = ""
+    job_type: str = ""
+    error_class: str = ""
+    since: str = ""
+    until: str = ""
+    job_id: str = ""
+
+    def parse(self) -> DeadLetterFilter:
+        """The filter (``FilterError`` on a bad value)."""
+        return DeadLetterFilter.parse(
+            tenants=_one_or_none(self.tenant),
+            job_types=_one_or_none(self.job_type),
+            error_classes=_one_or_none(self.error_class),
+            since=self.since.strip() or None,
+            until=self.until.strip() or None,
+            job_ids=_one_or_none(self.job_id),
+        )
+
+
+def _one_or_none(text: str) -> list[str]:
+    return [text.strip()] if text.strip() else []
 
 
 @router.get("/dlq", response_class=HTMLResponse)
 def dlq_page(
     request: Request,
     queue: str = Query("default"),
-    tenant: str = Query(""),
-    job_type: str = Query(""),
-    error_class: str = Query(""),
-    since: str = Query(""),
-    until: str = Query(""),
-    job_id: str = Query(""),
+    filters: LetterFilters = Depends(),
     limit: int = Query(200, ge=1, le=5000),
 ) -> Response:
     """The dead letters of a queue, filtered; select some and preview their replay."""
     console = console_of(request)
     if queue not in console.settings.queues:
         raise HTTPException(404, f"queue {queue!r} is not declared")
-    form = {
-        "queue": queue,
-        "tenant": tenant,
-        "job_type": job_type,
-        "error_class": error_class,
-        "since": since,
-        "until": until,
-        "job_id": job_id,
-        "limit": limit,
-    }
+    form = {"queue": queue, **asdict(filters), "limit": limit}
     context: dict[str, Any] = {"form": form, "letters": [], "states": {}, "error": None}
     status = 200
     try:
-        where = parse_filter(tenant, job_type, error_class, since, until, job_id)
+        where = filters.parse()
         letters = read_letters(console.settings, queue, where, limit)
         letters.sort(key=lambda letter: letter.dead_at, reverse=True)  # newest first
         context["letters"] = letters

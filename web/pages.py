@@ -156,9 +156,7 @@ def placement_action(
                     connection,
                     queue=queue,
                     tenant_id=tenant,
-                    mode=placement.mode,
-                    shards=placement.shards,
-                    partitions=list(placement.partitions) or None,
+                    placement=placement,
                     updated_by=actor.audit_name,
                 )
                 ttl = console.settings.producer.placement_ttl_seconds

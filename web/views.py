@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
+from tenantq.formatting import format_age as shared_format_age
 from tenantq.store.placement import PlacementRecord
 
 #: Size of a sparkline in CSS pixels.
@@ -24,18 +25,8 @@ SPARK_HEIGHT = 24
 
 
 def format_age(seconds: float | None) -> str:
-    """``-`` when there is nothing, else a short age: ``850ms``, ``42s``, ``7m05s``, ``3h12m``."""
-    if seconds is None:
-        return "-"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f}ms"
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
-    if seconds < 172_800:
-        return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
-    return f"{int(seconds // 86_400)}d"
+    """``format_age`` of the command line, in whole days from 48 hours on (``4d``)."""
+    return shared_format_age(seconds, days=True)
 
 
 def format_count(value: int | float | None) -> str:

@@ -137,9 +137,7 @@ def placement_set(
             connection,
             queue=queue,
             tenant_id=tenant,
-            mode=placement.mode,
-            shards=placement.shards,
-            partitions=list(placement.partitions) or None,
+            placement=placement,
             updated_by=_actor(),
             reason="set by an operator",
         )

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
+from tenantq.formatting import format_age
 from tenantq.settings import Settings, load_settings
 from tenantq.store import outbox as outbox_store
 from tenantq.store import placement as placement_store
@@ -168,19 +169,6 @@ def _watch_json(snapshot: Any, interval: float) -> None:
             time.sleep(interval)
     except KeyboardInterrupt:
         pass
-
-
-def format_age(seconds: float | None) -> str:
-    """``-`` when nothing is due, else a short age: ``850ms``, ``42s``, ``7m05s``, ``3h12m``."""
-    if seconds is None:
-        return "-"
-    if seconds < 1:
-        return f"{seconds * 1000:.0f}ms"
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
-    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
 
 
 _COLUMNS = ("depth", "oldest runnable", "running", "retrying", "dead 1h", "done/min")

@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -182,6 +183,58 @@ class WorkerProcess:
         """What the worker printed so far."""
         self._log.seek(0)
         return self._log.read().decode(errors="replace")
+
+
+@contextlib.contextmanager
+def leased_by_a_worker_process(
+    settings: tenantq.Settings, db: psycopg.Connection[Any], seconds: float = 4.0
+) -> Iterator[tuple[uuid.UUID, WorkerProcess]]:
+    """An ``uncooperative`` job of ``seconds`` leased by a ``WorkerProcess`` of ``apps:APP``:
+    yields the job id and the process, which is resumed (SIGCONT) and killed on exit."""
+    with tenantq.Producer(settings) as producer:
+        job_id = (
+            producer.enqueue("uncooperative", tenant="acme", payload={"seconds": seconds})
+            .result(30)
+            .job_id
+        )
+    holder = WorkerProcess(settings, "apps:APP")
+    try:
+        wait_for(lambda: all_in(db, [job_id], {"leased"}), timeout=60, what="first lease")
+        yield job_id, holder
+    finally:
+        holder.signal(signal.SIGCONT)
+        holder.kill()
+
+
+def run_tool(
+    command: list[str], servers: tuple[str, str], database_url: str, timeout: float
+) -> str:
+    """Run a command line tool against the test servers (named to it by
+    ``TENANTQ_KAFKA_BOOTSTRAP_SERVERS`` and ``TENANTQ_DATABASE_URL``, no other ``TENANTQ_*``
+    of this process); asserts it exits 0 and returns what it printed."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TENANTQ_")}
+    environment["TENANTQ_KAFKA_BOOTSTRAP_SERVERS"] = servers[0]
+    environment["TENANTQ_DATABASE_URL"] = database_url
+    completed = subprocess.run(
+        command, env=environment, capture_output=True, text=True, timeout=timeout
+    )
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == 0, output
+    return output
+
+
+def counting_app(
+    settings: tenantq.Settings, job_type: str
+) -> tuple[tenantq.App, Counter[uuid.UUID]]:
+    """An app whose one job type (3 attempts) only counts its runs, per job id."""
+    app = tenantq.App(settings)
+    ran: Counter[uuid.UUID] = Counter()
+
+    @app.job(job_type, max_attempts=3)
+    def count(ctx: tenantq.JobContext, payload: dict[str, Any]) -> None:
+        ran[ctx.job_id] += 1
+
+    return app, ran
 
 
 def settings_environment(settings: tenantq.Settings) -> dict[str, str]:

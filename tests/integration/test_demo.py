@@ -5,8 +5,6 @@ poison job (which crashes its worker process until its attempts are used up)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -14,6 +12,7 @@ from typing import Any
 
 import psycopg
 import tenantq
+from support import run_tool
 from tenantq.demo.kafka import read_dead_letters
 from tenantq.settings import QueueSettings
 from tenantq.topic_admin import declared_topics, delete_topics
@@ -23,20 +22,14 @@ def test_demo_every_job_terminal_and_dlq_is_permanent_plus_poison(
     servers: tuple[str, str], database_url: str, db: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
     bootstrap, _ = servers
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("TENANTQ_")}
-    environment["TENANTQ_KAFKA_BOOTSTRAP_SERVERS"] = bootstrap
-    environment["TENANTQ_DATABASE_URL"] = database_url
     report = tmp_path / "report"
-    completed = subprocess.run(
+    run_tool(
         [sys.executable, "-m", "tenantq.cli", "demo", "--jobs", "300", "--tenants", "12"]
         + ["--report-dir", str(report), "--timeout", "80"],
-        env=environment,
-        capture_output=True,
-        text=True,
+        servers,
+        database_url,
         timeout=150,
     )
-    output = completed.stdout + completed.stderr
-    assert completed.returncode == 0, output
     facts = json.loads((report / "summary.json").read_text())
     assert (report / "report.md").exists()
     settings = tenantq.Settings(

@@ -7,14 +7,13 @@ was left, and the run's own rows and topics are gone afterwards."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import tenantq
+from support import run_tool
 from tenantq.settings import QueueSettings
 from tenantq.topic_admin import declared_topics
 
@@ -28,22 +27,16 @@ def test_hot_partition_tool_writes_a_sane_report(
     servers: tuple[str, str], database_url: str, db: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
     bootstrap, _ = servers
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("TENANTQ_")}
-    environment["TENANTQ_KAFKA_BOOTSTRAP_SERVERS"] = bootstrap
-    environment["TENANTQ_DATABASE_URL"] = database_url
     report = tmp_path / "report"
-    completed = subprocess.run(
+    output = run_tool(
         [sys.executable, str(TOOL), "--scenario", "flood-10x", "--report-dir", str(report)]
         + ["--calm-seconds", "2", "--flood-seconds", "2", "--after-seconds", "1"]
         + ["--cold-tenants", "10", "--cold-rate", str(COLD_RATE), "--saturation-jobs", "300"]
         + ["--drain-timeout", "30"],
-        env=environment,
-        capture_output=True,
-        text=True,
+        servers,
+        database_url,
         timeout=120,
     )
-    output = completed.stdout + completed.stderr
-    assert completed.returncode == 0, output
     assert "cold p50 / p99, calm" in output  # the side-by-side table was printed
     assert (report / "report.md").read_text().startswith("# tenantq hot-partition load test")
     facts = json.loads((report / "summary.json").read_text())

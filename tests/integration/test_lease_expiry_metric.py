@@ -8,12 +8,11 @@ import signal
 from typing import Any
 
 import psycopg
-import tenantq
 from apps import APP
 from support import (
-    WorkerProcess,
     all_in,
     free_port,
+    leased_by_a_worker_process,
     running_worker,
     sample_value,
     scrape,
@@ -31,15 +30,7 @@ def test_lost_lease_is_counted_as_an_expiry(
 ) -> None:
     port = free_port()
     settings = make_settings(metrics_port=port, worker=short_leases())
-    with tenantq.Producer(settings) as producer:
-        job_id = (
-            producer.enqueue("uncooperative", tenant="acme", payload={"seconds": 4.0})
-            .result(30)
-            .job_id
-        )
-    frozen = WorkerProcess(settings, "apps:APP")
-    try:
-        wait_for(lambda: all_in(db, [job_id], {"leased"}), timeout=60, what="first lease")
+    with leased_by_a_worker_process(settings, db) as (job_id, frozen):
         assert sample(port, "tenantq_lease_expirations_total") == 0
         frozen.signal(signal.SIGSTOP)
         successor_settings = settings.model_copy(update={"metrics_port": 0})
@@ -52,6 +43,3 @@ def test_lost_lease_is_counted_as_an_expiry(
                 what="the stale result refused",
             )
         assert sample(port, "tenantq_lease_expirations_total") == 1
-    finally:
-        frozen.signal(signal.SIGCONT)
-        frozen.kill()

@@ -9,8 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
-from collections import Counter
 from typing import Any
 
 import psycopg
@@ -19,6 +17,7 @@ from confluent_kafka import KafkaException
 from support import (
     all_in,
     caught_up,
+    counting_app,
     end_offsets,
     running_worker,
     settings_environment,
@@ -40,12 +39,7 @@ def records_in(settings: tenantq.Settings, topic: str) -> int:
 def test_relay_killed_between_publish_and_mark(
     settings: tenantq.Settings, db: psycopg.Connection[Any]
 ) -> None:
-    app = tenantq.App(settings)
-    ran: Counter[uuid.UUID] = Counter()
-
-    @app.job("receipt", max_attempts=3)
-    def receipt(ctx: tenantq.JobContext, payload: dict[str, Any]) -> None:
-        ran[ctx.job_id] += 1
+    app, ran = counting_app(settings, "receipt")
 
     url = psycopg_url(settings.require_database_url())
     topic = main_topic(settings.topic_prefix, "default")

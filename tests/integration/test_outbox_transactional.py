@@ -8,13 +8,12 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections import Counter
 from typing import Any
 
 import psycopg
 import tenantq
 from sqlalchemy.orm import Session
-from support import all_in, running_worker, wait_for
+from support import all_in, counting_app, running_worker, wait_for
 from tenantq.outbox.relay import RelayService
 from tenantq.store.engine import create_sqlalchemy_engine, psycopg_url
 from tenantq.topics import main_topic
@@ -23,12 +22,7 @@ from tenantq.topics import main_topic
 def test_only_committed_outbox_jobs_run_once(
     settings: tenantq.Settings, db: psycopg.Connection[Any]
 ) -> None:
-    app = tenantq.App(settings)
-    ran: Counter[uuid.UUID] = Counter()
-
-    @app.job("receipt", max_attempts=3)
-    def receipt(ctx: tenantq.JobContext, payload: dict[str, Any]) -> None:
-        ran[ctx.job_id] += 1
+    app, ran = counting_app(settings, "receipt")
 
     url = psycopg_url(settings.require_database_url())
     engine = create_sqlalchemy_engine(settings)

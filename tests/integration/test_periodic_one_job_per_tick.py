@@ -9,12 +9,11 @@ import datetime as dt
 import json
 import time
 import uuid
-from collections import Counter
 from typing import Any
 
 import psycopg
 import tenantq
-from support import all_in, running_worker, settings_environment, wait_for
+from support import all_in, counting_app, running_worker, settings_environment, wait_for
 from tenantq.cli import app as cli
 from tenantq.outbox.relay import RelayService
 from tenantq.periodic.scheduler import PeriodicScheduler
@@ -24,13 +23,8 @@ from typer.testing import CliRunner
 def test_two_schedulers_make_one_job_per_tick(
     settings: tenantq.Settings, db: psycopg.Connection[Any]
 ) -> None:
-    app = tenantq.App(settings)
-    ran: Counter[uuid.UUID] = Counter()
+    app, ran = counting_app(settings, "beat")
     name = f"heartbeat-{uuid.uuid4().hex[:8]}"
-
-    @app.job("beat", max_attempts=3)
-    def beat(ctx: tenantq.JobContext, payload: dict[str, Any]) -> None:
-        ran[ctx.job_id] += 1
 
     app.periodic(name, job_type="beat", tenant="ops", payload={"source": "test"}, every=2)
     schedulers = [PeriodicScheduler(app, settings, name=f"periodic-{n}") for n in "ab"]

@@ -24,7 +24,7 @@ from tenantq.errors import (
     PayloadValidationError,
     QueueFull,
 )
-from tenantq.partitioner.placement import key_partition
+from tenantq.partitioner.placement import Placement, key_partition
 from tenantq.producer.producer import EnqueueRequest, JobRef, Producer
 from tenantq.schemas.envelope import decode_envelope
 from tenantq.store.placement import placement_delete, placement_upsert
@@ -128,12 +128,12 @@ def test_placement_changes_apply_within_the_ttl(
             return producer.enqueue("resize", tenant="hot", payload={}).result(30).partition
 
         assert partition_now() == hashed
-        placement_upsert(db, queue="default", tenant_id="hot", mode="pinned", partitions=[pinned])
+        placement_upsert(db, queue="default", tenant_id="hot", placement=Placement.pinned([pinned]))
         changed_at = time.monotonic()
         while partition_now() != pinned:
             assert time.monotonic() - changed_at < 1.0 + 0.5, "placement not applied in its TTL"
             time.sleep(0.05)
-        placement_upsert(db, queue="default", tenant_id="hot", mode="spread", shards=4)
+        placement_upsert(db, queue="default", tenant_id="hot", placement=Placement.spread(4))
         time.sleep(1.1)
         futures = producer.enqueue_many([EnqueueRequest("resize", "hot", {}) for _ in range(200)])
         spread = {future.result(30).partition for future in futures}

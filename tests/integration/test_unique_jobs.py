@@ -6,25 +6,19 @@ and the original is kept; the job runs once."""
 from __future__ import annotations
 
 import uuid
-from collections import Counter
 from typing import Any
 
 import psycopg
 import pytest
 import tenantq
-from support import all_in, running_worker, wait_for
+from support import all_in, counting_app, running_worker, wait_for
 from tenantq.outbox.relay import RelayService
 from tenantq.store.engine import psycopg_url
 from tenantq.topics import main_topic
 
 
 def test_a_key_names_one_job(settings: tenantq.Settings, db: psycopg.Connection[Any]) -> None:
-    app = tenantq.App(settings)
-    ran: Counter[uuid.UUID] = Counter()
-
-    @app.job("invoice", max_attempts=3)
-    def invoice(ctx: tenantq.JobContext, payload: dict[str, Any]) -> None:
-        ran[ctx.job_id] += 1
+    app, ran = counting_app(settings, "invoice")
 
     url = psycopg_url(settings.require_database_url())
     topic = main_topic(settings.topic_prefix, "default")

@@ -8,24 +8,15 @@ import signal
 from typing import Any
 
 import psycopg
-import tenantq
 from apps import APP
-from support import WorkerProcess, all_in, running_worker, short_leases, wait_for
+from support import all_in, leased_by_a_worker_process, running_worker, short_leases, wait_for
 
 
 def test_result_of_a_frozen_worker_is_refused(
     make_settings: Any, db: psycopg.Connection[Any]
 ) -> None:
     settings = make_settings(worker=short_leases())
-    with tenantq.Producer(settings) as producer:
-        job_id = (
-            producer.enqueue("uncooperative", tenant="acme", payload={"seconds": 4.0})
-            .result(30)
-            .job_id
-        )
-    frozen = WorkerProcess(settings, "apps:APP")
-    try:
-        wait_for(lambda: all_in(db, [job_id], {"leased"}), timeout=60, what="first lease")
+    with leased_by_a_worker_process(settings, db) as (job_id, frozen):
         owner = db.execute(
             "SELECT lease_owner FROM tenantq_jobs WHERE id = %s", (job_id,)
         ).fetchone()
@@ -46,9 +37,6 @@ def test_result_of_a_frozen_worker_is_refused(
                 what="the stale result to be refused",
             )
             assert successor.stats["succeeded"] == 1
-    finally:
-        frozen.signal(signal.SIGCONT)
-        frozen.kill()
     job = db.execute(
         "SELECT state::text, attempts, lease_owner FROM tenantq_jobs WHERE id = %s", (job_id,)
     ).fetchone()
