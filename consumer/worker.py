@@ -302,9 +302,7 @@ class Worker:
             timeout = 0.001
         else:
             timeout = 0.1
-        messages = self.consumer.consume(
-            num_messages=self.settings.worker.poll_batch, timeout=timeout
-        )
+        messages = self._read(timeout)
         if messages:
             self.intake.take([m for m in messages if self._usable(m)])
         self.intake.route_due()
@@ -323,6 +321,25 @@ class Worker:
         self.events.results_waiting(self.ledger.pending + self.completer.waiting)
         self.observability.observe(
             self.partitions, self.consumer, self.executor.busy, self.slots, self.queue_of_topic
+        )
+
+    def _read(self, timeout: float) -> list[Message]:
+        """What the consumer holds, waiting at most ``timeout`` for a first message.
+
+        ``consume(n, timeout)`` returns only once it has ``n`` messages or the timeout has
+        passed: at a light load every job would wait out the timeout (0-100 ms). ``poll``
+        returns with the first message; the rest of what is already fetched follows
+        without waiting."""
+        batch = self.settings.worker.poll_batch
+        if timeout <= 0:
+            return self.consumer.consume(num_messages=batch, timeout=0)
+        first = self.consumer.poll(timeout)
+        if first is None:
+            return []
+        return (
+            [first, *self.consumer.consume(num_messages=batch - 1, timeout=0)]
+            if batch > 1
+            else [first]
         )
 
     def _usable(self, message: Message) -> bool:
