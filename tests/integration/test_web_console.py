@@ -21,6 +21,8 @@ from dead_letter_jobs import FlakyApp, audit_rows, fill_dlq
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.expected_conditions import staleness_of
+from selenium.webdriver.support.wait import WebDriverWait
 from support import running_worker, states, wait_for
 from web_console import browser, console_settings, screenshot, serving
 
@@ -39,6 +41,24 @@ def _text(driver: WebDriver, css: str) -> str:
         except StaleElementReferenceException:
             time.sleep(0.05)
     return str(driver.find_element(By.CSS_SELECTOR, css).text)
+
+
+def _submit(driver: WebDriver, by: str, value: str) -> None:
+    """Click what submits a form (or follows a link) and wait until the next page has replaced
+    this one: an element read before that is the old page's, or goes stale while read."""
+    page = driver.find_element(By.TAG_NAME, "html")
+    driver.find_element(by, value).click()
+    WebDriverWait(driver, 20).until(staleness_of(page))
+
+
+def _texts(driver: WebDriver, css: str) -> list[str]:
+    """The texts of every element ``css`` finds, found again if the page swapped them."""
+    for _ in range(20):
+        try:
+            return [str(element.text) for element in driver.find_elements(By.CSS_SELECTOR, css)]
+        except StaleElementReferenceException:
+            time.sleep(0.05)
+    return [str(element.text) for element in driver.find_elements(By.CSS_SELECTOR, css)]
 
 
 def _post(url: str, body: dict[str, Any]) -> int:
@@ -98,7 +118,7 @@ def test_find_why_a_job_died_replay_it_and_see_it_succeed(
         screenshot(driver, "job-dead")
 
         # Acting without the token is refused: the form post and a script's POST.
-        driver.find_element(By.ID, "run-again").click()
+        _submit(driver, By.ID, "run-again")
         assert "sign in" in _text(driver, "#error").lower()
         assert _post(base + "/api/dlq/replay", {"job_ids": [str(dead_id)]}) == 401
         screenshot(driver, "refused")
@@ -108,15 +128,15 @@ def test_find_why_a_job_died_replay_it_and_see_it_succeed(
         driver.get(base + "/login?next=/dlq")
         driver.find_element(By.ID, "login-user").send_keys("oncall")
         driver.find_element(By.ID, "login-token").send_keys(TOKEN)
-        driver.find_element(By.ID, "login-submit").click()
+        _submit(driver, By.ID, "login-submit")
         assert _text(driver, "#user") == "oncall"
         driver.find_element(By.NAME, "tenant").send_keys(TENANT)
-        driver.find_element(By.ID, "dlq-search").click()
-        letters = driver.find_elements(By.CSS_SELECTOR, "#letters tbody tr")
-        assert len(letters) == 1 and "PermanentError" in letters[0].text
+        _submit(driver, By.ID, "dlq-search")
+        letters = _texts(driver, "#letters tbody tr")
+        assert len(letters) == 1 and "PermanentError" in letters[0]
         screenshot(driver, "dead-letters")
         driver.find_element(By.CSS_SELECTOR, f'input[name="job_id"][value="{dead_id}"]').click()
-        driver.find_element(By.ID, "preview-replay").click()
+        _submit(driver, By.ID, "preview-replay")
         assert "1 would be replayed" in _text(driver, "#replay-summary")
         assert states(db, [dead_id]) == {dead_id: "dead"}
         screenshot(driver, "replay-preview")
@@ -126,11 +146,11 @@ def test_find_why_a_job_died_replay_it_and_see_it_succeed(
         with running_worker(flaky.app, settings, concurrency=4):
             driver.find_element(By.ID, "canary-count").clear()
             driver.find_element(By.ID, "canary-count").send_keys("1")
-            driver.find_element(By.ID, "replay-now").click()
+            _submit(driver, By.ID, "replay-now")
             assert "1 replayed" in _text(driver, "#replay-summary")
             assert "canary of 1 succeeded" in _text(driver, "#canary")
             screenshot(driver, "replay-done")
-            driver.find_element(By.CSS_SELECTOR, "a.replayed-job").click()
+            _submit(driver, By.CSS_SELECTOR, "a.replayed-job")
 
             def shows_succeeded() -> bool:
                 driver.refresh()
