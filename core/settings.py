@@ -221,7 +221,12 @@ class ProducerSettings(BaseModel):
         description="Reject enqueues when the queue's oldest message is older than this.",
     )
     placement_ttl_seconds: float = Field(
-        5.0, ge=0, description="How long the placement table is cached by producers."
+        1.0,
+        ge=0,
+        description="How long the placement table is cached by producers. Until a producer "
+        "rereads it, a tenant just moved to the hot lane keeps landing on its old partition, "
+        "and workers must send each of those jobs on: one small query a second per producer "
+        "keeps that short.",
     )
 
 
