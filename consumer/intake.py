@@ -36,6 +36,7 @@ from tenantq.consumer.ledger import Claim, ClaimSettings, Settle, SettleWaiting
 from tenantq.consumer.outcomes import Verdict
 from tenantq.consumer.work import WorkItem
 from tenantq.errors import EnvelopeError, InvalidTenantId
+from tenantq.partitioner.placement import LANE
 from tenantq.partitioner.tenant_id import validate_tenant_id
 from tenantq.producer.publisher import Outgoing, dead_letter, retry_message
 from tenantq.schemas.envelope import Envelope, decode_envelope
@@ -302,13 +303,13 @@ class Intake:
         """The same record, for the queue's lane: any partition, drawn from the job id (as a
         producer places a lane job), so every worker shares the tenant's backlog."""
         partitions = self.worker.settings.queue(queue_name).partitions
-        draw = envelope.job_id.int & 0x3FFF_FFFF_FFFF_FFFF
+        _, partition = LANE.choose(envelope.tenant_id, envelope.job_id, partitions)
         return Outgoing(
             self.worker.topics[queue_name].lane,
             message.key,
             message.value,
             message.headers,
-            draw % partitions,
+            partition,
         )
 
     def _hop(
