@@ -311,12 +311,16 @@ class WorkerProcess:
             return None
         return f"worker {self.process.pid} exited with {code} (see {self.log_path.name})"
 
-    def stop(self, timeout: float) -> int | None:
-        """SIGTERM (the worker drains), then SIGKILL of its process group after ``timeout``."""
+    def terminate(self) -> None:
+        """SIGTERM, once: the worker drains. A second signal would tell it to skip the drain."""
+        if not self.stopping and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
         self.stopping = True
+
+    def stop(self, timeout: float) -> int | None:
+        """``terminate``, then SIGKILL of its process group after ``timeout``."""
         try:
-            if self.process.poll() is None:
-                self.process.send_signal(signal.SIGTERM)
+            self.terminate()
             try:
                 return self.process.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -1114,9 +1118,7 @@ class Run:
                 self.problems.append(why)
         # Both at once: each drains on its own (running jobs finish in 50 ms).
         for worker in self.workers:
-            if worker.alive() and not worker.stopping:
-                worker.stopping = True
-                worker.process.send_signal(signal.SIGTERM)
+            worker.terminate()
         for worker in self.workers:
             status = worker.stop(timeout=self.settings.worker.drain_seconds + 20)
             if status not in (0, None) and worker.process.returncode not in (0, -signal.SIGTERM):
