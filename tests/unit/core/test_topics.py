@@ -41,7 +41,7 @@ def test_negative_tier_refused() -> None:
         retry_topic("tq", "q", -1)
 
 
-def test_tier_for_wait() -> None:
+def test_tier_choice_covers_the_wait_and_hops_past_the_last() -> None:
     delays = (5.0, 30.0, 300.0)
     assert [tier_for_wait(wait, delays) for wait in (0.1, 5, 5.1, 30, 299, 301, 1e9)] == [
         0,
@@ -53,11 +53,3 @@ def test_tier_for_wait() -> None:
         2,
     ]
 
-
-def test_tier_choice_covers_the_wait_and_hops_past_the_last() -> None:
-    delays = (5.0, 30.0, 300.0)
-    assert tier_for_wait(0.1, delays) == 0
-    assert tier_for_wait(5.0, delays) == 0
-    assert tier_for_wait(5.1, delays) == 1
-    assert tier_for_wait(299, delays) == 2
-    assert tier_for_wait(10_000, delays) == 2
