@@ -21,6 +21,9 @@ log = logging.getLogger("tenantq.worker")
 #: First and longest wait between two reconnection attempts of one thread.
 BACKOFF_FIRST_SECONDS = 0.1
 BACKOFF_CAP_SECONDS = 5.0
+#: Exit status of a worker (member) that gave up on an unreachable database
+#: (``database_outage_limit_seconds``); its supervisor then exits with it.
+EXIT_DATABASE_GONE = 3
 
 
 class DatabaseHealth:

@@ -30,6 +30,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 from tenantq.background import BackgroundService
+from tenantq.consumer.database_health import EXIT_DATABASE_GONE
 from tenantq.errors import DatabaseUnavailable
 from tenantq.observability import specs
 from tenantq.settings import Settings
@@ -39,8 +40,6 @@ log = logging.getLogger("tenantq.supervisor")
 
 #: A member that dies sooner than this after starting is restarted with a growing delay.
 FAST_DEATH_SECONDS = 5.0
-#: Exit status of a member that gave up on an unreachable database (``Worker``).
-EXIT_DATABASE_GONE = 3
 #: How long background services get to stop.
 SERVICE_STOP_SECONDS = 10.0
 

@@ -39,7 +39,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 from tenantq.app import App, JobType
 from tenantq.consumer.completer import Completer, Completion
 from tenantq.consumer.context import JobContext
-from tenantq.consumer.database_health import DatabaseHealth
+from tenantq.consumer.database_health import EXIT_DATABASE_GONE, DatabaseHealth
 from tenantq.consumer.dependencies import DependencyGuard, policies_from
 from tenantq.consumer.dispatcher import FairDispatcher
 from tenantq.consumer.events import WorkerEvents
@@ -74,9 +74,6 @@ from tenantq.topics import QueueTopics, consumer_group
 
 log = logging.getLogger("tenantq.worker")
 
-#: Exit status of a worker that gave up on an unreachable database
-#: (``database_outage_limit_seconds``).
-EXIT_DATABASE_GONE = 3
 #: How long shutdown waits for the database to take the last results.
 FINAL_WRITE_SECONDS = 10.0
 
@@ -384,8 +381,9 @@ class Worker:
         limit = self.settings.worker.database_outage_limit_seconds
         if limit is None or self.health.down_for() < limit:
             return False
-        log.error("database unreachable for %.0fs (limit %.0fs); stopping", limit, limit)
-        self.exit_code = EXIT_DATABASE_GONE
+        log.error(
+            "database unreachable for %.0fs (limit %.0fs); stopping", self.health.down_for(), limit
+        )
         return True
 
     # -- claims and starts ---------------------------------------------------------------------
