@@ -38,7 +38,8 @@ from tenantq.schemas.envelope import decode_envelope
 from tenantq.settings import Settings, load_settings
 from tenantq.store import outbox as outbox_store
 from tenantq.store.placement import PlacementReader
-from tenantq.topics import main_topic, retry_topic
+from tenantq.topic_admin import declared_topics
+from tenantq.topics import main_topic
 
 __all__ = ["Outbox", "OutboxRef", "declared_partition_counts"]
 
@@ -54,11 +55,7 @@ class OutboxRef(NamedTuple):
 
 def declared_partition_counts(settings: Settings) -> Callable[[str], int]:
     """Partitions of every topic of every declared queue, as ``TENANTQ_QUEUES`` says."""
-    counts: dict[str, int] = {}
-    for name, queue in settings.queues.items():
-        counts[main_topic(settings.topic_prefix, name)] = queue.partitions
-        for tier in range(len(queue.retry_delays_seconds)):
-            counts[retry_topic(settings.topic_prefix, name, tier)] = queue.tier_partitions
+    counts = {spec.name: spec.partitions for spec in declared_topics(settings)}
 
     def partition_count(topic: str) -> int:
         try:

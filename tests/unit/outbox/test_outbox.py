@@ -84,6 +84,7 @@ def test_a_delayed_job_goes_to_a_retry_tier_with_its_due_time(tmp_path: Path) ->
 def test_declared_partition_counts_cover_every_topic_of_every_queue(tmp_path: Path) -> None:
     count = declared_partition_counts(fakes.make_settings(tmp_path))
     assert count("unit.default") == 12 and count("unit.mail.retry.3") == 2
+    assert count("unit.default.lane") == 12  # a tenant in the hot lane is enqueued there
     with pytest.raises(tenantq.ConfigurationError, match="no declared queue"):
         count("elsewhere")
 
