@@ -145,3 +145,39 @@ def _produce(settings: tenantq.Settings, acknowledged: list[uuid.UUID]) -> None:
             )
             acknowledged.extend(future.result(60).job_id for future in futures)
             time.sleep(0.25)
+
+
+def test_a_worker_past_its_outage_limit_exits_with_status_3(
+    private_stack: PrivateStack, tmp_path: Path
+) -> None:
+    """``database_outage_limit_seconds``: past it, the worker gives up (status 3, one log line
+    saying how long the database was away) instead of waiting on."""
+    settings = tenantq.Settings(
+        kafka_bootstrap_servers=private_stack.bootstrap_servers,
+        database_url=private_stack.create_database("limit"),
+        topic_prefix=f"l{uuid.uuid4().hex[:12]}",
+        queues={"default": QueueSettings(partitions=2)},
+        worker={"database_outage_limit_seconds": 3},
+        metrics_port=0,
+    )
+    ensure_topics(settings)
+    worker = LoggedWorkerProcess(
+        settings_environment(settings), "apps:APP", log_path=tmp_path / "worker.log"
+    )
+    try:
+        with tenantq.Producer(settings) as producer:
+            job = producer.enqueue("sleepy", tenant="acme", payload={"seconds": 0.01}).result(60)
+        with psycopg.connect(settings.require_database_url(), autocommit=True) as db:
+            wait_for(
+                while_alive(lambda: _counter(db)("succeeded") == 1, worker),
+                timeout=60,
+                what=f"job {job.job_id} done before the kill",
+            )
+        private_stack.kill_postgres()
+        status = worker.process.wait(90)
+    finally:
+        private_stack.restart()
+        if worker.alive():
+            worker.kill()
+    assert status == 3, worker.output()[-3000:]
+    assert "database unreachable for" in worker.output()
