@@ -9,7 +9,6 @@ wrong (database down is a 503 page that names the reason, never a 500).
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -168,8 +167,3 @@ async def _logout(request: Request, csrf: str = Form("")) -> Response:
     response = RedirectResponse("/", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response
-
-
-def login_url(next_path: str) -> str:
-    """The sign-in page that comes back to ``next_path``."""
-    return "/login?" + urllib.parse.urlencode({"next": next_path})

@@ -180,7 +180,7 @@ def replay_action(
     """Preview (``dry_run=1``, the default) or run a replay of the selected letters."""
     console = console_of(request)
     preview = dry_run != "0"
-    context: dict[str, Any] = {"queue": queue, "job_ids": job_id, "dry_run": preview}
+    context: dict[str, Any] = {"queue": queue, "dry_run": preview}
     try:
         canary_count = int(canary or 0)
         rate_value = float(rate) if rate.strip() else None
@@ -199,5 +199,5 @@ def replay_action(
     except DeadLetterReadError as error:
         context["error"] = f"cannot read the DLQ: {error}"
         return render(request, "replay.html", context, status=503, page="dlq")
-    context.update(report=report, audit_id=audit_id, actor=actor, canary=canary, rate=rate)
+    context.update(report=report, audit_id=audit_id, actor=actor)
     return render(request, "replay.html", context, page="dlq")

@@ -254,7 +254,7 @@ def job_context(request: Request, job_id: uuid.UUID) -> dict[str, Any]:
         if job is None:
             raise HTTPException(404, f"no job {job_id}")
         attempts = list_attempts(connection, job_id)
-    return {"job": job, "attempts": attempts, "now": dt.datetime.now(dt.UTC)}
+    return {"job": job, "attempts": attempts}
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)

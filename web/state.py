@@ -50,9 +50,8 @@ class QueueView:
     name: str
     counts: stats.JobCounts | None
     backlog: QueueBacklog
-    #: Succeeded / dead per minute, oldest first, ``HISTORY_MINUTES`` points.
+    #: Succeeded per minute, oldest first, ``HISTORY_MINUTES`` points.
     succeeded_per_minute: list[int] = field(default_factory=list)
-    dead_per_minute: list[int] = field(default_factory=list)
     #: Oldest runnable age samples (seconds; None = nothing due), oldest first.
     oldest_age_samples: list[float | None] = field(default_factory=list)
     #: Jobs enqueued through the outbox and not yet relayed to Kafka (None: database down).
@@ -184,19 +183,16 @@ class OverviewReader:
                 else QueueBacklog(name, error=broker.error or "broker unavailable")
             )
             succeeded = [0] * HISTORY_MINUTES
-            dead = [0] * HISTORY_MINUTES
             for minute in finished:
                 if minute.queue == name and 0 <= minute.minutes_ago < HISTORY_MINUTES:
                     index = HISTORY_MINUTES - 1 - minute.minutes_ago
                     succeeded[index] += minute.succeeded
-                    dead[index] += minute.dead
             queues.append(
                 QueueView(
                     name=name,
                     counts=counts.get(name) if database.up else None,
                     backlog=backlog,
                     succeeded_per_minute=succeeded,
-                    dead_per_minute=dead,
                     oldest_age_samples=samples.get(name, []),
                     outbox=outbox.get(name, outbox_store.OutboxLag(name, 0, 0.0))
                     if database.up
