@@ -144,6 +144,7 @@ class Worker:
         self._placements = PlacementBook(
             PlacementReader(self.settings.require_database_url()),
             self.settings.producer.placement_ttl_seconds,
+            refresh_in_background=True,
         )
         self.hot_lane = HotLane(
             isolation,

@@ -48,6 +48,9 @@ class PlacementBook:
     """Tenant placements per queue, loaded through ``loader`` and kept ``ttl_seconds``.
 
     ``clock`` is injectable (a monotonic number of seconds) so tests need not sleep.
+    ``refresh_in_background``: a lookup past the TTL answers from the table it has and
+    rereads it in a thread of its own, so the caller never waits on the database after the
+    first load (the worker's poll thread must not).
     """
 
     def __init__(
@@ -55,12 +58,19 @@ class PlacementBook:
         loader: PlacementLoader | None,
         ttl_seconds: float,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        refresh_in_background: bool = False,
     ) -> None:
         self._loader = loader
         self._ttl = ttl_seconds
         self._clock = clock
         self._queues: dict[str, _QueueEntry] = {}
         self._lock = threading.Lock()
+        self._in_background = refresh_in_background
+        #: Queues whose table a background thread is rereading now. Its own lock: ``_lock``
+        #: is held for a whole load, which is what the caller must not wait for.
+        self._refreshing: set[str] = set()
+        self._refreshing_lock = threading.Lock()
 
     def placement(self, queue: str, tenant_id: str) -> Placement:
         """The placement of ``tenant_id`` in ``queue`` (hashed unless the table says else)."""
@@ -84,9 +94,28 @@ class PlacementBook:
         if self._loader is None:
             return _QueueEntry(float("inf"), {})
         entry = self._queues.get(queue)
-        if entry is None or self._clock() >= entry.expires_at:
-            entry = self._refresh(queue)
+        if entry is None:
+            return self._refresh(queue)
+        if self._clock() >= entry.expires_at:
+            if not self._in_background:
+                return self._refresh(queue)
+            self._refresh_in_background(queue)
         return entry
+
+    def _refresh_in_background(self, queue: str) -> None:
+        with self._refreshing_lock:
+            if queue in self._refreshing:
+                return
+            self._refreshing.add(queue)
+
+        def refresh() -> None:
+            try:
+                self._refresh(queue)
+            finally:
+                with self._refreshing_lock:
+                    self._refreshing.discard(queue)
+
+        threading.Thread(target=refresh, name="tenantq-placements", daemon=True).start()
 
     def invalidate(self, queue: str | None = None) -> None:
         """Forget the cache (of one queue, or all) so the next lookup reloads."""
