@@ -35,14 +35,12 @@ log = logging.getLogger("tenantq.worker")
 class Completion:
     """A verdict waiting to be made durable."""
 
-    __slots__ = ("item", "verdict", "duration", "published")
+    __slots__ = ("item", "verdict", "duration")
 
     def __init__(self, item: WorkItem, verdict: Verdict, duration: float) -> None:
         self.item = item
         self.verdict = verdict
         self.duration = duration
-        #: Kafka holds the next step (or there is none): only the database write is left.
-        self.published = False
 
 
 class Completer:
@@ -89,22 +87,21 @@ class Completer:
             return
         batch, self._unpublished = self._unpublished, []
         outgoing: list[Outgoing] = []
-        needs_ack: list[tuple[Completion, int]] = []
-        for completion in batch:
+        # (position in the batch, index in outgoing) of the completions with a next step.
+        needs_ack: list[tuple[int, int]] = []
+        for position, completion in enumerate(batch):
             message = self._next_step(completion)
-            if message is None:
-                completion.published = True
-            else:
-                needs_ack.append((completion, len(outgoing)))
+            if message is not None:
+                needs_ack.append((position, len(outgoing)))
                 outgoing.append(message)
         acknowledged = self._publisher.publish(outgoing)
-        for completion, index in needs_ack:
-            if acknowledged[index]:
-                completion.published = True
-            else:
+        not_taken: set[int] = set()
+        for position, index in needs_ack:
+            if not acknowledged[index]:
                 # Kafka did not take the next step: keep the lease and try again.
-                self._unpublished.append(completion)
-        self.write([c for c in batch if c.published])
+                not_taken.add(position)
+                self._unpublished.append(batch[position])
+        self.write([c for position, c in enumerate(batch) if position not in not_taken])
 
     def write(self, completions: list[Completion]) -> None:
         """Hand completions whose next step is settled to the results lane."""
@@ -249,5 +246,4 @@ def _refused_result(completion: Completion, reason: str) -> Completion:
         Verdict.dead("ResultRefused", f"the database refused the job's result: {reason}"),
         completion.duration,
     )
-    refused.published = True
     return refused

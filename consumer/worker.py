@@ -685,9 +685,7 @@ class Worker:
             for item in items
             if item.lease is not None
         ]
-        for completion in completions:
-            completion.published = True  # a release has no next step
-        self._write(completions)
+        self._write(completions)  # a release has no next step: straight to the database
 
     def _write(self, completions: list[Completion]) -> None:
         with self._held_lock:
