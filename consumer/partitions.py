@@ -135,12 +135,7 @@ class Partitions:
         claimed, and the read-ahead windows are full enough. The consumer keeps polling, so
         the group keeps the member."""
         self._suspended = True
-        try:
-            assignment = consumer.assignment()
-            if assignment:
-                consumer.pause(assignment)
-        except KafkaException as error:
-            log.debug("suspend failed: %s", error)
+        self._pause_assignment(consumer, "suspend")
 
     def unsuspend(self, consumer: Consumer) -> None:
         """Resume what ``suspend`` paused, except partitions flow control or a waiting retry
@@ -161,12 +156,16 @@ class Partitions:
 
     def pause_all(self, consumer: Consumer) -> None:
         self._paused_all = True
+        self._pause_assignment(consumer, "pause_all")
+
+    @staticmethod
+    def _pause_assignment(consumer: Consumer, why: str) -> None:
         try:
             assignment = consumer.assignment()
             if assignment:
                 consumer.pause(assignment)
         except KafkaException as error:
-            log.debug("pause_all failed: %s", error)
+            log.debug("%s failed: %s", why, error)
 
     def store(self, consumer: Consumer) -> None:
         """Store the commit position of every partition that moved (committed by the client's

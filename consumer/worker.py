@@ -314,8 +314,7 @@ class Worker:
         self._dispatch()
         # Offsets also move without a result (dead letters, duplicates, finished jobs).
         self.partitions.store(self.consumer)
-        if self._database_seen_up:
-            self.partitions.apply_flow_control(self.consumer)
+        self.partitions.apply_flow_control(self.consumer)  # no-op while suspended (database away)
         self.events.results_waiting(self.ledger.pending + self.completer.waiting)
         self.observability.observe(
             self.partitions, self.consumer, self.executor.busy, self.slots, self.queue_of_topic
