@@ -33,7 +33,7 @@ from confluent_kafka import Message
 from tenantq import headers
 from tenantq.app import resolve_max_attempts
 from tenantq.consumer.ledger import Claim, ClaimSettings, Settle, SettleWaiting
-from tenantq.consumer.outcomes import Verdict
+from tenantq.consumer.outcomes import Verdict, crashed_too_often
 from tenantq.consumer.work import WorkItem
 from tenantq.errors import EnvelopeError, InvalidTenantId
 from tenantq.partitioner.placement import LANE
@@ -550,10 +550,7 @@ def _burial(status: JobStatus, crash_budget: int) -> tuple[str, str]:
             "AttemptsExhausted",
             "max attempts reached at lease time (the handler never finished: crash, kill or hang)",
         )
-    return (
-        "PoisonJob",
-        f"the process running it died {status.crashes} times (crash budget {crash_budget})",
-    )
+    return ("PoisonJob", crashed_too_often(status.crashes, crash_budget))
 
 
 def _due_ms(raw_headers: list[tuple[str, bytes]]) -> int | None:

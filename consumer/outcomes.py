@@ -129,6 +129,11 @@ _SUCCEEDED = Verdict(Outcome.SUCCEEDED, JobState.SUCCEEDED)
 BreakerSignal = Literal["success", "failure", "throttled", "neutral"]
 
 
+def crashed_too_often(crashes: int, crash_budget: int) -> str:
+    """Why a job whose handler process kept dying is dead as ``PoisonJob``."""
+    return f"the process running it died {crashes} times (crash budget {crash_budget})"
+
+
 def breaker_signal(error: BaseException | None, timed_out: bool) -> BreakerSignal:
     if isinstance(error, RateLimited):
         return "throttled"

@@ -56,7 +56,7 @@ from tenantq.consumer.ledger import (
     Ledger,
     SettleWaiting,
 )
-from tenantq.consumer.outcomes import Verdict
+from tenantq.consumer.outcomes import Verdict, crashed_too_often
 from tenantq.consumer.partitions import Partitions
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.runner import Task
@@ -621,10 +621,7 @@ class Worker:
                 self.partitions.done(task.item.topic, task.item.partition, task.item.offset)
             elif count >= budget:
                 self._task_done(task.item)
-                verdict = Verdict.dead(
-                    "PoisonJob",
-                    f"the process running it died {count} times (crash budget {budget})",
-                )
+                verdict = Verdict.dead("PoisonJob", crashed_too_often(count, budget))
                 self.completer.add(Completion(task.item, verdict, task.duration))
             else:
                 again.append(task)
