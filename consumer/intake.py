@@ -252,8 +252,7 @@ class Intake:
         if tier is None and not lane:
             if worker.hot_lane.in_lane(queue_name, envelope.tenant_id):
                 # The tenant floods this partition: its job waits in the lane, not here.
-                routed.outgoing.append((self._to_lane(message, queue_name, envelope), message))
-                routed.diverted[queue_name] = routed.diverted.get(queue_name, 0) + 1
+                self._divert(message, queue_name, envelope, routed)
                 return
             worker.partitions.note_tenant(topic, partition, offset, envelope.tenant_id)
         max_attempts = resolve_max_attempts(
@@ -290,27 +289,23 @@ class Intake:
     def divert(self, items: list[WorkItem]) -> None:
         """Move read, unclaimed main-topic items of hot-lane tenants to the lane (their tenant
         was just moved): published there, then done here."""
-        diverted: dict[str, int] = {}
-        outgoing = []
+        routed = _Routed()
         for item in items:
-            outgoing.append((self._to_lane(item.record, item.queue, item.envelope), item.record))
-            diverted[item.queue] = diverted.get(item.queue, 0) + 1
-        self._publish_and_mark(outgoing)
-        for queue_name, count in diverted.items():
-            self.worker.events.lane_diverted(queue_name, count)
+            self._divert(item.record, item.queue, item.envelope, routed)
+        self._finish(routed)
 
-    def _to_lane(self, message: Polled, queue_name: str, envelope: Envelope) -> Outgoing:
+    def _divert(
+        self, message: Polled, queue_name: str, envelope: Envelope, routed: _Routed
+    ) -> None:
         """The same record, for the queue's lane: any partition, drawn from the job id (as a
         producer places a lane job), so every worker shares the tenant's backlog."""
         partitions = self.worker.settings.queue(queue_name).partitions
         _, partition = LANE.choose(envelope.tenant_id, envelope.job_id, partitions)
-        return Outgoing(
-            self.worker.topics[queue_name].lane,
-            message.key,
-            message.value,
-            message.headers,
-            partition,
+        lane = self.worker.topics[queue_name].lane
+        routed.outgoing.append(
+            (Outgoing(lane, message.key, message.value, message.headers, partition), message)
         )
+        routed.diverted[queue_name] = routed.diverted.get(queue_name, 0) + 1
 
     def _hop(
         self, message: Polled, queue_name: str, raw_headers: list[tuple[str, bytes]], due_ms: int
