@@ -23,7 +23,7 @@ from tenantq.store import stats
 from tenantq.store.job_admin import get_job, list_attempts
 from tenantq.store.placement import placement_list
 from tenantq.web import job_actions
-from tenantq.web.console import acting, console_of
+from tenantq.web.console import acting, console_of, declared_queue, job_id_of
 from tenantq.web.dead_letters import (
     LetterFilters,
     current_states,
@@ -55,12 +55,6 @@ def plain(value: Any) -> Any:
     return value
 
 
-def _queue(request: Request, queue: str) -> str:
-    if queue not in console_of(request).settings.queues:
-        raise HTTPException(404, f"queue {queue!r} is not declared")
-    return queue
-
-
 @router.get("/queues")
 def queues(request: Request) -> dict[str, Any]:
     """Per queue: jobs by state, throughput, oldest runnable age, consumer lag, retry-tier
@@ -75,7 +69,7 @@ def tenants(request: Request, queue: str = Query("default")) -> dict[str, Any]:
     with console.database.connection() as connection:
         (found,) = stats.job_stats_by_tenant(
             connection,
-            queues=[_queue(request, queue)],
+            queues=[declared_queue(request, queue)],
             top_tenants=console.settings.web.top_tenants,
         )
         placements = {record.tenant_id: record for record in placement_list(connection, queue)}
@@ -126,17 +120,10 @@ def jobs(
     return {"jobs": plain(found)}
 
 
-def _job_id(text: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        raise HTTPException(404, f"{text!r} is not a job id (a UUID)") from None
-
-
 @router.get("/jobs/{job_id}")
 def job(request: Request, job_id: str) -> dict[str, Any]:
     """A job row (payload decoded) and its attempts; 404 for an unknown id."""
-    identifier = _job_id(job_id)
+    identifier = job_id_of(job_id)
     with console_of(request).database.connection() as connection:
         row = get_job(connection, identifier)
         if row is None:
@@ -148,7 +135,7 @@ def job(request: Request, job_id: str) -> dict[str, Any]:
 @router.post("/jobs/{job_id}/cancel")
 def job_cancel(request: Request, job_id: str, actor: Actor = Depends(acting)) -> dict[str, Any]:
     """Cancel a job."""
-    result = job_actions.cancel(console_of(request).database, _job_id(job_id))
+    result = job_actions.cancel(console_of(request).database, job_id_of(job_id))
     return {"job_id": job_id, "result": result.message, "actor": actor.audit_name}
 
 
@@ -157,7 +144,7 @@ def job_run(request: Request, job_id: str, actor: Actor = Depends(acting)) -> di
     """Run a dead or waiting job again now."""
     console = console_of(request)
     result = job_actions.run_again(
-        console.settings, console.database, _job_id(job_id), actor=actor.audit_name
+        console.settings, console.database, job_id_of(job_id), actor=actor.audit_name
     )
     return {
         "job_id": job_id,
@@ -178,7 +165,7 @@ def dlq(
     console = console_of(request)
     try:
         where = filters.parse()
-        letters = read_letters(console.settings, _queue(request, queue), where, limit)
+        letters = read_letters(console.settings, declared_queue(request, queue), where, limit)
     except FilterError as error:
         raise HTTPException(400, str(error)) from None
     except DeadLetterReadError as error:

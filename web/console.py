@@ -3,9 +3,10 @@ with the common context, and the check that guards every action (``acting``)."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
-from fastapi import Request
+from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse
 from tenantq.observability.consumer_lag import BacklogProbe
 from tenantq.settings import Settings
@@ -42,6 +43,21 @@ def console_of(request: Request) -> Console:
     """The console serving ``request``."""
     console: Console = request.app.state.console
     return console
+
+
+def declared_queue(request: Request, queue: str) -> str:
+    """``queue``, if this console's settings declare it; else 404."""
+    if queue not in console_of(request).settings.queues:
+        raise HTTPException(404, f"queue {queue!r} is not declared")
+    return queue
+
+
+def job_id_of(text: str) -> uuid.UUID:
+    """The job id written in ``text``; else 404."""
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise HTTPException(404, f"{text!r} is not a job id (a UUID)") from None
 
 
 def signed_in_user(request: Request) -> str | None:

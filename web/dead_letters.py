@@ -22,7 +22,7 @@ from tenantq.settings import Settings
 from tenantq.store import console as console_store
 from tenantq.store.job_admin import get_job
 from tenantq.store.replay import job_state_summary
-from tenantq.web.console import acting, console_of, render
+from tenantq.web.console import acting, console_of, declared_queue, job_id_of, render
 from tenantq.web.database import Database
 from tenantq.web.security import Actor
 
@@ -84,8 +84,7 @@ def dlq_page(
 ) -> Response:
     """The dead letters of a queue, filtered; select some and preview their replay."""
     console = console_of(request)
-    if queue not in console.settings.queues:
-        raise HTTPException(404, f"queue {queue!r} is not declared")
+    declared_queue(request, queue)
     form = {"queue": queue, **asdict(filters), "limit": limit}
     context: dict[str, Any] = {"form": form, "letters": [], "states": {}, "error": None}
     status = 200
@@ -112,12 +111,8 @@ def dlq_page(
 def letter_page(request: Request, job_id: str, queue: str = Query("default")) -> Response:
     """Every dead letter of one job: headers, envelope, payload; and the job row now."""
     console = console_of(request)
-    if queue not in console.settings.queues:
-        raise HTTPException(404, f"queue {queue!r} is not declared")
-    try:
-        identifier = uuid.UUID(job_id)
-    except ValueError:
-        raise HTTPException(404, f"{job_id!r} is not a job id (a UUID)") from None
+    declared_queue(request, queue)
+    identifier = job_id_of(job_id)
     try:
         where = DeadLetterFilter(job_ids=frozenset({identifier}))
         letters = read_letters(console.settings, queue, where, 50)

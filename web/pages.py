@@ -25,7 +25,7 @@ from tenantq.store.placement import (
     placement_upsert,
 )
 from tenantq.web import job_actions
-from tenantq.web.console import acting, console_of, render
+from tenantq.web.console import acting, console_of, declared_queue, job_id_of, render
 from tenantq.web.security import Actor
 from tenantq.web.views import hot_lane_of
 
@@ -49,19 +49,11 @@ def overview_fragment(request: Request) -> Response:
     return render(request, "_overview_live.html", {"overview": overview})
 
 
-def _job_id(text: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(text.strip())
-    except ValueError:
-        raise HTTPException(404, f"{text!r} is not a job id (a UUID)") from None
-
-
 # -- tenants ---------------------------------------------------------------------------------
 
 
 def _tenants_context(request: Request, queue: str, sort: str, window: int) -> dict[str, Any]:
     console = console_of(request)
-    console.settings.queue(queue)
     with console.database.connection() as connection:
         (queue_stats,) = stats.job_stats_by_tenant(
             connection, queues=[queue], top_tenants=console.settings.web.top_tenants
@@ -121,8 +113,7 @@ def tenants_page(
     window: int = Query(60),
 ) -> Response:
     """Busiest tenants by backlog or throughput, their placement, latency per class."""
-    if queue not in console_of(request).settings.queues:
-        raise HTTPException(404, f"queue {queue!r} is not declared")
+    declared_queue(request, queue)
     window = window if window in LATENCY_WINDOWS else 60
     context = _tenants_context(request, queue, sort, window)
     return render(request, "tenants.html", context, page="tenants")
@@ -140,8 +131,7 @@ def placement_action(
 ) -> Response:
     """Pin, spread or release a tenant (the placement table; producers follow within TTL)."""
     console = console_of(request)
-    if queue not in console.settings.queues:
-        raise HTTPException(404, f"queue {queue!r} is not declared")
+    declared_queue(request, queue)
     flash, failed = "", False
     try:
         validate_tenant_id(tenant)
@@ -214,7 +204,7 @@ def jobs_page(
 ) -> Response:
     """Search jobs; an id goes straight to the job's page."""
     if id.strip():
-        return RedirectResponse(f"/jobs/{_job_id(id)}", status_code=303)
+        return RedirectResponse(f"/jobs/{job_id_of(id.strip())}", status_code=303)
     form = {
         "queue": queue,
         "tenant": tenant,
@@ -260,14 +250,14 @@ def job_context(request: Request, job_id: uuid.UUID) -> dict[str, Any]:
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
 def job_page(request: Request, job_id: str) -> Response:
     """One job: state, payload, attempts as a timeline, progress, lease; actions."""
-    context = job_context(request, _job_id(job_id))
+    context = job_context(request, job_id_of(job_id.strip()))
     return render(request, "job.html", context, page="jobs")
 
 
 @router.post("/jobs/{job_id}/cancel", response_class=HTMLResponse)
 def job_cancel(request: Request, job_id: str, actor: Actor = Depends(acting)) -> Response:
     """Cancel the job (it never runs if not started; a running job is asked to stop)."""
-    identifier = _job_id(job_id)
+    identifier = job_id_of(job_id.strip())
     result = job_actions.cancel(console_of(request).database, identifier)
     context = job_context(request, identifier)
     context["flash"] = f"{result.message} (by {actor.name})"
@@ -277,7 +267,7 @@ def job_cancel(request: Request, job_id: str, actor: Actor = Depends(acting)) ->
 @router.post("/jobs/{job_id}/run", response_class=HTMLResponse)
 def job_run_again(request: Request, job_id: str, actor: Actor = Depends(acting)) -> Response:
     """Run the job again now: a dead job is replayed from the DLQ, a waiting one made due."""
-    identifier = _job_id(job_id)
+    identifier = job_id_of(job_id.strip())
     console = console_of(request)
     result = job_actions.run_again(
         console.settings, console.database, identifier, actor=actor.audit_name
