@@ -23,12 +23,11 @@ from tenantq.partitioner.murmur2 import default_partition
 from tenantq.producer.publisher import Outgoing, Publisher
 from tenantq.schemas.envelope import Envelope, encode_envelope
 from tenantq.settings import Settings
+from tenantq.states import LEASABLE_STATES
 from tenantq.store import console as console_store
 from tenantq.store.job_admin import cancel_job, get_job
 from tenantq.topics import main_topic
 from tenantq.web.database import Database
-
-WAITING_STATES = frozenset({"pending", "runnable", "retrying"})
 
 
 class JobActionError(Exception):
@@ -75,7 +74,7 @@ def run_again(
         raise JobActionError(409, f"queue {queue!r} is not declared in this console's settings")
     if state == "dead":
         return _replay(settings, queue, job_id, actor)
-    if state in WAITING_STATES:
+    if state in LEASABLE_STATES:  # waiting for its turn: made due now
         return _due_now(settings, database, job_id)
     raise JobActionError(409, f"the job is {state}: there is nothing to run again")
 
