@@ -17,10 +17,10 @@ from fastapi import FastAPI, Form, Request, Response
 from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
+from tenantq.errors import DatabaseUnavailable
 from tenantq.settings import Settings
 from tenantq.web import api, dead_letters, pages
 from tenantq.web.console import Console, console_of, render
-from tenantq.web.database import DatabaseUnavailable
 from tenantq.web.job_actions import JobActionError
 from tenantq.web.security import CSRF_COOKIE, SESSION_COOKIE, USER_NAME, NotAllowed
 
@@ -105,7 +105,7 @@ async def _not_allowed(request: Request, error: NotAllowed) -> Response:
 
 
 async def _database_unavailable(request: Request, error: DatabaseUnavailable) -> Response:
-    return _error(request, 503, "Database unavailable", error.reason)
+    return _error(request, 503, "Database unavailable", str(error))
 
 
 async def _action_failed(request: Request, error: JobActionError) -> Response:

@@ -14,20 +14,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from tenantq.errors import TenantqError
+from tenantq.errors import DatabaseUnavailable, TenantqError
 from tenantq.settings import Settings
 from tenantq.store.engine import connect
 
 #: Idle connections kept for the next request.
 IDLE_CONNECTIONS = 4
-
-
-class DatabaseUnavailable(Exception):
-    """PostgreSQL could not answer; ``reason`` is one line without secrets."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class Database:

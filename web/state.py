@@ -18,12 +18,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenantq.errors import DatabaseUnavailable
 from tenantq.observability.consumer_lag import BacklogProbe, BrokerHealth, QueueBacklog
 from tenantq.settings import Settings
 from tenantq.store import console as console_store
 from tenantq.store import outbox as outbox_store
 from tenantq.store import stats
-from tenantq.web.database import Database, DatabaseUnavailable
+from tenantq.web.database import Database
 
 #: Minutes of throughput history per queue (one sparkline point per minute).
 HISTORY_MINUTES = 30
@@ -172,7 +173,7 @@ class OverviewReader:
                 )
             database = DatabaseHealth(up=True, latency_ms=latency)
         except DatabaseUnavailable as error:
-            database = DatabaseHealth(up=False, error=error.reason)
+            database = DatabaseHealth(up=False, error=str(error))
         broker = self.probe.health()
         samples = self._sample({name: counts[name].oldest_runnable_age_seconds for name in counts})
         queues = []
