@@ -27,9 +27,6 @@ log = logging.getLogger("tenantq.retention")
 
 Ages = dict[str, dt.timedelta | None]
 
-#: The terminal states, in the order ``tenantq prune`` reports them.
-STATES = ("succeeded", "dead", "canceled")
-
 
 def policy_ages(retention: RetentionSettings) -> Ages:
     """The age after which each terminal state is pruned, from the settings."""

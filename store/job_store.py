@@ -192,10 +192,6 @@ class JobStore:
             except psycopg.Error:
                 pass
 
-    def ping(self) -> None:
-        """Reach the server now (reconnecting if needed); ``DatabaseUnavailable`` if not."""
-        self._run(lambda cursor: cursor.execute("SELECT 1"))
-
     # -- transactions --------------------------------------------------------------------------
 
     def _run(self, work: Callable[[psycopg.Cursor[Any]], T]) -> T:

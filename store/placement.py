@@ -153,19 +153,6 @@ def placement_delete(connection: psycopg.Connection[Any], *, queue: str, tenant_
         return cursor.rowcount > 0
 
 
-def lane_enter(
-    connection: psycopg.Connection[Any], *, queue: str, tenant_id: str, worker: str, reason: str
-) -> bool:
-    """A worker moves ``tenant_id`` to the hot lane of ``queue``; False when an operator's
-    placement of the tenant stands (nothing changed)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            LANE_ENTER,
-            {"queue": queue, "tenant_id": tenant_id, "updated_by": worker, "reason": reason},
-        )
-        return cursor.fetchone() is not None
-
-
 def lane_release(connection: psycopg.Connection[Any], *, queue: str, seconds: float) -> list[str]:
     """Tenants a worker moved to the lane of ``queue`` at least ``seconds`` ago go back to
     hashed; returns them."""

@@ -15,6 +15,9 @@ from typing import Any
 
 import psycopg
 
+#: The terminal states a prune deletes, in the order ``tenantq prune`` reports them.
+PRUNED_STATES = ("succeeded", "dead", "canceled")
+
 _DOOMED = """
     SELECT id, state FROM tenantq_jobs
     WHERE finished_at IS NOT NULL
@@ -80,7 +83,7 @@ class Pruned:
 def _ages(ages: dict[str, dt.timedelta | None]) -> dict[str, float | None]:
     return {
         state: None if (age := ages.get(state)) is None else age.total_seconds()
-        for state in ("succeeded", "dead", "canceled")
+        for state in PRUNED_STATES
     }
 
 

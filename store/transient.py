@@ -60,12 +60,6 @@ def is_refusal(error: BaseException) -> bool:
     )
 
 
-def is_unavailable(error: BaseException) -> bool:
-    """Anything else psycopg raises: the connection or the server is at fault (or the schema
-    is not migrated yet), never the rows; wait, reconnect, try again."""
-    return isinstance(error, psycopg.Error) and not is_refusal(error)
-
-
 def describe_database_error(error: BaseException) -> str:
     """One line for a log: the SQLSTATE and the server's (or libpq's) first line."""
     sqlstate = getattr(error, "sqlstate", None)

@@ -10,13 +10,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from tenantq.errors import ConfigurationError
 from tenantq.settings import load_settings, parse_duration
 from tenantq.store.engine import connect
-from tenantq.store.retention import Pruned, job_prune_preview
+from tenantq.store.retention import PRUNED_STATES, Pruned, job_prune_preview
 
 console = Console()
 
 #: Above this many jobs a progress bar shows the batches going.
 PROGRESS_THRESHOLD = 5_000
-STATES = ("succeeded", "dead", "canceled")
 
 
 def register(app: typer.Typer) -> None:
@@ -51,15 +50,15 @@ def prune_command(
         age = parse_duration(older_than)
     except ValueError as error:
         raise ConfigurationError(f"--older-than: {error}") from None
-    states = state or list(STATES)
-    unknown = sorted(set(states) - set(STATES))
+    states = state or list(PRUNED_STATES)
+    unknown = sorted(set(states) - set(PRUNED_STATES))
     if unknown:
         raise ConfigurationError(
             f"--state {', '.join(unknown)}: only finished jobs are pruned (succeeded, dead, "
             "canceled)"
         )
     ages: dict[str, dt.timedelta | None] = {
-        name: age if name in states else None for name in STATES
+        name: age if name in states else None for name in PRUNED_STATES
     }
     settings = load_settings()
     size = batch_size or settings.retention.batch_size
@@ -85,7 +84,7 @@ def prune_command(
 
 def _report(pruned: Pruned, age: dt.timedelta, *, dry_run: bool) -> None:
     verb = "would remove" if dry_run else "removed"
-    by_state = ", ".join(f"{pruned.jobs.get(name, 0)} {name}" for name in STATES)
+    by_state = ", ".join(f"{pruned.jobs.get(name, 0)} {name}" for name in PRUNED_STATES)
     console.print(
         f"{verb} {pruned.total} jobs finished more than {_age(age)} ago ({by_state}) "
         f"and {pruned.attempts} attempt rows",
