@@ -34,7 +34,7 @@ from tenantq.producer.delivery import DeliveryFuture, JobRef
 from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.pending_rows import PendingRecorder
 from tenantq.producer.request import EncodedJob, EnqueueRequest, RequestPreparer
-from tenantq.producer.unique import UniqueJobs, idempotency_key_of
+from tenantq.producer.unique import UniqueJobs
 from tenantq.settings import Settings, load_settings
 from tenantq.store.placement import PlacementReader
 from tenantq.topics import lane_topic, main_topic
@@ -103,9 +103,6 @@ class Producer:
         )
         # Unique jobs: a keyed request whose key names a job reports it (database access).
         self._unique = UniqueJobs(self.settings) if self.settings.database_url else None
-        #: Keyed jobs in flight: they get a pending row once acknowledged, so a second
-        #: producer's lookup finds the key (see ``tenantq.producer.unique``).
-        self._keyed: set[str] = set()
         #: Per queue, the topics of jobs that run now (main, hot lane): no pending row.
         self._run_now_topics: dict[str, frozenset[str]] = {}
         self._closed = False
@@ -312,9 +309,6 @@ class Producer:
         existing: dict[int, JobRef] = {}
         if self._unique is not None and outgoing:
             existing = self._unique.existing(requests, outgoing)
-            for index, request in enumerate(requests):
-                if index not in existing and idempotency_key_of(request):
-                    self._keyed.add(outgoing[index].job_id)
         new = (
             [message for index, message in enumerate(outgoing) if index not in existing]
             if existing
@@ -456,9 +450,8 @@ class Producer:
             run_now = self._run_now_topics[message.queue] = frozenset(
                 (main_topic(prefix, message.queue), lane_topic(prefix, message.queue))
             )
-        if message.topic in run_now and (not self._keyed or message.job_id not in self._keyed):
+        if message.topic in run_now and not message.keyed:
             return on_delivery
-        self._keyed.discard(message.job_id)
         acknowledged = self._pending_rows.acknowledged
 
         def deliver(error: Any, delivered: Any) -> None:

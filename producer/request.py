@@ -81,6 +81,9 @@ class EncodedJob(NamedTuple):
     value: bytes
     #: Every header but the job id's, often one tuple shared by all jobs of a tenant.
     extra_headers: tuple[tuple[str, str], ...]
+    #: It has an idempotency key: once Kafka holds it, it gets a pending row (with database
+    #: access), so another producer's lookup finds the key (``tenantq.producer.unique``).
+    keyed: bool = False
 
     def kafka_headers(self) -> list[tuple[str, str | bytes]]:
         """The headers to produce with: the job id, then ``extra_headers``."""
@@ -374,6 +377,7 @@ class RequestPreparer:
             partition_key.encode(),
             value,
             headers,
+            idempotency_key is not None,
         )
 
     def _topic_of(self, queue: str, placement: Placement) -> str:
