@@ -23,8 +23,7 @@ plots to ``--report-dir`` (default ``reports/hot-partition-<time>/``).
 
 The noisy-neighbour protection is switched with ``TENANTQ_TENANT_ISOLATION__HOT_LANE`` and
 ``TENANTQ_TENANT_ISOLATION__TENANT_MAX_SHARE`` (1.0 = no cap), passed to the workers and used
-by the tool's producers only when this tenantq declares them; otherwise "on" is "off" and the
-report says the protection is absent.
+by the tool's producers.
 
 Exit status: 0 when every run is a valid measurement (the producers achieved >= 95% of the
 asked rates, every job was acknowledged, no worker died, every cold job started); 1
@@ -90,7 +89,12 @@ from tenantq.errors import BatchEnqueueFailed, QueueFull  # noqa: E402
 from tenantq.job_ids import new_job_id  # noqa: E402
 from tenantq.partitioner.placement import key_partition  # noqa: E402
 from tenantq.producer.producer import EnqueueRequest, Producer  # noqa: E402
-from tenantq.settings import QueueSettings, Settings, load_settings  # noqa: E402
+from tenantq.settings import (  # noqa: E402
+    QueueSettings,
+    Settings,
+    TenantIsolationSettings,
+    load_settings,
+)
 from tenantq.store import migrate  # noqa: E402
 from tenantq.store.engine import create_sqlalchemy_engine, psycopg_url  # noqa: E402
 from tenantq.topic_admin import declared_topics, delete_topics, ensure_topics  # noqa: E402
@@ -216,41 +220,34 @@ def zipf_weights(count: int) -> list[float]:
 # -- settings and protection --
 
 
-def protection_fields() -> dict[str, Any]:
-    """The fields of ``Settings.tenant_isolation`` this tenantq declares ({} before it lands)."""
-    declared = Settings.model_fields.get("tenant_isolation")
-    model = getattr(declared, "annotation", None) if declared is not None else None
-    fields = getattr(model, "model_fields", None)
-    return dict(fields) if isinstance(fields, dict) else {}
+def protection_values(on: bool) -> dict[str, Any]:
+    """The noisy-neighbour protection of a run: on = the defaults said out loud (hot lane, the
+    default cap), off = no hot lane and no cap."""
+    default_share = TenantIsolationSettings.model_fields["tenant_max_share"].default
+    return {"hot_lane": on, "tenant_max_share": default_share if on else 1.0}
 
 
 def protection_environment(on: bool) -> dict[str, str]:
-    """``TENANTQ_TENANT_ISOLATION__*`` for the workers: on = the defaults said out loud (hot
-    lane, the default cap), off = no hot lane and no cap. Only variables this tenantq
-    declares: an unknown one would make every worker refuse to start."""
-    fields = protection_fields()
-    environment = {}
-    if "hot_lane" in fields:
-        environment["TENANTQ_TENANT_ISOLATION__HOT_LANE"] = "true" if on else "false"
-    if "tenant_max_share" in fields:
-        share = fields["tenant_max_share"].default if on else 1.0
-        environment["TENANTQ_TENANT_ISOLATION__TENANT_MAX_SHARE"] = f"{share:g}"
-    return environment
+    """``TENANTQ_TENANT_ISOLATION__*`` for the workers: ``protection_values``."""
+    values = protection_values(on)
+    return {
+        "TENANTQ_TENANT_ISOLATION__HOT_LANE": "true" if values["hot_lane"] else "false",
+        "TENANTQ_TENANT_ISOLATION__TENANT_MAX_SHARE": f"{values['tenant_max_share']:g}",
+    }
 
 
-def run_settings(base: Settings, prefix: str, queue: str, protection: dict[str, str]) -> Settings:
+def run_settings(base: Settings, prefix: str, queue: str, on: bool) -> Settings:
     """The run's settings for the tool's own clients: its prefix, its queue (default queue
     settings), and the protection as the workers get it."""
-    update: dict[str, Any] = {
-        "topic_prefix": prefix,
-        "queues": {queue: QueueSettings()},
-        "metrics_port": 0,
-    }
-    isolation = getattr(base, "tenant_isolation", None)
-    if isolation is not None and protection:
-        values = {name.rsplit("__", 1)[-1].lower(): value for name, value in protection.items()}
-        update["tenant_isolation"] = isolation.model_validate({**isolation.model_dump(), **values})
-    return base.model_copy(update=update)
+    isolation = base.tenant_isolation.model_copy(update=protection_values(on))
+    return base.model_copy(
+        update={
+            "topic_prefix": prefix,
+            "queues": {queue: QueueSettings()},
+            "metrics_port": 0,
+            "tenant_isolation": isolation,
+        }
+    )
 
 
 def worker_environment(
@@ -501,22 +498,12 @@ def progress_of(connection: psycopg.Connection[Any], ids: Sequence[uuid.UUID]) -
     return int(row[0]), int(row[1])
 
 
-def placement_has_reason(connection: psycopg.Connection[Any]) -> bool:
-    """Whether ``tenantq_tenant_placement`` has the hot lane's ``reason`` column yet."""
-    row = connection.execute(
-        "SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() "
-        "AND table_name = 'tenantq_tenant_placement' AND column_name = 'reason'"
-    ).fetchone()
-    return bool(row and row[0])
-
-
 def lane_members(
-    connection: psycopg.Connection[Any], queue: str, with_reason: bool
+    connection: psycopg.Connection[Any], queue: str
 ) -> list[tuple[str, str | None, str | None]]:
     """(tenant, reason, updated_by) of the tenants in the queue's hot lane now."""
-    reason = "reason" if with_reason else "NULL::text"
     rows = connection.execute(
-        f"SELECT tenant_id, {reason}, updated_by FROM tenantq_tenant_placement "  # noqa: S608
+        "SELECT tenant_id, reason, updated_by FROM tenantq_tenant_placement "
         "WHERE queue = %(queue)s AND mode = 'lane' ORDER BY tenant_id",
         {"queue": queue},
     ).fetchall()
@@ -652,11 +639,8 @@ class Run:
         self.queue = f"hp{tag}"
         self.prefix = f"hotpart{dt.datetime.now():%Y%m%d%H%M%S}{tag}"
         self.protection_env = protection_environment(scenario.protection)
-        if not self.protection_env:
-            self.protection = "absent"
-        else:
-            self.protection = "on" if scenario.protection else "off"
-        self.settings = run_settings(base, self.prefix, self.queue, self.protection_env)
+        self.protection = "on" if scenario.protection else "off"
+        self.settings = run_settings(base, self.prefix, self.queue, scenario.protection)
         self.partitions = self.settings.queue(self.queue).partitions
         self.slots = self.settings.worker.concurrency
         self.cold_tenants = tenant_names(self.knobs.cold_tenants)
@@ -911,7 +895,6 @@ class Run:
     ) -> tuple[float, list[Pacer]]:
         """The phases: the pacers send, the tool samples once a second."""
         stop = threading.Event()
-        with_reason = placement_has_reason(conn)
         total = phases[-1].end
         plans = [PhasePlan(p.name, p.seconds, p.cold_rate, p.hot_rate) for p in phases]
         t0_mono = time.monotonic() + 0.2
@@ -935,7 +918,7 @@ class Run:
         try:
             while any(pacer.is_alive() for pacer in pacers):
                 at = time.time() - t0
-                sample = self._sample(conn, at, probes, with_reason, pacers)
+                sample = self._sample(conn, at, probes, pacers)
                 phase = next((p for p in phases if at < p.end), phases[-1])
                 sent = sum(pacer.sent for pacer in pacers)
                 self._show(
@@ -964,7 +947,6 @@ class Run:
     ) -> tuple[float, bool]:
         """Until every acknowledged cold job started, then until the lag is gone (everything
         committed) for ``HOT_GRACE_SECONDS`` at most: the hot backlog is not waited for."""
-        with_reason = placement_has_reason(conn)
         end = phases[-1].end
         cold = sum(c.acknowledged for p in pacers if p.schedule.klass == COLD for c in p.counts)
         deadline = time.monotonic() + self.options.drain_timeout
@@ -972,7 +954,7 @@ class Run:
         self.progress.update(self.task, total=cold, completed=0)
         while True:
             at = time.time() - t0
-            sample = self._sample(conn, at, probes, with_reason, pacers)
+            sample = self._sample(conn, at, probes, pacers)
             cold_started = sample.started.get(COLD, 0)
             lag = sum(sample.lag.values()) + sum(sample.lane_lag.values())
             self._show(
@@ -1028,12 +1010,11 @@ class Run:
         conn: psycopg.Connection[Any],
         at: float,
         probes: list[LagProbe],
-        with_reason: bool,
         pacers: Sequence[Pacer],
     ) -> Sample:
         lag = probes[0].lag() if probes else {}
         lane_lag = probes[1].lag() if len(probes) > 1 else {}
-        members = lane_members(conn, self.queue, with_reason)
+        members = lane_members(conn, self.queue)
         for tenant, reason, updated_by in members:
             stay = self.lane_stays.setdefault(tenant, LaneStay(first=at, last=at))
             stay.last = at
@@ -1152,11 +1133,6 @@ def run_all(chosen: Sequence[Scenario], options: Options) -> tuple[list[RunFigur
         f"[bold]hot-partition load test[/]: {', '.join(s.name for s in chosen)}; Kafka "
         f"{base.kafka_bootstrap_servers}; database at {revision}; report in {options.report_dir}"
     )
-    if not protection_fields():
-        console.print(
-            "[yellow]this tenantq declares no TENANTQ_TENANT_ISOLATION__* settings: the "
-            "protection is absent, so 'on' runs are 'off' runs[/]"
-        )
     results: list[RunFigures] = []
     failures: list[str] = []
     queues: list[str] = []

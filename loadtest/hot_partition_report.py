@@ -103,7 +103,7 @@ class RunData:
     name: str
     scenario: str
     summary: str
-    protection: str  # "on", "off" or "absent" (this tenantq has no such settings)
+    protection: str  # "on" or "off"
     protection_environment: dict[str, str]
     prefix: str
     queue: str
@@ -346,8 +346,6 @@ def _rate(value: float) -> str:
 
 def _lane_text(figures: RunFigures) -> str:
     data = figures.data
-    if data.protection == "absent":
-        return "no lane in this tenantq"
     if not data.lane_stays:
         return "nobody"
     return ", ".join(
@@ -464,8 +462,6 @@ def lowest_calm_p99(runs: Sequence[RunFigures]) -> float | None:
 
 
 def _protection_text(data: RunData) -> str:
-    if data.protection == "absent":
-        return "absent (this tenantq has no tenant_isolation settings)"
     values = ", ".join(
         f"{name.rsplit('__', 1)[-1].lower()}={value}"
         for name, value in sorted(data.protection_environment.items())
@@ -973,13 +969,7 @@ def _lane(figures: RunFigures, figure: Any) -> None:
     tenants = sorted({t for s in data.samples for t in s.lane})
     _phase_spans(axes, data.phases)
     if not tenants:
-        why = (
-            "this tenantq has no hot lane"
-            if data.protection == "absent"
-            else "protection off"
-            if data.protection == "off"
-            else "no tenant was moved"
-        )
+        why = "protection off" if data.protection == "off" else "no tenant was moved"
         axes.text(0.5, 0.5, f"nobody in the lane ({why})", ha="center", va="center",
                   transform=axes.transAxes)  # fmt: skip
         axes.set_yticks([])
