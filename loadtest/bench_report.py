@@ -154,7 +154,8 @@ def _half_load(run: Measured) -> str:
     )
 
 
-def _background(run: Measured) -> str:
+def background_text(run: Measured) -> str:
+    """The servers' background CPU before the run started, per process group."""
     return ", ".join(f"{group} {rate * 1000:,.0f} ms/s" for group, rate in run.background.items())
 
 
@@ -177,7 +178,8 @@ def write_report(
         f"- round {run.round_number}, {run.label}: {run.rate:,.0f} jobs/s over "
         f"{run.seconds:.2f} s, start-up {run.startup_seconds:.1f} s, CPU window "
         f"{run.cpu_jobs:,} jobs; at half load {_half_load(run)}; servers' background before "
-        f"start: {_background(run)}; `{run.command}`" + "".join(f"; {note}" for note in run.notes)
+        f"start: {background_text(run)}; `{run.command}`"
+        + "".join(f"; {note}" for note in run.notes)
         for run in results
     ]
     (folder / "report.md").write_text("\n".join(lines) + "\n")

@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 import tenantq
+from bench_run import percentile
 from bench_topics import bench_settings
 from pydantic import BaseModel
 from tenantq.consumer.worker import Worker
@@ -85,11 +86,6 @@ def wait_for(count: int, path: str, timeout: float = 120.0) -> None:
         if time.monotonic() > deadline:
             raise SystemExit(f"{path}: only {len(LATENCIES[path])} of {count} started")
         time.sleep(0.05)
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 def report(path: str) -> str:

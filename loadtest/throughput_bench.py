@@ -44,7 +44,7 @@ from pathlib import Path
 import psycopg
 import tenantq
 from bench_pgqueuer import MISSING, PgqueuerConfig, PgqueuerOptions, PgqueuerSide
-from bench_report import best, round_ratios, summarize, table, write_report
+from bench_report import background_text, best, round_ratios, summarize, table, write_report
 from bench_run import Measured, Servers, median
 from bench_tenantq import (
     TenantqConfig,
@@ -100,12 +100,7 @@ def describe(run: Measured) -> str:
             f"p99 {run.latency.p99 * 1000:,.0f} ms"
         )
     if run.background:
-        parts.append(
-            "servers' background before start "
-            + ", ".join(
-                f"{group} {rate * 1000:,.0f} ms/s" for group, rate in run.background.items()
-            )
-        )
+        parts.append("servers' background before start " + background_text(run))
     return "; ".join(parts + run.notes)
 
 
