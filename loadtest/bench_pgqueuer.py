@@ -36,6 +36,7 @@ from bench_run import (
     background,
     latency_of,
     monitor_connection,
+    paced_chunks,
     server_sampler,
     start_process,
     wait_until,
@@ -44,7 +45,6 @@ from sqlalchemy.engine import make_url
 from tenantq.demo.pool import stop_process
 
 HERE = Path(__file__).resolve().parent
-ENQUEUE_CHUNK = 1000
 #: PgQueuer's default ``--batch-size``.
 DEFAULT_BATCH = 10
 
@@ -205,15 +205,8 @@ class PgqueuerSide:
 def _enqueue(connection: psycopg.Connection[Any], count: int, rate: float | None = None) -> None:
     """``count`` no-op jobs through PgQueuer's enqueue, all at once or at ``rate`` jobs/s."""
     queries = SyncQueries(SyncPsycopgDriver(connection))
-    chunk = ENQUEUE_CHUNK if rate is None else max(1, round(rate / 50))
-    started = time.monotonic()
-    for first in range(0, count, chunk):
-        size = min(chunk, count - first)
+    for _, size in paced_chunks(count, rate):
         queries.enqueue([ENTRYPOINT] * size, [b""] * size, [0] * size)
-        if rate is not None:
-            pause = started + (first + size) / rate - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)
 
 
 def _waiting(connection: psycopg.Connection[Any]) -> bool:

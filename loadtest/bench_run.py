@@ -14,6 +14,7 @@ import bisect
 import statistics
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -199,6 +200,25 @@ class Measured:
             },
             "notes": self.notes,
         }
+
+
+#: Jobs per enqueue call when the jobs are enqueued all at once.
+ENQUEUE_CHUNK = 1000
+
+
+def paced_chunks(count: int, rate: float | None) -> Iterator[tuple[int, int]]:
+    """(first, size) of each enqueue call for ``count`` jobs: chunks of ``ENQUEUE_CHUNK`` all at
+    once, or about 50 calls a second at ``rate`` jobs/s (the pause follows each chunk, so the
+    caller's enqueue of it is paced too). Both sides of the benchmark enqueue through this."""
+    chunk = ENQUEUE_CHUNK if rate is None else max(1, round(rate / 50))
+    started = time.monotonic()
+    for first in range(0, count, chunk):
+        size = min(chunk, count - first)
+        yield first, size
+        if rate is not None:
+            pause = started + (first + size) / rate - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
 
 
 def jobs_between(finishes: list[float], window: CpuWindow | None) -> int:

@@ -37,6 +37,7 @@ from bench_run import (
     background,
     latency_of,
     monitor_connection,
+    paced_chunks,
     server_sampler,
     start_process,
     wait_until,
@@ -56,7 +57,6 @@ from throughput_app import APP, JOB_TYPE, QUEUE
 
 HERE = Path(__file__).resolve().parent
 TENANTS = 200
-ENQUEUE_CHUNK = 1000
 _LATEST = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 DEFAULT_METRICS_PORT = int(tenantq.Settings.model_fields["metrics_port"].default)
 
@@ -175,21 +175,14 @@ class GroupProgress:
 
 def enqueue(settings: tenantq.Settings, count: int, rate: float | None = None) -> None:
     """``count`` no-op jobs of ``TENANTS`` tenants, all at once or at ``rate`` jobs/s."""
-    chunk = ENQUEUE_CHUNK if rate is None else max(1, round(rate / 50))
     # No placement table: the producer's database lookups are not what is measured.
     with Producer(settings, APP, placement_book=PlacementBook(None, 60.0)) as producer:
-        started = time.monotonic()
         batches: list[BatchFuture] = []
-        for first in range(0, count, chunk):
-            size = min(chunk, count - first)
+        for first, size in paced_chunks(count, rate):
             requests = [
                 EnqueueRequest(JOB_TYPE, f"tenant-{(first + i) % TENANTS}", {}) for i in range(size)
             ]
             batches.append(producer.enqueue_batch(requests))
-            if rate is not None:
-                pause = started + (first + size) / rate - time.monotonic()
-                if pause > 0:
-                    time.sleep(pause)
         producer.flush(120)
         acknowledged = sum(len(batch.result(120)) for batch in batches)
     if acknowledged != count:
