@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 import tenantq
+from private_stack import PrivateStack
 from sqlalchemy.engine import make_url
 from tenantq.devstack.stack import DevStack, external_endpoints
 from tenantq.settings import QueueSettings, default_dev_home
@@ -125,3 +126,11 @@ def db(database_url: str) -> Iterator[psycopg.Connection[Any]]:
     """An autocommit connection to the test session's database, for assertions."""
     with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
         yield conn
+
+
+@pytest.fixture(scope="module")
+def private_stack() -> Iterator[PrivateStack]:
+    """A Kafka broker and Postgres of the test module's own, killed at will, down at the end
+    (for tests marked ``private_stack``)."""
+    with PrivateStack() as stack:
+        yield stack

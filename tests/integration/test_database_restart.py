@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,13 +33,6 @@ pytestmark = pytest.mark.private_stack
 
 JOBS = 400
 WORKERS = 2
-
-
-@pytest.fixture(scope="module")
-def private_stack() -> Iterator[PrivateStack]:
-    """A Kafka broker and Postgres of this module's own, killed at will, down at the end."""
-    with PrivateStack() as stack:
-        yield stack
 
 
 def test_workers_ride_out_a_postgres_kill_9(private_stack: PrivateStack, tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ Long (minutes): ``slow`` marker, left out of the default run; ``pytest -m slow``
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,12 +22,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "loadtest"))
 import faults  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.private_stack]
-
-
-@pytest.fixture(scope="module")
-def private_stack() -> Iterator[PrivateStack]:
-    with PrivateStack() as stack:
-        yield stack
 
 
 @pytest.mark.timeout(900)
