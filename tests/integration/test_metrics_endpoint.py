@@ -4,12 +4,11 @@ and tenant labels stay bounded."""
 
 from __future__ import annotations
 
-import urllib.request
 from typing import Any
 
 import psycopg
 import tenantq
-from support import all_in, free_port, running_worker, wait_for
+from support import all_in, free_port, running_worker, scrape, wait_for
 from tenantq.observability.specs import SPECS
 
 
@@ -33,14 +32,8 @@ def test_worker_serves_every_metric(make_settings: Any, db: psycopg.Connection[A
         ]
     with running_worker(app, settings):
         wait_for(lambda: all_in(db, ids, {"succeeded", "dead"}), timeout=60, what="terminal")
-        url = f"http://127.0.0.1:{port}/metrics"
-
-        def scrape() -> str:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                return str(response.read().decode())
-
-        wait_for(lambda: "tenantq_worker_utilization_ratio" in scrape(), timeout=10)
-        text = scrape()
+        wait_for(lambda: "tenantq_worker_utilization_ratio" in scrape(port), timeout=10)
+        text = scrape(port)
     for spec in SPECS:
         if spec.source != "supervisor":  # served by a supervisor: test_supervisor_metrics.py
             assert f"# TYPE {spec.name}" in text, spec.name
