@@ -10,7 +10,7 @@ with them, and any builder that more than one test module uses, are here too.
 - ``make_settings`` and ``UNIT_TOPICS``: the settings of a producer without servers, and the
   partition counts of their topics, which ``FakeKafkaProducer`` reports by default.
 - ``FakePlacementTable``: the placement table, in memory, for a ``PlacementBook``.
-- ``FakeJobStore`` and ``FakeIntakeWorker``: the store and partitions that ``Intake`` uses.
+- ``FakeIntakeWorker``: the settings, ledger and partitions that ``Intake`` uses.
 - ``seeded_retry_policy``: a retry policy with round numbers and a seeded jitter.
 
 Integration tests use none of this: they run against the real Kafka broker and PostgreSQL,

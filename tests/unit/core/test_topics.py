@@ -52,4 +52,3 @@ def test_tier_choice_covers_the_wait_and_hops_past_the_last() -> None:
         2,
         2,
     ]
-
