@@ -224,15 +224,20 @@ def run_tool(
 
 
 def counting_app(
-    settings: tenantq.Settings, job_type: str
+    settings: tenantq.Settings, job_type: str, *, seconds: float = 0.0, max_attempts: int = 3
 ) -> tuple[tenantq.App, Counter[uuid.UUID]]:
-    """An app whose one job type (3 attempts) only counts its runs, per job id."""
+    """An app whose one job type sleeps ``seconds`` (a backlog can build up) and counts its
+    runs, per job id."""
     app = tenantq.App(settings)
     ran: Counter[uuid.UUID] = Counter()
+    lock = threading.Lock()
 
-    @app.job(job_type, max_attempts=3)
+    @app.job(job_type, max_attempts=max_attempts)
     def count(ctx: tenantq.JobContext, payload: dict[str, Any]) -> None:
-        ran[ctx.job_id] += 1
+        if seconds:
+            time.sleep(seconds)
+        with lock:
+            ran[ctx.job_id] += 1
 
     return app, ran
 

@@ -4,15 +4,12 @@ comes back once the lane is drained; on the way no job is lost or run twice."""
 
 from __future__ import annotations
 
-import threading
-import time
 import uuid
-from collections import Counter
 from typing import Any
 
 import psycopg
 import tenantq
-from support import all_in, running_worker, wait_for
+from support import all_in, counting_app, running_worker, wait_for
 from tenantq.consumer.lane_keeper import LaneKeeper
 from tenantq.partitioner.placement import key_partition
 
@@ -37,15 +34,7 @@ def test_a_flooding_tenant_goes_to_the_lane_and_comes_back(
     # Cold tenants that hash to the whale's partition: the ones it would hold up.
     cold = [f"cold{n}" for n in range(200)]
     cold = [t for t in cold if key_partition(t, 2) == key_partition(whale, 2)][:5]
-    app = tenantq.App(settings)
-    runs: Counter[uuid.UUID] = Counter()
-    lock = threading.Lock()
-
-    @app.job("work", max_attempts=3)
-    def work(ctx: tenantq.JobContext, payload: dict[str, Any]) -> None:
-        time.sleep(0.01)
-        with lock:
-            runs[ctx.job_id] += 1
+    app, runs = counting_app(settings, "work", seconds=0.01)
 
     with tenantq.Producer(settings, app) as producer:
         flood = [

@@ -4,15 +4,11 @@ duplicate execution."""
 
 from __future__ import annotations
 
-import threading
-import time
-import uuid
-from collections import Counter
 from typing import Any
 
 import psycopg
 import tenantq
-from support import all_in, running_worker, wait_for
+from support import all_in, counting_app, running_worker, wait_for
 
 
 def test_members_join_and_leave_without_loss_or_duplicates(
@@ -21,15 +17,7 @@ def test_members_join_and_leave_without_loss_or_duplicates(
     settings = make_settings(
         queues={"default": tenantq.QueueSettings(partitions=6, retry_delays_seconds=(1.0, 3.0))}
     )
-    app = tenantq.App(settings)
-    runs: Counter[uuid.UUID] = Counter()
-    lock = threading.Lock()
-
-    @app.job("step", max_attempts=5)
-    def step(ctx: tenantq.JobContext, payload: dict[str, Any]) -> None:
-        time.sleep(0.01)
-        with lock:
-            runs[ctx.job_id] += 1
+    app, runs = counting_app(settings, "step", seconds=0.01, max_attempts=5)
 
     with tenantq.Producer(settings, app) as producer:
         futures = producer.enqueue_many(
