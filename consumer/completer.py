@@ -57,6 +57,7 @@ class Completer:
         events: WorkerEvents,
         release_hold: Callable[[uuid.UUID], bool],
         mark_done: Callable[[WorkItem], None],
+        completing: Callable[[list[Completion]], None],
         stats: dict[str, int],
     ) -> None:
         self._settings = settings
@@ -68,6 +69,9 @@ class Completer:
         #: Forget the job's lease; True if its loss was reported already (an expiry).
         self._release_hold = release_hold
         self._mark_done = mark_done
+        #: Told of completions handed to the database: from then on a lease the heartbeat
+        #: finds gone was completed, not lost.
+        self._completing = completing
         self._stats = stats
         #: Completions whose next step Kafka has not acknowledged yet.
         self._unpublished: list[Completion] = []
@@ -107,6 +111,7 @@ class Completer:
         """Hand completions whose next step is settled to the results lane."""
         if not completions:
             return
+        self._completing(completions)
         self._ledger.results.submit(
             Complete([_result(completion) for completion in completions], context=completions)
         )

@@ -201,6 +201,7 @@ class Worker:
             events=self.events,
             release_hold=self._release_hold,
             mark_done=lambda item: self.partitions.done(item.topic, item.partition, item.offset),
+            completing=self._completing_now,
             stats=self.stats,
         )
         self.heartbeat = Heartbeat(
@@ -681,12 +682,11 @@ class Worker:
             for item in items
             if item.lease is not None
         ]
-        self._write(completions)  # a release has no next step: straight to the database
+        self.completer.write(completions)  # a release has no next step: straight to the database
 
-    def _write(self, completions: list[Completion]) -> None:
+    def _completing_now(self, completions: list[Completion]) -> None:
         with self._held_lock:
             self._completing.update(c.item.job_id for c in completions)
-        self.completer.write(completions)
 
     def _settle_in_time(self, timeout: float) -> None:
         """Let the lanes finish what they were given (bounded: the database may be away) and
