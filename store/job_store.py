@@ -206,11 +206,7 @@ class JobStore:
                     return work(cursor)
             except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure) as error:
                 if attempt == TRANSIENT_RETRIES:
-                    opened = self._opened_at
-                    self.close()
-                    raise DatabaseUnavailable(
-                        f"still failing after retries: {error}", opened
-                    ) from error
+                    raise self._unavailable(f"still failing after retries: {error}") from error
                 time.sleep(backoff_seconds(attempt))
             except psycopg.errors.UniqueViolation:
                 # Two workers inserting different jobs with one idempotency key at once: the
@@ -220,14 +216,16 @@ class JobStore:
             except psycopg.Error as error:
                 if is_refusal(error):
                     raise
-                opened = self._opened_at
-                self.close()
-                raise DatabaseUnavailable(describe_database_error(error), opened) from error
+                raise self._unavailable(describe_database_error(error)) from error
             except OSError as error:  # the socket itself failed before libpq could say so
-                opened = self._opened_at
-                self.close()
-                raise DatabaseUnavailable(str(error), opened) from error
+                raise self._unavailable(str(error)) from error
         raise AssertionError("unreachable")
+
+    def _unavailable(self, reason: str) -> DatabaseUnavailable:
+        """The connection is given up; the error to raise, with when it had been opened."""
+        opened = self._opened_at
+        self.close()
+        return DatabaseUnavailable(reason, opened)
 
     # -- claim -------------------------------------------------------------------------------------
 
