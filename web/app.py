@@ -137,8 +137,7 @@ async def _login(
 ) -> Response:
     console = console_of(request)
     guard = console.guard
-    if not guard.csrf_valid(request.state.csrf_nonce_from_cookie, csrf):
-        raise NotAllowed(403, "the form is stale or not from this console (CSRF check)")
+    guard.require_csrf(request.state.csrf_nonce_from_cookie, csrf)
     failed = None
     if guard.read_only:
         failed = "the console is read-only: no TENANTQ_WEB__TOKEN is configured"
@@ -162,8 +161,7 @@ async def _login(
 
 
 async def _logout(request: Request, csrf: str = Form("")) -> Response:
-    if not console_of(request).guard.csrf_valid(request.state.csrf_nonce_from_cookie, csrf):
-        raise NotAllowed(403, "the form is stale or not from this console (CSRF check)")
+    console_of(request).guard.require_csrf(request.state.csrf_nonce_from_cookie, csrf)
     response = RedirectResponse("/", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/")
     return response

@@ -128,6 +128,11 @@ class Guard:
             return False
         return hmac.compare_digest(token, self._sign("csrf", nonce))
 
+    def require_csrf(self, nonce: str | None, token: str | None) -> None:
+        """``NotAllowed`` (403) unless ``csrf_valid``."""
+        if not self.csrf_valid(nonce, token):
+            raise NotAllowed(403, "the form is stale or not from this console (CSRF check)")
+
     # -- the decision ------------------------------------------------------------------------
 
     def authorize(
@@ -155,8 +160,7 @@ class Guard:
         user = self.session_user(session_cookie)
         if user is None:
             raise NotAllowed(401, "sign in with the console token to act")
-        if not self.csrf_valid(csrf_nonce, csrf_token):
-            raise NotAllowed(403, "the form is stale or not from this console (CSRF check)")
+        self.require_csrf(csrf_nonce, csrf_token)
         return Actor(user, "session")
 
     def _sign(self, purpose: str, value: str) -> str:
