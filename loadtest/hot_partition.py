@@ -756,12 +756,19 @@ class Run:
             self.task, description=f"{self.scenario.name}: {description}", **fields
         )
 
-    def _watch_workers(self) -> None:
+    def _note_deaths(self) -> bool:
+        """Note, once each, the workers gone without being stopped; True if any is."""
+        dead = False
         for worker in self.workers:
             why = worker.died()
-            if why is not None and why not in self.problems:
-                self.problems.append(why)
-        if any(worker.died() for worker in self.workers):
+            if why is not None:
+                dead = True
+                if why not in self.problems:
+                    self.problems.append(why)
+        return dead
+
+    def _watch_workers(self) -> None:
+        if self._note_deaths():
             raise RuntimeError("; ".join(self.problems))
 
     def _enqueue_now(self, tenants: Sequence[str]) -> list[uuid.UUID]:
@@ -1093,10 +1100,7 @@ class Run:
                     )
 
     def _stop_workers(self) -> None:
-        for worker in self.workers:
-            why = worker.died()
-            if why is not None and why not in self.problems:
-                self.problems.append(why)
+        self._note_deaths()
         # Both at once: each drains on its own (running jobs finish in 50 ms).
         for worker in self.workers:
             worker.terminate()
