@@ -269,6 +269,16 @@ class ScenarioResult:
     def ok(self) -> bool:
         return all(check.ok for check in self.checks)
 
+    @property
+    def worst_stall(self) -> float | None:
+        """The longest stall after any of the faults (None: none measured)."""
+        return max((f.stall for f in self.faults if f.stall is not None), default=None)
+
+    @property
+    def slowest_rate_back(self) -> float | None:
+        """The longest time until the rate was back after any of the faults."""
+        return max((f.rate_back for f in self.faults if f.rate_back is not None), default=None)
+
 
 @dataclass
 class Enqueued:
@@ -1010,7 +1020,7 @@ def evaluate(run: Run) -> ScenarioResult:
 
 def _pair_problems(
     run: Run,
-    states: dict[uuid.UUID, tuple[str, int, Any, Any]],
+    states: dict[uuid.UUID, tuple[str, int, Any, Any, Any]],
     executions: dict[uuid.UUID, dict[str, list[float]]],
 ) -> list[str]:
     problems = []
@@ -1185,15 +1195,13 @@ def summary_table(results: list[ScenarioResult]) -> Table:
     ):
         table.add_column(column)
     for result in results:
-        stalls = [f.stall for f in result.faults if f.stall is not None]
-        backs = [f.rate_back for f in result.faults if f.rate_back is not None]
         table.add_row(
             result.scenario,
             str(len(result.faults)),
             str(result.acknowledged),
             str(result.figures.get("duplicates", "-")),
-            _seconds(max(stalls) if stalls else None),
-            _seconds(max(backs) if backs else None),
+            _seconds(result.worst_stall),
+            _seconds(result.slowest_rate_back),
             "[green]passed[/]" if result.ok else "[red]FAILED[/]",
         )
     return table
@@ -1229,12 +1237,10 @@ def write_report(results: list[ScenarioResult], report_dir: Path, meta: dict[str
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
-        stalls = [f.stall for f in r.faults if f.stall is not None]
-        backs = [f.rate_back for f in r.faults if f.rate_back is not None]
         lines.append(
             f"| {r.scenario} | {len(r.faults)} | {r.acknowledged} | "
-            f"{r.figures.get('duplicates')} | {_seconds(max(stalls) if stalls else None)} | "
-            f"{_seconds(max(backs) if backs else None)} | {'passed' if r.ok else '**FAILED**'} |"
+            f"{r.figures.get('duplicates')} | {_seconds(r.worst_stall)} | "
+            f"{_seconds(r.slowest_rate_back)} | {'passed' if r.ok else '**FAILED**'} |"
         )
     for r in results:
         lines += [
