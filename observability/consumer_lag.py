@@ -3,7 +3,7 @@ tier, the size of the dead-letter topic, and whether the broker answers at all.
 
 Read with an ``AdminClient`` only: committed offsets of the workers' group come from
 ``list_consumer_group_offsets`` and partition ends from ``list_offsets``, so the probe never
-joins (or disturbs) the group and one request serves every partition of a topic. A tier's
+joins (or disturbs) the group and one request serves every topic of a queue. A tier's
 depth is its lag: messages written to it that the group has not committed past yet (waiting
 for their due time, or not read yet). Every read is bounded by ``timeout`` seconds: a broker
 that is down makes the numbers ``None`` with a reason, never a hang.
@@ -105,17 +105,30 @@ class BacklogProbe:
             self.settings.topic_prefix, queue, len(definition.retry_delays_seconds)
         )
         group = consumer_group(self.settings.topic_prefix, queue)
+        shown = [topics.main, *topics.retries, topics.dlq]
         try:
             admin = self._client()
             partitions = self._partitions(admin, topics.all)
-            main = self._backlog(admin, group, topics.main, partitions[topics.main])
-            tiers = tuple(
-                self._backlog(admin, group, tier, partitions[tier]) for tier in topics.retries
+            # One request of each kind for every topic of the queue, not one per topic.
+            everything = [TopicPartition(topic, p) for topic in shown for p in partitions[topic]]
+            ends = self._offsets(admin, everything, _LATEST)
+            starts = self._offsets(admin, everything, _EARLIEST)
+            # The DLQ has no consumer group: all of it is its backlog.
+            committed = self._committed(
+                admin, group, [tp for tp in everything if tp.topic != topics.dlq]
             )
-            dlq = self._backlog(admin, None, topics.dlq, partitions[topics.dlq])
         except (KafkaException, ValueError, LookupError, TimeoutError) as error:
             return QueueBacklog(queue, error=_reason(error))
-        return QueueBacklog(queue, main=main, tiers=tiers, dlq=dlq)
+
+        def backlog(topic: str) -> TopicBacklog:
+            return _topic_backlog(topic, partitions[topic], starts, ends, committed)
+
+        return QueueBacklog(
+            queue,
+            main=backlog(topics.main),
+            tiers=tuple(backlog(tier) for tier in topics.retries),
+            dlq=backlog(topics.dlq),
+        )
 
     def close(self) -> None:
         """Drop the admin client (it has no close; its threads end when it is collected)."""
@@ -142,43 +155,51 @@ class BacklogProbe:
             found[name] = sorted(topic.partitions)
         return found
 
-    def _backlog(
-        self, admin: AdminClient, group: str | None, topic: str, partitions: list[int]
-    ) -> TopicBacklog:
-        ends = self._offsets(admin, topic, partitions, _LATEST)
-        starts = self._offsets(admin, topic, partitions, _EARLIEST)
-        committed = self._committed(admin, group, topic, partitions) if group else {}
-        lag: dict[int, int] = {}
-        for partition in partitions:
-            start, end = starts.get(partition, 0), ends.get(partition, 0)
-            # Nothing committed yet: everything still held is lag (a new group starts at the
-            # beginning); a committed offset below the start (retention) counts from the start.
-            done = max(committed.get(partition, start), start)
-            lag[partition] = max(0, end - done)
-        records = sum(max(0, ends.get(p, 0) - starts.get(p, 0)) for p in partitions)
-        return TopicBacklog(topic, len(partitions), records, sum(lag.values()), lag)
-
     def _offsets(
-        self, admin: AdminClient, topic: str, partitions: list[int], spec: OffsetSpec
-    ) -> dict[int, int]:
-        asked = {TopicPartition(topic, partition): spec for partition in partitions}
-        futures = admin.list_offsets(asked, request_timeout=self.timeout)
+        self, admin: AdminClient, partitions: list[TopicPartition], spec: OffsetSpec
+    ) -> dict[tuple[str, int], int]:
+        futures = admin.list_offsets(
+            {TopicPartition(tp.topic, tp.partition): spec for tp in partitions},
+            request_timeout=self.timeout,
+        )
         return {
-            tp.partition: int(future.result(timeout=self.timeout).offset)
+            (tp.topic, tp.partition): int(future.result(timeout=self.timeout).offset)
             for tp, future in futures.items()
         }
 
     def _committed(
-        self, admin: AdminClient, group: str, topic: str, partitions: list[int]
-    ) -> dict[int, int]:
+        self, admin: AdminClient, group: str, partitions: list[TopicPartition]
+    ) -> dict[tuple[str, int], int]:
         request = ConsumerGroupTopicPartitions(
-            group, [TopicPartition(topic, partition) for partition in partitions]
+            group, [TopicPartition(tp.topic, tp.partition) for tp in partitions]
         )
         futures = admin.list_consumer_group_offsets([request], request_timeout=self.timeout)
         answer = futures[group].result(timeout=self.timeout)
         return {
-            tp.partition: int(tp.offset) for tp in answer.topic_partitions or () if tp.offset >= 0
+            (tp.topic, tp.partition): int(tp.offset)
+            for tp in answer.topic_partitions or ()
+            if tp.offset >= 0
         }
+
+
+def _topic_backlog(
+    topic: str,
+    partitions: list[int],
+    starts: dict[tuple[str, int], int],
+    ends: dict[tuple[str, int], int],
+    committed: dict[tuple[str, int], int],
+) -> TopicBacklog:
+    lag: dict[int, int] = {}
+    records = 0
+    for partition in partitions:
+        key = (topic, partition)
+        start, end = starts.get(key, 0), ends.get(key, 0)
+        # Nothing committed yet: everything still held is lag (a new group starts at the
+        # beginning); a committed offset below the start (retention) counts from the start.
+        done = max(committed.get(key, start), start)
+        lag[partition] = max(0, end - done)
+        records += max(0, end - start)
+    return TopicBacklog(topic, len(partitions), records, sum(lag.values()), lag)
 
 
 def _reason(error: BaseException) -> str:
