@@ -15,13 +15,11 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
 
-import psycopg
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from tenantq.background import ServiceLoop
 from tenantq.settings import Settings
-from tenantq.store.engine import connect
+from tenantq.store.engine import LazyConnection
 from tenantq.store.placement import lane_release
 from tenantq.topic_admin import queue_topics
 from tenantq.topics import consumer_group
@@ -42,7 +40,7 @@ class LaneKeeper(ServiceLoop):
         self._group = consumer_group(settings.topic_prefix, "+".join(sorted(self._queues)))
         self._lanes = {queue: queue_topics(settings, queue).lane for queue in self._queues}
         self._consumer: Consumer | None = None
-        self._connection: psycopg.Connection[Any] | None = None
+        self._database = LazyConnection(settings, "tenantq-lane-keeper", autocommit=True)
         #: Per queue, since when (monotonic) its lane has had nothing behind.
         self._drained_since: dict[str, float] = {}
 
@@ -59,7 +57,7 @@ class LaneKeeper(ServiceLoop):
             since = self._drained_since.setdefault(queue, now)
             if now - since < hold:
                 continue
-            released = lane_release(self._database(), queue=queue, seconds=hold)
+            released = lane_release(self._database.get(), queue=queue, seconds=hold)
             for tenant in released:
                 log.warning(
                     "tenant %s of queue %s leaves the hot lane: drained for %.0fs",
@@ -98,20 +96,9 @@ class LaneKeeper(ServiceLoop):
             )
         return self._consumer
 
-    def _database(self) -> psycopg.Connection[Any]:
-        if self._connection is None or self._connection.closed:
-            self._connection = connect(
-                self._settings, autocommit=True, application_name="tenantq-lane-keeper"
-            )
-        return self._connection
-
     def reset(self) -> None:
         self._drained_since.clear()
-        if self._connection is not None:
-            try:
-                self._connection.close()
-            finally:
-                self._connection = None
+        self._database.close()
 
     def close(self) -> None:
         self.reset()

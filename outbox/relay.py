@@ -33,7 +33,7 @@ from tenantq.producer.config import producer_config
 from tenantq.settings import Settings
 from tenantq.store import locks
 from tenantq.store import outbox as outbox_store
-from tenantq.store.engine import connect
+from tenantq.store.engine import LazyConnection
 from tenantq.topics import main_topic
 
 log = logging.getLogger("tenantq.outbox")
@@ -124,7 +124,10 @@ class RelayService(ServiceLoop):
         self.settings = settings
         self.main_topics = {main_topic(settings.topic_prefix, queue): queue for queue in queues}
         self._producer_factory = producer_factory
-        self._connection: psycopg.Connection[Any] | None = None
+        # A new connection holds no lock yet: forget those of the last one, and try at once.
+        self._database = LazyConnection(
+            settings, "tenantq-outbox-relay", on_open=lambda _: self._forget_locks()
+        )
         self._publisher: EntryPublisher | None = None
         #: Main topics whose lock this relay holds, and when it last tried the others.
         self.held: set[str] = set()
@@ -137,7 +140,7 @@ class RelayService(ServiceLoop):
 
     def run_round(self) -> float:
         outbox = self.settings.outbox
-        connection = self._connect()
+        connection = self._database.get()
         if len(self.held) < len(self.main_topics):
             now = time.monotonic()
             if now - self._tried_at >= outbox.standby_seconds:
@@ -172,7 +175,7 @@ class RelayService(ServiceLoop):
     def drain(self) -> int:
         """Publish everything committed now in the queues whose lock is free, then return
         how many entries were published (``tenantq outbox relay --once``)."""
-        connection = self._connect()
+        connection = self._database.get()
         self._take_locks(connection)
         before = self.published
         for topic in sorted(self.held):
@@ -190,12 +193,9 @@ class RelayService(ServiceLoop):
 
     # -- resources ---------------------------------------------------------------------------
 
-    def _connect(self) -> psycopg.Connection[Any]:
-        if self._connection is None or self._connection.closed:
-            self.held.clear()
-            self._tried_at = float("-inf")
-            self._connection = connect(self.settings, application_name="tenantq-outbox-relay")
-        return self._connection
+    def _forget_locks(self) -> None:
+        self.held.clear()
+        self._tried_at = float("-inf")
 
     def _publisher_of(self) -> EntryPublisher:
         if self._publisher is None:
@@ -208,14 +208,12 @@ class RelayService(ServiceLoop):
         return down
 
     def reset(self) -> None:
-        if self._kafka_down and self._connection is not None and not self._connection.closed:
+        if self._kafka_down and self._database.is_open:
             # Kafka is down, Postgres is not: keep the locks (a standby would fare no better).
             return
         # Closing the connection releases the advisory locks: a standby may take over.
         self.held.clear()
-        if self._connection is not None:
-            connection, self._connection = self._connection, None
-            connection.close()
+        self._database.close()
 
     def close(self) -> None:
         self._kafka_down = False

@@ -32,7 +32,7 @@ from tenantq.periodic.schedule import Schedule, tick_text
 from tenantq.producer.request import EnqueueRequest
 from tenantq.settings import Settings
 from tenantq.store import periodic as periodic_store
-from tenantq.store.engine import connect
+from tenantq.store.engine import LazyConnection
 
 log = logging.getLogger("tenantq.periodic")
 
@@ -46,12 +46,12 @@ class PeriodicScheduler(ServiceLoop):
         self.settings = settings
         self.schedules: dict[str, Schedule] = {}
         self._outbox = Outbox(app, settings=settings)
-        self._connection: psycopg.Connection[Any] | None = None
+        self._database = LazyConnection(settings, "tenantq-periodic", on_open=self._register)
         #: Ticks this scheduler enqueued (for tests and logs).
         self.enqueued = 0
 
     def run_round(self) -> float:
-        connection = self._connect()
+        connection = self._database.get()
         next_ticks, now = periodic_store.periodic_next_ticks(connection, list(self.schedules))
         wait = self.settings.periodic.poll_interval_seconds
         for name, expected in next_ticks.items():
@@ -110,12 +110,6 @@ class PeriodicScheduler(ServiceLoop):
             idempotency_key=schedule.idempotency_key(tick),
         )
 
-    def _connect(self) -> psycopg.Connection[Any]:
-        if self._connection is None or self._connection.closed:
-            self._connection = connect(self.settings, application_name="tenantq-periodic")
-            self._register(self._connection)
-        return self._connection
-
     def _register(self, connection: psycopg.Connection[Any]) -> None:
         """Upsert every valid schedule; one whose job would not validate is left out, with
         one error line, rather than failing every tick."""
@@ -143,9 +137,7 @@ class PeriodicScheduler(ServiceLoop):
             self.schedules[schedule.name] = schedule
 
     def reset(self) -> None:
-        if self._connection is not None:
-            connection, self._connection = self._connection, None
-            connection.close()
+        self._database.close()
 
     def close(self) -> None:
         self.reset()

@@ -20,7 +20,7 @@ from tenantq.background import ServiceLoop
 from tenantq.settings import RetentionSettings, Settings
 from tenantq.store import locks
 from tenantq.store import retention as retention_store
-from tenantq.store.engine import connect
+from tenantq.store.engine import LazyConnection
 from tenantq.store.retention import Pruned
 
 log = logging.getLogger("tenantq.retention")
@@ -67,16 +67,14 @@ class Pruner(ServiceLoop):
     def __init__(self, settings: Settings, *, name: str = "pruner") -> None:
         super().__init__(name)
         self.settings = settings
-        self._connection: psycopg.Connection[Any] | None = None
+        self._database = LazyConnection(settings, "tenantq-pruner")
         #: What this pruner deleted since start.
         self.pruned = Pruned()
         self.workers_pruned = 0
 
     def run_round(self) -> float:
         retention = self.settings.retention
-        if self._connection is None or self._connection.closed:
-            self._connection = connect(self.settings, application_name="tenantq-pruner")
-        connection = self._connection
+        connection = self._database.get()
         key = (locks.RETENTION_PRUNER, 0)
         if not locks.try_lock(connection, *key):
             return retention.interval_seconds
@@ -103,6 +101,4 @@ class Pruner(ServiceLoop):
         return retention.interval_seconds
 
     def reset(self) -> None:
-        if self._connection is not None:
-            connection, self._connection = self._connection, None
-            connection.close()
+        self._database.close()

@@ -3,6 +3,7 @@ connections for the hot path (named statements in ``tenantq.store.statements``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -55,3 +56,44 @@ def connect(
         connect_timeout=10,
         options=options,
     )
+
+
+class LazyConnection:
+    """The one connection of a long-lived service: opened when first needed, and again after
+    ``close`` (a failed round drops it; the next round opens a fresh one). ``on_open`` runs on
+    every new connection (register what the service needs, forget what the last one held)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        application_name: str,
+        *,
+        autocommit: bool = False,
+        on_open: Callable[[psycopg.Connection[Any]], None] | None = None,
+    ) -> None:
+        self._settings = settings
+        self._application_name = application_name
+        self._autocommit = autocommit
+        self._on_open = on_open
+        self._connection: psycopg.Connection[Any] | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._connection is not None and not self._connection.closed
+
+    def get(self) -> psycopg.Connection[Any]:
+        """The connection, opened (and ``on_open`` run) if there is none."""
+        if self._connection is None or self._connection.closed:
+            self._connection = connect(
+                self._settings,
+                autocommit=self._autocommit,
+                application_name=self._application_name,
+            )
+            if self._on_open is not None:
+                self._on_open(self._connection)
+        return self._connection
+
+    def close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
