@@ -134,6 +134,9 @@ def write_config(paths: KafkaPaths, ports: PortPair) -> None:
         "auto.create.topics.enable": "false",
         "num.network.threads": "2",
         "num.io.threads": "4",
+        # A removed topic's files go within a second, not a minute later (the default): the
+        # cleanup after one test or load-test run must not land in the middle of the next.
+        "file.delete.delay.ms": "1000",
         "log.segment.bytes": str(64 * 1024 * 1024),
         "log.retention.hours": "24",
     }
