@@ -370,14 +370,20 @@ class Intake:
                 worker.dispatcher.push(item)
             else:
                 unique[item.job_id] = item
-        chosen = list(unique.values())
-        worker.ledger.claims.submit(
-            Claim(
-                [item.claim_request() for item in chosen],
-                context=chosen,
-                settings=self.claim_settings,
-            )
-        )
+        # The hot lane's jobs are claimed on a connection of their own (see ``ledger``).
+        for lane_items, ledger_lane in (
+            (False, worker.ledger.claims),
+            (True, worker.ledger.lane_claims),
+        ):
+            chosen = [item for item in unique.values() if item.lane is lane_items]
+            if chosen:
+                ledger_lane.submit(
+                    Claim(
+                        [item.claim_request() for item in chosen],
+                        context=chosen,
+                        settings=self.claim_settings,
+                    )
+                )
 
     def claimed(self, operation: Claim) -> list[WorkItem]:
         """The claims lane answered: returns the items now leased to us. The rest are sorted

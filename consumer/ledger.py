@@ -1,5 +1,7 @@
 """The worker's writes to Postgres, off the poll thread: claims on one connection, results on
-another, so a claim never waits behind a completion and neither blocks the poll loop.
+another, so a claim never waits behind a completion and neither blocks the poll loop. The
+claims of jobs read from a hot lane have a connection of their own: a flooding tenant keeps
+its claims lane busy, and the other tenants' claims must not queue behind them.
 
 The poll thread hands an operation to a lane (``claim``, ``complete``, ...) and carries on;
 the lane's thread runs it and puts it back, done, on ``finished``, which the poll thread
@@ -268,22 +270,25 @@ class Lane:
 
 
 class Ledger:
-    """The two lanes of a worker (claims, results) and the queue they hand answers back on."""
+    """The lanes of a worker (claims, the hot lane's claims, results) and the queue they hand
+    answers back on. A lane's connection opens on its first operation."""
 
     def __init__(self, open_store: Callable[[str], JobStore], health: DatabaseHealth) -> None:
         self.health = health
         self.finished: queue.SimpleQueue[Operation[Any, Any]] = queue.SimpleQueue()
         self.claims = Lane("claims", open_store("claims"), health, self.finished)
+        self.lane_claims = Lane("lane-claims", open_store("lane-claims"), health, self.finished)
         self.results = Lane("results", open_store("results"), health, self.finished)
+        self._lanes = (self.claims, self.lane_claims, self.results)
 
     def start(self) -> None:
-        self.claims.start()
-        self.results.start()
+        for lane in self._lanes:
+            lane.start()
 
     @property
     def pending(self) -> int:
         """Operations given to the lanes and not finished."""
-        return self.claims.pending + self.results.pending
+        return sum(lane.pending for lane in self._lanes)
 
     @property
     def has_answers(self) -> bool:
@@ -291,7 +296,7 @@ class Ledger:
         return not self.finished.empty()
 
     def wait_idle(self, timeout: float) -> bool:
-        return self.claims.wait_idle(timeout) and self.results.wait_idle(timeout)
+        return all(lane.wait_idle(timeout) for lane in self._lanes)
 
     def drain(self) -> list[Operation[Any, Any]]:
         """Operations finished since the last drain, in the order they finished."""
@@ -303,5 +308,5 @@ class Ledger:
                 return done
 
     def stop(self, timeout: float) -> None:
-        self.claims.stop(timeout)
-        self.results.stop(timeout)
+        for lane in self._lanes:
+            lane.stop(timeout)

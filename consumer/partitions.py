@@ -2,8 +2,12 @@
 
 A partition is paused when its read-ahead window is full (too many messages taken and not yet
 durably done) and resumed when half of it has drained, so a slow partition never makes the
-worker buffer without bound and the poll loop never blocks. Retry-tier partitions are also
-paused while their head message is not due (``waiting``), then resumed; the rest keep flowing.
+worker buffer without bound and the poll loop never blocks. A hot-lane partition has a small
+window of its own: the lane's backlog is shared by every worker and read as slots free, and a
+large window only makes the worker read it in bursts that the other tenants' messages wait
+behind (the consumer hands out every partition's messages through one queue). Retry-tier
+partitions are also paused while their head message is not due (``waiting``), then resumed;
+the rest keep flowing.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ class PartitionState:
     #: evidence): the tenant of each unfinished offset, and how many each tenant has.
     tenant_of: dict[int, str] = field(default_factory=dict)
     tenant_counts: Counter[str] = field(default_factory=Counter)
+    #: Read-ahead: messages taken and not yet done at which the partition is paused.
+    window: int = 1_000
     paused_full: bool = False
     #: Paused because its head message (a retry) is not due yet.
     waiting: bool = False
@@ -36,8 +42,12 @@ class PartitionState:
 
 
 class Partitions:
-    def __init__(self, window: int) -> None:
+    def __init__(
+        self, window: int, lane_window: int | None = None, lane_topics: frozenset[str] = frozenset()
+    ) -> None:
         self.window = window
+        self.lane_window = window if lane_window is None else lane_window
+        self.lane_topics = lane_topics
         self.states: dict[Key, PartitionState] = {}
         self._paused_all = False
         #: Paused as a whole while the database is away (``suspend``).
@@ -47,7 +57,8 @@ class Partitions:
         for p in partitions:
             # A fresh state on every assignment: positions come from the committed offsets,
             # never from a stale paused position (librdkafka #4686).
-            self.states[(p.topic, p.partition)] = PartitionState()
+            window = self.lane_window if p.topic in self.lane_topics else self.window
+            self.states[(p.topic, p.partition)] = PartitionState(window=window)
 
     def owns(self, topic: str, partition: int) -> bool:
         state = self.states.get((topic, partition))
@@ -116,10 +127,10 @@ class Partitions:
             in_flight = state.offsets.in_flight
             if state.waiting:
                 continue  # waiting for a retry to come due: the intake resumes it
-            if not state.paused_full and in_flight >= self.window:
+            if not state.paused_full and in_flight >= state.window:
                 state.paused_full = True
                 pause.append(TopicPartition(topic, partition))
-            elif state.paused_full and in_flight <= self.window // 2:
+            elif state.paused_full and in_flight <= state.window // 2:
                 state.paused_full = False
                 resume.append(TopicPartition(topic, partition))
         try:

@@ -68,7 +68,7 @@ from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.publisher import Publisher
 from tenantq.settings import Settings
 from tenantq.store.job_store import JobStore
-from tenantq.store.placement import PlacementReader
+from tenantq.store.placement import PlacementReader, PlacementWatcher
 from tenantq.topic_admin import queue_topics
 from tenantq.topics import QueueTopics, consumer_group
 
@@ -146,6 +146,11 @@ class Worker:
             self.settings.producer.placement_ttl_seconds,
             refresh_in_background=True,
         )
+        self._placement_watcher = (
+            PlacementWatcher(self.settings.require_database_url(), self._placements.changed)
+            if self.settings.producer.placement_watch
+            else None
+        )
         self.hot_lane = HotLane(
             isolation,
             self._placements,
@@ -153,7 +158,11 @@ class Worker:
             self.events,
             self._move_to_lane,
         )
-        self.partitions = Partitions(self.settings.worker.read_ahead_per_partition)
+        self.partitions = Partitions(
+            self.settings.worker.read_ahead_per_partition,
+            self.settings.tenant_isolation.lane_read_ahead_per_partition,
+            self.lane_topics,
+        )
         self.intake = Intake(self)
         self._tasks: dict[uuid.UUID, Task] = {}
         self._type_running: dict[str, int] = {}
@@ -274,6 +283,8 @@ class Worker:
         self.ledger.start()
         self.executor.start()
         self.heartbeat.start()
+        if self._placement_watcher is not None:
+            self._placement_watcher.start()
         self.consumer = Consumer(consumer_config(settings, self.group_id, self.worker_id))
         topics = [topic for q in self.queues for topic in self.topics[q].consumed]
         self.consumer.subscribe(
@@ -295,7 +306,7 @@ class Worker:
         self._follow_database()
         # Never sit in consume() while finished work waits to be handled: that wait, not
         # Postgres, bounded throughput (slots / loop time).
-        if not self._finished.empty() or self.completer.waiting or self.ledger.has_answers:
+        if not self._finished.empty() or self.completer.unpublished or self.ledger.has_answers:
             timeout = 0.0
         elif self.executor.busy or len(self.dispatcher) or self.ledger.pending:
             timeout = 0.001
@@ -393,16 +404,22 @@ class Worker:
         """Choose the next jobs fairly and hand them to the claims lane in one statement."""
         if self._stop_requested.is_set() or not self.health.up:
             return
-        # One claim running and one gathering: freed slots wait for the next statement
-        # rather than each making its own.
-        if self.ledger.claims.pending >= 2:
+        # Per claims lane, one claim running and one gathering: freed slots wait for the next
+        # statement rather than each making its own.
+        main_full = self.ledger.claims.pending >= 2
+        lane_full = self.ledger.lane_claims.pending >= 2
+        if main_full and lane_full:
             return
         free = self.slots - self.executor.busy - self._claiming
         if free <= 0 or not len(self.dispatcher):
             return
+
+        def runnable(item: WorkItem) -> bool:
+            return not (lane_full if item.lane else main_full) and self._type_has_room(item)
+
         chosen: list[WorkItem] = []
         while len(chosen) < free:
-            item = self.dispatcher.pop(self._type_has_room)
+            item = self.dispatcher.pop(runnable)
             if item is None:
                 break
             self._reserve(item)
@@ -749,7 +766,7 @@ class Worker:
                 time.sleep(0.02)
                 self.executor.expire()
                 self._collect_finished()
-                self.completer.flush()
+                self.completer.flush(now=True)
                 self._apply_answers()
         unfinished = [t for t in self.executor.running() if ours(t.item)]
         for task in unfinished:
@@ -759,7 +776,7 @@ class Worker:
             self._task_done(item)
         self.release_leases(abandoned, "partition revoked" if not lost else "partition lost")
         if not lost:
-            self.completer.flush()
+            self.completer.flush(now=True)
             self._settle_in_time(grace)
             self.partitions.commit(self.consumer, keys)
         self.partitions.forget(keys)
@@ -783,7 +800,7 @@ class Worker:
             self._handle_crashes()
             self.executor.expire()
             self._collect_finished()
-            self.completer.flush()
+            self.completer.flush(now=True)
         for task in self.executor.running():
             self.executor.cancel(task, "shutdown")
         time.sleep(0.2 if self.executor.busy else 0)
@@ -793,7 +810,7 @@ class Worker:
             self._task_done(item)
         self.release_leases(abandoned, "worker shut down before the job finished")
         for _ in range(3):
-            self.completer.flush()
+            self.completer.flush(now=True)
             if not self.completer.waiting:
                 break
         self._settle_in_time(FINAL_WRITE_SECONDS)
@@ -818,6 +835,7 @@ class Worker:
             lambda: self.ledger.stop(timeout=5.0),
             self._leave_registry,
             lambda: self.publisher.close(),
+            self._stop_placement_watch,
             lambda: self.observability.close(),
         ]
         for step in steps:
@@ -826,6 +844,10 @@ class Worker:
             except Exception:
                 log.exception("error while stopping the worker")
         log.info("worker %s stopped", self.worker_id)
+
+    def _stop_placement_watch(self) -> None:
+        if self._placement_watcher is not None:
+            self._placement_watcher.close()
 
     def _leave_registry(self) -> None:
         store = JobStore.open(self.settings, self.worker_id, role="worker")

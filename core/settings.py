@@ -174,6 +174,15 @@ class TenantIsolationSettings(BaseModel):
         description="Messages a partition must have waiting (unfinished in the worker plus not "
         "yet read) before any of its tenants counts as hot.",
     )
+    lane_read_ahead_per_partition: int = Field(
+        100,
+        ge=1,
+        le=1_000_000,
+        description="Messages read ahead of the commit point per hot-lane partition (the "
+        "main topic's is worker.read_ahead_per_partition). Small on purpose: every worker "
+        "shares the lane's backlog and reads it as slots free, and a large window makes a "
+        "worker read the lane in bursts that the other tenants' messages wait behind.",
+    )
     lane_weight: int = Field(
         1,
         ge=1,
@@ -226,7 +235,14 @@ class ProducerSettings(BaseModel):
         description="How long the placement table is cached by producers. Until a producer "
         "rereads it, a tenant just moved to the hot lane keeps landing on its old partition, "
         "and workers must send each of those jobs on: one small query a second per producer "
-        "keeps that short.",
+        "keeps that short. With placement_watch, this is only the fallback.",
+    )
+    placement_watch: bool = Field(
+        True,
+        description="Listen for placement changes (LISTEN tenantq_placement, one more database "
+        "connection per producer and worker) and reread the table as soon as it changes, so a "
+        "tenant moved to the hot lane is followed at once instead of within "
+        "placement_ttl_seconds. Switch off behind a pooler that does not pass notifications.",
     )
 
 

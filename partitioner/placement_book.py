@@ -1,6 +1,7 @@
 """Producers' cache of the placement table, refreshed every ``placement_ttl_seconds``.
 
-A placement change is data: it takes effect in every producer within one TTL, no deploy.
+A placement change is data: it takes effect in every producer within one TTL, no deploy, and
+at once where a ``PlacementWatcher`` hears of it (``changed``).
 When the table cannot be read the book keeps serving what it last loaded (or hashed, before
 the first load) and logs it: a misplaced job costs isolation, never correctness, because a
 worker runs any tenant from any partition.
@@ -117,6 +118,16 @@ class PlacementBook:
 
         threading.Thread(target=refresh, name="tenantq-placements", daemon=True).start()
 
+    def changed(self, queue: str | None) -> None:
+        """The table changed for ``queue`` (None: maybe for any): reload the queues this book
+        serves now, in the calling thread (a watcher's), while lookups keep answering from
+        what they have."""
+        if self._loader is None:
+            return
+        for name in [queue] if queue is not None else list(self._queues):
+            if name in self._queues:
+                self._refresh(name, force=True)
+
     def invalidate(self, queue: str | None = None) -> None:
         """Forget the cache (of one queue, or all) so the next lookup reloads."""
         with self._lock:
@@ -125,11 +136,11 @@ class PlacementBook:
             else:
                 self._queues.pop(queue, None)
 
-    def _refresh(self, queue: str) -> _QueueEntry:
+    def _refresh(self, queue: str, *, force: bool = False) -> _QueueEntry:
         with self._lock:
             now = self._clock()
             entry = self._queues.get(queue)
-            if entry is not None and now < entry.expires_at:
+            if entry is not None and now < entry.expires_at and not force:
                 return entry  # another thread refreshed while we waited
             assert self._loader is not None
             try:

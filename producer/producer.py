@@ -36,7 +36,7 @@ from tenantq.producer.pending_rows import PendingRecorder
 from tenantq.producer.request import EncodedJob, EnqueueRequest, RequestPreparer
 from tenantq.producer.unique import UniqueJobs
 from tenantq.settings import Settings, load_settings
-from tenantq.store.placement import PlacementReader
+from tenantq.store.placement import PlacementReader, PlacementWatcher
 from tenantq.topics import lane_topic, main_topic
 
 Callback = Callable[[Any, Any], None]
@@ -73,11 +73,16 @@ class Producer:
         self.app = app
         self._clock = clock
         producer_settings = self.settings.producer
+        self._placement_watcher: PlacementWatcher | None = None
         if placement_book is None:
             loader = None
             if self.settings.database_url is not None:
                 loader = PlacementReader(self.settings.require_database_url())
             placement_book = PlacementBook(loader, producer_settings.placement_ttl_seconds, clock)
+            if loader is not None and producer_settings.placement_watch:
+                self._placement_watcher = PlacementWatcher(
+                    self.settings.require_database_url(), placement_book.changed
+                ).start()
         self._placements = placement_book
         self._admission = TenantAdmission(producer_settings, clock)
         self._owned_probe: CommittedOffsetAgeProbe | None = None
@@ -235,6 +240,8 @@ class Producer:
             self._owned_probe.close()
         if self._unique is not None:
             self._unique.close()
+        if self._placement_watcher is not None:
+            self._placement_watcher.close()
         close_placements = getattr(self._placements, "close", None)
         if close_placements is not None:
             close_placements()

@@ -433,7 +433,10 @@ class JobStore:
                 {"queue": queue, "tenant_id": tenant_id, "updated_by": self.owner,
                  "reason": reason},
             )  # fmt: skip
-            return cursor.fetchone() is not None
+            moved = cursor.fetchone() is not None
+            if moved:
+                placement.placement_changed(cursor, queue)
+            return moved
 
         return self._run(work)
 

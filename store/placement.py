@@ -2,19 +2,31 @@
 
 Named, noun-first statements, one small function each. The producer reads placements through
 ``PlacementReader``, which keeps one connection and reconnects after a failure.
+
+Every write of the table also notifies the channel ``tenantq_placement`` (the payload: the
+queue), in its transaction: ``PlacementWatcher`` listens, so producers and workers reread a
+queue's placements as soon as they change instead of at their next refresh. The refresh stays
+as the fallback for a missed notification (a reconnect, or a pooler that drops them).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from tenantq.partitioner.placement import Placement
 from tenantq.store.engine import psycopg_url
+
+log = logging.getLogger("tenantq.placement")
+
+PLACEMENT_CHANGED = "SELECT pg_notify('tenantq_placement', %(queue)s)"
+
+PLACEMENT_LISTEN = "LISTEN tenantq_placement"
 
 PLACEMENT_LIST = """
 SELECT queue, tenant_id, mode, shards, partitions, updated_at, updated_by, reason, automatic
@@ -142,6 +154,7 @@ def placement_upsert(
             },
         )
         row = cursor.fetchone()
+        placement_changed(cursor, queue)
     assert row is not None
     return _record(row)
 
@@ -150,7 +163,10 @@ def placement_delete(connection: psycopg.Connection[Any], *, queue: str, tenant_
     """Remove a tenant's placement (it falls back to hashed). True if a row was deleted."""
     with connection.cursor() as cursor:
         cursor.execute(PLACEMENT_DELETE, {"queue": queue, "tenant_id": tenant_id})
-        return cursor.rowcount > 0
+        deleted = cursor.rowcount > 0
+        if deleted:
+            placement_changed(cursor, queue)
+        return deleted
 
 
 def lane_release(connection: psycopg.Connection[Any], *, queue: str, seconds: float) -> list[str]:
@@ -158,7 +174,16 @@ def lane_release(connection: psycopg.Connection[Any], *, queue: str, seconds: fl
     hashed; returns them."""
     with connection.cursor() as cursor:
         cursor.execute(LANE_RELEASE, {"queue": queue, "seconds": seconds})
-        return [row[0] for row in cursor.fetchall()]
+        released = [row[0] for row in cursor.fetchall()]
+        if released:
+            placement_changed(cursor, queue)
+        return released
+
+
+def placement_changed(cursor: psycopg.Cursor[Any], queue: str) -> None:
+    """Tell the listeners (``PlacementWatcher``) that ``queue``'s placements changed; sent
+    when the transaction commits."""
+    cursor.execute(PLACEMENT_CHANGED, {"queue": queue})
 
 
 #: Tenants in the hot lane of each queue (for the metrics and ``tenantq stats``).
@@ -223,3 +248,54 @@ class PlacementReader:
             if self._connection is not None:
                 self._connection.close()
                 self._connection = None
+
+
+class PlacementWatcher:
+    """Calls ``changed(queue)`` when a placement of ``queue`` changes (``LISTEN`` on its own
+    connection, in a daemon thread), and ``changed(None)`` each time it starts listening:
+    changes made while it was not are unknown. Reconnects with a backoff; never raises."""
+
+    def __init__(
+        self,
+        database_url: str,
+        changed: Callable[[str | None], None],
+        connect_timeout_seconds: float = 5.0,
+    ) -> None:
+        self._database_url = database_url
+        self._changed = changed
+        self._connect_timeout = max(1, int(connect_timeout_seconds))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name="tenantq-placement-watch", daemon=True
+        )
+
+    def start(self) -> PlacementWatcher:
+        self._thread.start()
+        return self
+
+    def close(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        backoff = 0.5
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(
+                    psycopg_url(self._database_url),
+                    autocommit=True,
+                    connect_timeout=self._connect_timeout,
+                    application_name="tenantq-placement-watch",
+                ) as connection:
+                    connection.execute(PLACEMENT_LISTEN)
+                    backoff = 0.5
+                    self._changed(None)
+                    while not self._stop.is_set():
+                        for notify in connection.notifies(timeout=1.0):
+                            self._changed(notify.payload or None)
+            except Exception as error:  # the database is away: the refresh covers it meanwhile
+                log.debug("placement watch interrupted: %s", error)
+            if self._stop.wait(backoff):
+                return
+            backoff = min(backoff * 2, 30.0)

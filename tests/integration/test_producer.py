@@ -119,7 +119,8 @@ def test_every_job_of_a_batch_is_in_the_partition_its_ref_names(
 def test_placement_changes_apply_within_the_ttl(
     make_settings: Callable[..., tenantq.Settings], db: psycopg.Connection[Any]
 ) -> None:
-    settings = make_settings(producer={"placement_ttl_seconds": 1.0})
+    # Not listening for changes: the TTL is what applies them.
+    settings = make_settings(producer={"placement_ttl_seconds": 1.0, "placement_watch": False})
     hashed = key_partition("hot", 4)
     pinned = (hashed + 1) % 4
     with Producer(settings) as producer:
@@ -141,6 +142,31 @@ def test_placement_changes_apply_within_the_ttl(
         placement_delete(db, queue="default", tenant_id="hot")
         time.sleep(1.1)
         assert partition_now() == hashed
+
+
+def test_a_watching_producer_follows_a_placement_change_at_once(
+    make_settings: Callable[..., tenantq.Settings], db: psycopg.Connection[Any]
+) -> None:
+    # A TTL of a minute: only the notification can make the change show within a second.
+    settings = make_settings(producer={"placement_ttl_seconds": 60.0})
+    hashed = key_partition("hot", 4)
+    pinned = (hashed + 1) % 4
+    with Producer(settings) as producer:
+
+        def partition_now() -> int:
+            return producer.enqueue("resize", tenant="hot", payload={}).result(30).partition
+
+        assert partition_now() == hashed
+        time.sleep(0.5)  # the watcher is listening (it connects in the background)
+        for placement, expected in ((Placement.pinned([pinned]), pinned), (None, hashed)):
+            if placement is None:
+                assert placement_delete(db, queue="default", tenant_id="hot")
+            else:
+                placement_upsert(db, queue="default", tenant_id="hot", placement=placement)
+            changed_at = time.monotonic()
+            while partition_now() != expected:
+                assert time.monotonic() - changed_at < 1.0, "the change was not heard"
+                time.sleep(0.01)
 
 
 def test_tenant_rate_limit_rejects_with_retry_after(
