@@ -116,6 +116,19 @@ def test_every_job_of_a_batch_is_in_the_partition_its_ref_names(
     assert_each_job_where_its_ref_says(settings, topic, requests, refs, messages)
 
 
+def hot_partition_now(producer: Producer) -> int:
+    """The partition the next job of tenant ``hot`` lands on."""
+    return producer.enqueue("resize", tenant="hot", payload={}).result(30).partition
+
+
+def hot_lands_on(producer: Producer, partition: int, within: float) -> None:
+    """Fails unless tenant ``hot``'s jobs land on ``partition`` within ``within`` seconds."""
+    changed_at = time.monotonic()
+    while hot_partition_now(producer) != partition:
+        assert time.monotonic() - changed_at < within, f"placement not followed in {within}s"
+        time.sleep(0.02)
+
+
 def test_placement_changes_apply_within_the_ttl(
     make_settings: Callable[..., tenantq.Settings], db: psycopg.Connection[Any]
 ) -> None:
@@ -124,16 +137,9 @@ def test_placement_changes_apply_within_the_ttl(
     hashed = key_partition("hot", 4)
     pinned = (hashed + 1) % 4
     with Producer(settings) as producer:
-
-        def partition_now() -> int:
-            return producer.enqueue("resize", tenant="hot", payload={}).result(30).partition
-
-        assert partition_now() == hashed
+        assert hot_partition_now(producer) == hashed
         placement_upsert(db, queue="default", tenant_id="hot", placement=Placement.pinned([pinned]))
-        changed_at = time.monotonic()
-        while partition_now() != pinned:
-            assert time.monotonic() - changed_at < 1.0 + 0.5, "placement not applied in its TTL"
-            time.sleep(0.05)
+        hot_lands_on(producer, pinned, within=1.0 + 0.5)
         placement_upsert(db, queue="default", tenant_id="hot", placement=Placement.spread(4))
         time.sleep(1.1)
         futures = producer.enqueue_many([EnqueueRequest("resize", "hot", {}) for _ in range(200)])
@@ -141,7 +147,7 @@ def test_placement_changes_apply_within_the_ttl(
         assert spread == {key_partition(f"hot#{shard}", 4) for shard in range(4)}
         placement_delete(db, queue="default", tenant_id="hot")
         time.sleep(1.1)
-        assert partition_now() == hashed
+        assert hot_partition_now(producer) == hashed
 
 
 def test_a_watching_producer_follows_a_placement_change_at_once(
@@ -152,21 +158,12 @@ def test_a_watching_producer_follows_a_placement_change_at_once(
     hashed = key_partition("hot", 4)
     pinned = (hashed + 1) % 4
     with Producer(settings) as producer:
-
-        def partition_now() -> int:
-            return producer.enqueue("resize", tenant="hot", payload={}).result(30).partition
-
-        assert partition_now() == hashed
+        assert hot_partition_now(producer) == hashed
         time.sleep(0.5)  # the watcher is listening (it connects in the background)
-        for placement, expected in ((Placement.pinned([pinned]), pinned), (None, hashed)):
-            if placement is None:
-                assert placement_delete(db, queue="default", tenant_id="hot")
-            else:
-                placement_upsert(db, queue="default", tenant_id="hot", placement=placement)
-            changed_at = time.monotonic()
-            while partition_now() != expected:
-                assert time.monotonic() - changed_at < 1.0, "the change was not heard"
-                time.sleep(0.01)
+        placement_upsert(db, queue="default", tenant_id="hot", placement=Placement.pinned([pinned]))
+        hot_lands_on(producer, pinned, within=1.0)
+        assert placement_delete(db, queue="default", tenant_id="hot")
+        hot_lands_on(producer, hashed, within=1.0)
 
 
 def test_tenant_rate_limit_rejects_with_retry_after(
