@@ -265,6 +265,8 @@ class PlacementWatcher:
         self._changed = changed
         self._connect_timeout = max(1, int(connect_timeout_seconds))
         self._stop = threading.Event()
+        #: Set while it listens (after the reread that covers what came before).
+        self.listening = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name="tenantq-placement-watch", daemon=True
         )
@@ -291,11 +293,13 @@ class PlacementWatcher:
                     connection.execute(PLACEMENT_LISTEN)
                     backoff = 0.5
                     self._changed(None)
+                    self.listening.set()
                     while not self._stop.is_set():
                         for notify in connection.notifies(timeout=1.0):
                             self._changed(notify.payload or None)
             except Exception as error:  # the database is away: the refresh covers it meanwhile
                 log.debug("placement watch interrupted: %s", error)
+            self.listening.clear()
             if self._stop.wait(backoff):
                 return
             backoff = min(backoff * 2, 30.0)

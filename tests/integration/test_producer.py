@@ -159,7 +159,8 @@ def test_a_watching_producer_follows_a_placement_change_at_once(
     pinned = (hashed + 1) % 4
     with Producer(settings) as producer:
         assert hot_partition_now(producer) == hashed
-        time.sleep(0.5)  # the watcher is listening (it connects in the background)
+        watcher = producer._placement_watcher  # connects in the background
+        assert watcher is not None and watcher.listening.wait(10)
         placement_upsert(db, queue="default", tenant_id="hot", placement=Placement.pinned([pinned]))
         hot_lands_on(producer, pinned, within=1.0)
         assert placement_delete(db, queue="default", tenant_id="hot")
