@@ -77,11 +77,20 @@ def test_workers_ride_out_a_postgres_kill_9(private_stack: PrivateStack, tmp_pat
         assert len(acknowledged) == JOBS
         with psycopg.connect(database_url, autocommit=True) as db:
             count = _counter(db)
-            wait_for(
-                while_alive(lambda: count("succeeded") == JOBS, *workers),
-                timeout=120,
-                what=f"all {JOBS} jobs succeeded after the restart",
-            )
+            try:
+                wait_for(
+                    while_alive(lambda: count("succeeded") == JOBS, *workers),
+                    timeout=120,
+                    what=f"all {JOBS} jobs succeeded after the restart",
+                )
+            except AssertionError as stuck:
+                # Seen rarely (the kill during the group's first rebalance): keep what the
+                # next occurrence needs to be understood; pytest removes the workers' logs.
+                states = db.execute(
+                    "SELECT state::text, count(*) FROM tenantq_jobs GROUP BY 1"
+                ).fetchall()
+                logs = "\n".join(worker.output()[-6000:] for worker in workers)
+                raise AssertionError(f"{stuck}; job states {states}\n{logs}") from None
             recovered = time.monotonic() - killed
             assert_alive(*workers)
             leased = count("leased")
