@@ -147,7 +147,7 @@ class Worker:
             refresh_in_background=True,
         )
         self._placement_watcher = (
-            PlacementWatcher(self.settings.require_database_url(), self._placements.changed)
+            PlacementWatcher(self.settings, self._placements.changed)
             if self.settings.producer.placement_watch
             else None
         )
@@ -847,7 +847,7 @@ class Worker:
 
     def _stop_placement_watch(self) -> None:
         if self._placement_watcher is not None:
-            self._placement_watcher.close()
+            self._placement_watcher.stop(2.0)
 
     def _leave_registry(self) -> None:
         store = JobStore.open(self.settings, self.worker_id, role="worker")

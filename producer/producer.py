@@ -80,9 +80,8 @@ class Producer:
                 loader = PlacementReader(self.settings.require_database_url())
             placement_book = PlacementBook(loader, producer_settings.placement_ttl_seconds, clock)
             if loader is not None and producer_settings.placement_watch:
-                self._placement_watcher = PlacementWatcher(
-                    self.settings.require_database_url(), placement_book.changed
-                ).start()
+                self._placement_watcher = PlacementWatcher(self.settings, placement_book.changed)
+                self._placement_watcher.start()
         self._placements = placement_book
         self._admission = TenantAdmission(producer_settings, clock)
         self._owned_probe: CommittedOffsetAgeProbe | None = None
@@ -241,7 +240,7 @@ class Producer:
         if self._unique is not None:
             self._unique.close()
         if self._placement_watcher is not None:
-            self._placement_watcher.close()
+            self._placement_watcher.stop(2.0)
         close_placements = getattr(self._placements, "close", None)
         if close_placements is not None:
             close_placements()

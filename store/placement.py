@@ -12,17 +12,16 @@ as the fallback for a missed notification (a reconnect, or a pooler that drops t
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from tenantq.background import ServiceLoop
 from tenantq.partitioner.placement import Placement
-from tenantq.store.engine import psycopg_url
-
-log = logging.getLogger("tenantq.placement")
+from tenantq.settings import Settings
+from tenantq.store.engine import LazyConnection, psycopg_url
 
 PLACEMENT_CHANGED = "SELECT pg_notify('tenantq_placement', %(queue)s)"
 
@@ -250,56 +249,31 @@ class PlacementReader:
                 self._connection = None
 
 
-class PlacementWatcher:
-    """Calls ``changed(queue)`` when a placement of ``queue`` changes (``LISTEN`` on its own
-    connection, in a daemon thread), and ``changed(None)`` each time it starts listening:
-    changes made while it was not are unknown. Reconnects with a backoff; never raises."""
+class PlacementWatcher(ServiceLoop):
+    """Calls ``changed(queue)`` when a placement of ``queue`` changes (``LISTEN`` on a
+    connection of its own, in a thread of its own), and ``changed(None)`` each time it starts
+    listening: changes made while it was not are unknown. A lost connection is a failed round
+    of the loop: logged once, tried again with its backoff."""
 
-    def __init__(
-        self,
-        database_url: str,
-        changed: Callable[[str | None], None],
-        connect_timeout_seconds: float = 5.0,
-    ) -> None:
-        self._database_url = database_url
+    def __init__(self, settings: Settings, changed: Callable[[str | None], None]) -> None:
+        super().__init__("placement-watch")
         self._changed = changed
-        self._connect_timeout = max(1, int(connect_timeout_seconds))
-        self._stop = threading.Event()
         #: Set while it listens (after the reread that covers what came before).
         self.listening = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name="tenantq-placement-watch", daemon=True
+        self._database = LazyConnection(
+            settings, "tenantq-placement-watch", autocommit=True, on_open=self._listen
         )
 
-    def start(self) -> PlacementWatcher:
-        self._thread.start()
-        return self
+    def _listen(self, connection: psycopg.Connection[Any]) -> None:
+        connection.execute(PLACEMENT_LISTEN)
+        self._changed(None)
+        self.listening.set()
 
-    def close(self, timeout: float = 2.0) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+    def run_round(self) -> float:
+        for notify in self._database.get().notifies(timeout=1.0):
+            self._changed(notify.payload or None)
+        return 0.0
 
-    def _run(self) -> None:
-        backoff = 0.5
-        while not self._stop.is_set():
-            try:
-                with psycopg.connect(
-                    psycopg_url(self._database_url),
-                    autocommit=True,
-                    connect_timeout=self._connect_timeout,
-                    application_name="tenantq-placement-watch",
-                ) as connection:
-                    connection.execute(PLACEMENT_LISTEN)
-                    backoff = 0.5
-                    self._changed(None)
-                    self.listening.set()
-                    while not self._stop.is_set():
-                        for notify in connection.notifies(timeout=1.0):
-                            self._changed(notify.payload or None)
-            except Exception as error:  # the database is away: the refresh covers it meanwhile
-                log.debug("placement watch interrupted: %s", error)
-            self.listening.clear()
-            if self._stop.wait(backoff):
-                return
-            backoff = min(backoff * 2, 30.0)
+    def reset(self) -> None:
+        self.listening.clear()
+        self._database.close()
