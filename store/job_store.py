@@ -179,7 +179,7 @@ class JobStore:
         """A store of ``owner`` on the settings' database (connected on first use)."""
         return cls(
             lambda: connect(
-                settings, application_name=f"tenantq-{role} {owner}", custom_plans=True
+                settings, application_name=f"tenantq-{role} {owner}", generic_plans=True
             ),
             owner,
         )

@@ -134,6 +134,13 @@ RETURNING id
 #: The parts of ``JOB_COMPLETE_BATCH`` that ``JOB_COMPLETE_BATCH_AGAIN`` shares: the batch's
 #: results as rows, the fenced update of their jobs, and their attempt rows (which the retry
 #: narrows further).
+#:
+#: The fence (owner, state) is written with ``IS NOT DISTINCT FROM``, which no index serves:
+#: the rows can then only be found by primary key, one probe per result. With ``=`` the
+#: planner may find them through the leased-state indexes instead, reading every lease of the
+#: worker for each batch (a hash of 1,128 rows for 128 results), or, when its statistics
+#: reckon few leases, once per result (quadratic). The worker runs these statements on one
+#: generic plan (``JobStore.open``), which this keeps linear in the batch.
 _RESULTS = """
 WITH results AS (
     SELECT *
@@ -160,8 +167,8 @@ _APPLIED = """applied AS (
                                   ELSE coalesce(r.error_message, j.last_error_message) END,
         updated_at = now()
     FROM results r
-    WHERE j.id = r.id AND j.attempts = r.attempt AND j.lease_owner = %(owner)b
-      AND j.state = 'leased'
+    WHERE j.id = r.id AND j.attempts = r.attempt
+      AND j.lease_owner IS NOT DISTINCT FROM %(owner)b AND j.state IS NOT DISTINCT FROM 'leased'
     RETURNING j.id
 ),
 """
@@ -222,8 +229,9 @@ counted AS (
     UPDATE tenantq_jobs j
     SET crashes = j.crashes + 1, updated_at = now()
     FROM crashed c
-    WHERE j.id = c.id AND j.attempts = c.attempt AND j.lease_owner = %(owner)b
-      AND j.state = 'leased'
+    WHERE j.id = c.id AND j.attempts = c.attempt
+      -- The fence by primary key only (see _RESULTS).
+      AND j.lease_owner IS NOT DISTINCT FROM %(owner)b AND j.state IS NOT DISTINCT FROM 'leased'
     RETURNING j.id, j.crashes
 ),
 attempt_rows AS (
