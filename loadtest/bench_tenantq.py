@@ -173,10 +173,18 @@ class GroupProgress:
         return all(committed.get(p, -1) >= end for p, end in ends.items())
 
 
-def enqueue(settings: tenantq.Settings, count: int, rate: float | None = None) -> None:
-    """``count`` no-op jobs of ``TENANTS`` tenants, all at once or at ``rate`` jobs/s."""
+def enqueue(settings: tenantq.Settings, count: int, rate: float | None = None) -> float:
+    """``count`` no-op jobs of ``TENANTS`` tenants, all at once or at ``rate`` jobs/s; returns
+    the wall-clock time at which the first of them was enqueued.
+
+    At a rate, one more job goes first and is waited for: a new producer's first messages wait
+    for its idempotent-producer id, up to 0.5 s when they race librdkafka's start (its retry
+    timer), and that is the producer starting, not the queue's latency under load."""
     # No placement table: the producer's database lookups are not what is measured.
     with Producer(settings, APP, placement_book=PlacementBook(None, 60.0)) as producer:
+        if rate is not None:
+            producer.enqueue_batch([EnqueueRequest(JOB_TYPE, "tenant-0", {})]).result(30)
+        started = time.time()
         batches: list[BatchFuture] = []
         for first, size in paced_chunks(count, rate):
             requests = [
@@ -187,6 +195,7 @@ def enqueue(settings: tenantq.Settings, count: int, rate: float | None = None) -
         acknowledged = sum(len(batch.result(120)) for batch in batches)
     if acknowledged != count:
         raise SystemExit(f"enqueue: {acknowledged} of {count} jobs acknowledged")
+    return started
 
 
 def raw_consume_rate(settings: tenantq.Settings, topic: str, count: int) -> float:
@@ -340,8 +349,7 @@ class TenantqSide:
         enqueue, ``started_at``: PostgreSQL's ``now()`` at the claim; one host, one clock)."""
         rate = measured.rate / 2
         count = max(1, int(rate * self.options.latency_seconds))
-        phase_start = time.time()
-        enqueue(settings, count, rate)
+        phase_start = enqueue(settings, count, rate)
         ends = progress.ends()
         wait_until(lambda: progress.reached(ends), [worker], 300, "half-load jobs drained")
         rows = monitor.execute(
