@@ -114,7 +114,7 @@ def summarize(run: DemoRun) -> DemoSummary:
     if run.timed_out:
         problems.append(f"timed out after {run.options.timeout:.0f}s")
     if unfinished:
-        problems.append(f"{unfinished} jobs are not terminal")
+        problems.append(f"{unfinished} jobs are not terminal: {_unfinished_jobs(run)}")
     if dead != expected_dead:
         problems.append(
             f"dead jobs differ from the plan: {len(dead - expected_dead)} unexpected, "
@@ -129,6 +129,20 @@ def summarize(run: DemoRun) -> DemoSummary:
     if run.dead_letters.total != len(letters):
         problems.append(f"the DLQ holds {run.dead_letters.total - len(letters)} duplicate letters")
     return summary
+
+
+def _unfinished_jobs(run: DemoRun, shown: int = 5) -> str:
+    """The first few jobs that are not terminal: id, tenant, type and state (``no row``: the
+    database never saw the job), so that a failed run can be followed up in the logs."""
+    state_of = {outcome.job_id: outcome.state for outcome in run.outcomes}
+    listed = [
+        f"{run.job_ids[job.seq]} ({job.tenant}, {job.job_type}, "
+        f"{state_of.get(run.job_ids[job.seq], 'no row')})"
+        for job in run.workload.jobs
+        if state_of.get(run.job_ids[job.seq]) not in TERMINAL
+    ]
+    more = f" and {len(listed) - shown} more" if len(listed) > shown else ""
+    return ", ".join(listed[:shown]) + more
 
 
 def _summary_lines(summary: DemoSummary) -> list[str]:
