@@ -39,7 +39,8 @@ from tenantq.errors import EnvelopeError, InvalidTenantId
 from tenantq.partitioner.placement import LANE
 from tenantq.partitioner.tenant_id import validate_tenant_id
 from tenantq.producer.publisher import Outgoing, dead_letter, retry_message
-from tenantq.schemas.envelope import Envelope, decode_envelope
+from tenantq.schemas.envelope import Envelope
+from tenantq.schemas.envelope_reader import read_envelope
 from tenantq.states import JobState
 from tenantq.store.job_store import JobStatus
 
@@ -228,7 +229,7 @@ class Intake:
                 return
         value = message.value
         try:
-            envelope = decode_envelope(value, max_bytes=worker.settings.max_message_bytes)
+            envelope = read_envelope(value, max_bytes=worker.settings.max_message_bytes)
             validate_tenant_id(envelope.tenant_id)
         except (EnvelopeError, InvalidTenantId) as error:
             reason = getattr(error, "reason", "invalid_tenant")

@@ -5,7 +5,8 @@ and the fields that repeat (queue, job type, tenant, key) can be encoded once an
 writer produces byte-for-byte what fastavro produces (a unit test compares them over many
 envelopes) and only for the schema whose fingerprint it was written against: when a newer
 schema ships, ``writer_for`` returns None and the producer falls back to fastavro.
-Decoding always goes through fastavro.
+The worker reads the plain shape with ``envelope_reader``; everything else goes through
+fastavro.
 """
 
 from __future__ import annotations

@@ -1,0 +1,126 @@
+"""The worker's specialised envelope reader gives what fastavro gives: the same envelope for
+every message, the same error class for every broken one."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import uuid
+from typing import Any
+
+import pytest
+from tenantq.errors import EnvelopeError
+from tenantq.schemas import envelope_reader
+from tenantq.schemas.envelope import DEFAULT_CODEC, decode_envelope
+from tenantq.schemas.envelope_reader import read_envelope
+
+MAX_BYTES = 10**6
+
+
+def random_text(generator: random.Random, limit: int) -> str:
+    alphabet = "abcXYZ09._:-#é漢🙂"
+    return "".join(generator.choice(alphabet) for _ in range(generator.randrange(limit)))
+
+
+def random_record(generator: random.Random, *, plain: bool) -> dict[str, Any]:
+    created = dt.datetime(1960, 1, 1, tzinfo=dt.UTC) + dt.timedelta(
+        microseconds=generator.randrange(0, 10**17)
+    )
+    record: dict[str, Any] = {
+        "job_id": str(uuid.UUID(int=generator.getrandbits(128))),
+        "queue": random_text(generator, 20) or "q",
+        "job_type": random_text(generator, 80),
+        "tenant_id": random_text(generator, 130),
+        "partition_key": random_text(generator, 140),
+        "payload": random_text(generator, 20000 if generator.random() < 0.05 else 300).encode(),
+        "created_at": created,
+        "run_after": None,
+        "max_attempts": None,
+        "idempotency_key": None,
+        "trace_context": {},
+        "replay_count": 0,
+        "attributes": {},
+    }
+    if not plain:
+        field = generator.choice(
+            ["run_after", "max_attempts", "idempotency_key", "trace", "replay", "attributes"]
+        )
+        if field == "run_after":
+            record["run_after"] = created + dt.timedelta(seconds=5.5)
+        elif field == "max_attempts":
+            record["max_attempts"] = generator.choice([1, 64, 1000])
+        elif field == "idempotency_key":
+            record["idempotency_key"] = random_text(generator, 50)
+        elif field == "trace":
+            record["trace_context"] = {"traceparent": random_text(generator, 60)}
+        elif field == "replay":
+            record["replay_count"] = generator.choice([1, 70])
+        else:
+            record["attributes"] = {"k": "v"}
+    return record
+
+
+def outcome(data: bytes) -> object:
+    """What decoding gives: the envelope, or the class of the error."""
+    try:
+        return decode_envelope(data, max_bytes=MAX_BYTES)
+    except EnvelopeError as error:
+        return type(error)
+
+
+def fast_outcome(data: bytes) -> object:
+    try:
+        return read_envelope(data, max_bytes=MAX_BYTES)
+    except EnvelopeError as error:
+        return type(error)
+
+
+def test_the_reader_is_on_for_the_shipped_schema() -> None:
+    # Fails when a new envelope schema ships: update the reader (or accept the fastavro path).
+    assert envelope_reader._ENABLED
+
+
+def test_plain_envelopes_are_read_without_fastavro_and_equal_its_result() -> None:
+    generator = random.Random(11)
+    for _ in range(2000):
+        data = DEFAULT_CODEC.encode_record(random_record(generator, plain=True))
+        read = envelope_reader._read_plain(data)
+        assert read is not None
+        assert read == decode_envelope(data, max_bytes=MAX_BYTES)
+
+
+def test_other_envelopes_go_to_fastavro_with_the_same_result() -> None:
+    generator = random.Random(12)
+    for _ in range(500):
+        data = DEFAULT_CODEC.encode_record(random_record(generator, plain=False))
+        assert envelope_reader._read_plain(data) is None
+        assert read_envelope(data, max_bytes=MAX_BYTES) == decode_envelope(
+            data, max_bytes=MAX_BYTES
+        )
+
+
+def test_broken_messages_end_as_fastavro_ends_them() -> None:
+    generator = random.Random(13)
+    for _ in range(3000):
+        data = bytearray(DEFAULT_CODEC.encode_record(random_record(generator, plain=True)))
+        damage = generator.choice(["truncate", "flip", "append", "length"])
+        if damage == "truncate":
+            data = data[: generator.randrange(len(data))]
+        elif damage == "flip":
+            for _ in range(generator.randrange(1, 4)):
+                position = generator.randrange(len(data))
+                data[position] ^= 1 << generator.randrange(8)
+        elif damage == "append":
+            data += bytes([generator.randrange(256)])
+        else:  # a string's length byte past the end, or negative
+            data[47] = generator.choice([0x7F, 0x01, 0xFE])
+        assert fast_outcome(bytes(data)) == outcome(bytes(data))
+
+
+@pytest.mark.parametrize("size_limit", [10, 60])
+def test_the_size_limit_holds_on_the_fast_path(size_limit: int) -> None:
+    data = DEFAULT_CODEC.encode_record(random_record(random.Random(1), plain=True))
+    assert len(data) > size_limit
+    with pytest.raises(EnvelopeError) as raised:
+        read_envelope(data, max_bytes=size_limit)
+    assert type(raised.value).__name__ == "MessageTooLarge"
