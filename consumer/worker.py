@@ -315,6 +315,9 @@ class Worker:
         messages = self._read(timeout)
         if messages:
             self.intake.take([m for m in messages if self._usable(m)])
+            # What was just read claims its free slots now, not after this round's answers,
+            # finished jobs and results (a few milliseconds under load).
+            self._dispatch()
         self.intake.route_due()
         self.intake.retry_parked()
         self._check_hot_tenants()
