@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-import uuid
 from typing import Any
 
 import pytest
+from envelope_records import random_head, random_text
 from tenantq.errors import EnvelopeError
 from tenantq.schemas import envelope_reader
 from tenantq.schemas.envelope import DEFAULT_CODEC, decode_envelope
@@ -17,23 +17,10 @@ from tenantq.schemas.envelope_reader import read_envelope
 MAX_BYTES = 10**6
 
 
-def random_text(generator: random.Random, limit: int) -> str:
-    alphabet = "abcXYZ09._:-#é漢🙂"
-    return "".join(generator.choice(alphabet) for _ in range(generator.randrange(limit)))
-
-
 def random_record(generator: random.Random, *, plain: bool) -> dict[str, Any]:
-    created = dt.datetime(1960, 1, 1, tzinfo=dt.UTC) + dt.timedelta(
-        microseconds=generator.randrange(0, 10**17)
-    )
-    record: dict[str, Any] = {
-        "job_id": str(uuid.UUID(int=generator.getrandbits(128))),
-        "queue": random_text(generator, 20) or "q",
-        "job_type": random_text(generator, 80),
-        "tenant_id": random_text(generator, 130),
-        "partition_key": random_text(generator, 140),
-        "payload": random_text(generator, 20000 if generator.random() < 0.05 else 300).encode(),
-        "created_at": created,
+    record = random_head(generator)
+    created = record["created_at"]
+    record |= {
         "run_after": None,
         "max_attempts": None,
         "idempotency_key": None,
