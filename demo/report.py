@@ -135,12 +135,12 @@ def _unfinished_jobs(run: DemoRun, shown: int = 5) -> str:
     """The first few jobs that are not terminal: id, tenant, type and state (``no row``: the
     database never saw the job), so that a failed run can be followed up in the logs."""
     state_of = {outcome.job_id: outcome.state for outcome in run.outcomes}
-    listed = [
-        f"{run.job_ids[job.seq]} ({job.tenant}, {job.job_type}, "
-        f"{state_of.get(run.job_ids[job.seq], 'no row')})"
-        for job in run.workload.jobs
-        if state_of.get(run.job_ids[job.seq]) not in TERMINAL
-    ]
+    listed: list[str] = []
+    for job in run.workload.jobs:
+        job_id = run.job_ids[job.seq]
+        state = state_of.get(job_id)
+        if state not in TERMINAL:
+            listed.append(f"{job_id} ({job.tenant}, {job.job_type}, {state or 'no row'})")
     more = f" and {len(listed) - shown} more" if len(listed) > shown else ""
     return ", ".join(listed[:shown]) + more
 

@@ -21,15 +21,15 @@ from tenantq.schemas.envelope import (
     Envelope,
     decode_envelope,
 )
-from tenantq.schemas.envelope_writer import DEFAULT_TAIL, WRITTEN_FOR_FINGERPRINT
+from tenantq.schemas.envelope_writer import DEFAULT_TAIL, EPOCH, WRITTEN_FOR_FINGERPRINT
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_PLAIN_HEADER = SINGLE_OBJECT_MARKER + bytes.fromhex(WRITTEN_FOR_FINGERPRINT)
+_FINGERPRINT = bytes.fromhex(WRITTEN_FOR_FINGERPRINT)
+_PLAIN_HEADER = SINGLE_OBJECT_MARKER + _FINGERPRINT
 #: The job id's Avro length prefix: 36 characters, zig-zag encoded.
 _JOB_ID_LENGTH = 0x48
 _JOB_ID_END = HEADER_LENGTH + 1 + 36
 #: Only when the codec reads into the schema this reader knows.
-_ENABLED = DEFAULT_CODEC.reader.fingerprint == bytes.fromhex(WRITTEN_FOR_FINGERPRINT)
+_ENABLED = DEFAULT_CODEC.reader.fingerprint == _FINGERPRINT
 
 
 def read_envelope(data: bytes | None, *, max_bytes: int) -> Envelope:
@@ -52,18 +52,14 @@ def _read_plain(data: bytes) -> Envelope | None:
         position = _JOB_ID_END
         spans: list[tuple[int, int]] = []
         for _ in range(5):  # queue, job_type, tenant_id, partition_key, payload
-            byte = data[position]
-            if byte < 0x80:  # one byte: lengths below 64, the common case
-                length, position = byte >> 1 if not byte & 1 else -1, position + 1
-            else:
-                length, position = _read_long(data, position)
+            length, position = _read_long(data, position)
             end = position + length
             if length < 0 or end > size:
                 return None
             spans.append((position, end))
             position = end
         micros, position = _read_long(data, position)
-        created_at = _EPOCH + dt.timedelta(microseconds=micros)
+        created_at = EPOCH + dt.timedelta(microseconds=micros)
         queue, job_type, tenant_id, partition_key = [
             data[start:stop].decode() for start, stop in spans[:4]
         ]

@@ -19,7 +19,8 @@ from tenantq.schemas.envelope import SINGLE_OBJECT_MARKER, EnvelopeCodec
 #: CRC-64-AVRO (little-endian hex) of the schema this writer encodes: envelope_v1.avsc.
 WRITTEN_FOR_FINGERPRINT = "14364afe051345c0"
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+#: The Avro timestamps' zero: both the writer and ``envelope_reader`` count from it.
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _NULL_BRANCH = b"\x00"
 _VALUE_BRANCH = b"\x02"
 _EMPTY_MAP = b"\x00"
@@ -50,7 +51,7 @@ def encode_string(text: str) -> bytes:
 
 def timestamp_micros(moment: dt.datetime) -> int:
     """Microseconds since the epoch, with fastavro's integer arithmetic (no float rounding)."""
-    delta = moment - _EPOCH
+    delta = moment - EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
