@@ -18,10 +18,10 @@ from typing import Any
 import psycopg
 import tenantq
 from dead_letter_jobs import FlakyApp, audit_rows, fill_dlq
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.support.expected_conditions import staleness_of
+from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.wait import WebDriverWait
 from support import running_worker, states, wait_for
 from web_console import browser, console_settings, screenshot, serving
@@ -48,7 +48,21 @@ def _submit(driver: WebDriver, by: str, value: str) -> None:
     this one: an element read before that is the old page's, or goes stale while read."""
     page = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(by, value).click()
-    WebDriverWait(driver, 20).until(staleness_of(page))
+    WebDriverWait(driver, 20).until(lambda _: _replaced(page))
+
+
+def _replaced(page: WebElement) -> bool:
+    """Whether ``page`` (the old page's root) is gone: selenium's ``staleness_of``, plus the
+    way Chromium sometimes says it while the next page is being attached."""
+    try:
+        page.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as error:
+        if "does not belong to the document" in (error.msg or ""):
+            return True
+        raise
+    return False
 
 
 def _texts(driver: WebDriver, css: str) -> list[str]:
