@@ -82,10 +82,10 @@ class Worker:
     """Runs the handlers of ``app`` for ``queues`` as one member of each queue's group.
 
     Several queues are served by weight (``TENANTQ_QUEUES`` weights) or, with
-    ``strict_priority=True``, strictly in the order given. With ``app_reference``
-    (``"module:attribute"`` naming ``app``, as ``tenantq worker`` passes it) handlers run in a
-    handler process, so that one that kills its process costs a new handler process, never
-    this member; without it they run in this process's threads.
+    ``strict_priority=True``, strictly in the order given among the jobs already read. With
+    ``app_reference`` (``"module:attribute"`` naming ``app``, as ``tenantq worker`` passes it)
+    handlers run in a handler process, so that one that kills its process costs a new handler
+    process, never this member; without it they run in this process's threads.
     """
 
     def __init__(
