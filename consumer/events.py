@@ -35,6 +35,11 @@ class WorkerEvents:
         """An attempt ended with ``outcome`` after ``duration_seconds``; ``attempts`` is the
         job's attempt count."""
 
+    def flush(self) -> None:
+        """The poll loop ended a round: what a subscriber gathers per job is due now (a
+        subscriber may record ``job_started`` and ``job_finished`` at the next flush rather
+        than at once)."""
+
     def retried(self, queue: str, job_type: str, error_class: str) -> None:
         """A failed attempt was scheduled to run again."""
 

@@ -334,6 +334,7 @@ class Worker:
         self.observability.observe(
             self.partitions, self.consumer, self.executor.busy, self.slots, self.queue_of_topic
         )
+        self.events.flush()
 
     def _read(self, timeout: float) -> list[Message]:
         """What the consumer holds, waiting at most ``timeout`` for a first message.
@@ -804,6 +805,7 @@ class Worker:
             self.executor.expire()
             self._collect_finished()
             self.completer.flush(now=True)
+            self.events.flush()
         for task in self.executor.running():
             self.executor.cancel(task, "shutdown")
         time.sleep(0.2 if self.executor.busy else 0)
@@ -839,6 +841,7 @@ class Worker:
             self._leave_registry,
             lambda: self.publisher.close(),
             self._stop_placement_watch,
+            self.events.flush,
             lambda: self.observability.close(),
         ]
         for step in steps:

@@ -16,6 +16,7 @@ from prometheus_client.metrics import MetricWrapperBase
 from tenantq.consumer.events import WorkerEvents
 from tenantq.observability import specs as names
 from tenantq.observability.labels import BoundedLabel, TenantLabeler, is_identifier_label
+from tenantq.observability.tally import MetricTally
 from tenantq.states import DECIDED_OUTCOMES, Outcome
 
 #: The ``outcome`` label values: the outcomes a worker decides (``stale`` is counted by
@@ -57,6 +58,8 @@ class WorkerMetrics(WorkerEvents):
         # under a race costs one more lookup, never a wrong series).
         self._started: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         self._finished: dict[tuple[str, str, str, str], tuple[Any, Any, Any]] = {}
+        #: What job_started and job_finished record, written at ``flush`` (the poll thread).
+        self._tally = MetricTally()
         for spec in names.SPECS:
             if spec.source == "worker":
                 self._families[spec.name] = _build(spec, self.registry)
@@ -107,9 +110,9 @@ class WorkerMetrics(WorkerEvents):
         """An attempt started; ``wait_seconds`` is how long the job waited since it was due
         (None when unknown, e.g. a job whose enqueue time was not recorded)."""
         started, waited = self._started_series(queue, job_type, tenant)
-        started.inc()
+        self._tally.count(started)
         if wait_seconds is not None:
-            waited.observe(_non_negative(wait_seconds))
+            self._tally.observe(waited, _non_negative(wait_seconds))
 
     def job_finished(
         self,
@@ -126,10 +129,15 @@ class WorkerMetrics(WorkerEvents):
         finished, duration, attempts_per_success = self._finished_series(
             queue, job_type, tenant, outcome
         )
-        finished.inc()
-        duration.observe(_non_negative(duration_seconds))
+        tally = self._tally
+        tally.count(finished)
+        tally.observe(duration, _non_negative(duration_seconds))
         if outcome == Outcome.SUCCEEDED:
-            attempts_per_success.observe(max(1, attempts))
+            tally.observe(attempts_per_success, max(1, attempts))
+
+    def flush(self) -> None:
+        """Write the job counts and timings gathered since the last round."""
+        self._tally.flush()
 
     def retried(self, queue: str, job_type: str, error_class: str) -> None:
         """A failed attempt was scheduled to run again."""

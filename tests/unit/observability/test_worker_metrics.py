@@ -26,6 +26,7 @@ def test_scrape_stays_bounded_with_many_tenants_and_error_classes() -> None:
         worker.job_started("default", "send_email", tenant, 0.5)
         worker.job_finished("default", "send_email", tenant, "succeeded", 0.1, 1)
         worker.retried("default", "send_email", f"Error{index}")
+    worker.flush()
     tenants = _label_values(registry, "tenant")
     assert len(tenants) == 6 and OTHER in tenants
     assert len(_label_values(registry, "error_class")) == ERROR_LABEL_LIMIT + 1
@@ -44,9 +45,11 @@ def test_job_events_are_recorded() -> None:
     def value(name: str, **labels: str) -> float | None:
         return registry.get_sample_value(name, labels)
 
-    assert (
-        value("tenantq_jobs_started_total", queue="default", job_type="export", tenant="acme") == 3
-    )
+    started = {"queue": "default", "job_type": "export", "tenant": "acme"}
+    # Job counts and timings are written once a poll round, at flush.
+    assert value("tenantq_jobs_started_total", **started) == 0
+    worker.flush()
+    assert value("tenantq_jobs_started_total", **started) == 3
     assert value("tenantq_enqueue_to_start_seconds_count", queue="default", job_type="export") == 2
     assert value("tenantq_enqueue_to_start_seconds_sum", queue="default", job_type="export") == 2.0
     finished = {"queue": "default", "job_type": "export", "tenant": "acme"}
