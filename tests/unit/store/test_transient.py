@@ -61,11 +61,13 @@ def test_the_runner_reruns_a_handler_exactly_the_shared_number_of_times() -> Non
 
 
 class _FailingConnection:
-    """Every transaction raises a deadlock."""
+    """Every statement raises a deadlock: the first statement of a transaction block, or,
+    on an autocommit connection (the worker's), the statement itself."""
 
     closed = False
 
-    def __init__(self) -> None:
+    def __init__(self, autocommit: bool) -> None:
+        self.autocommit = autocommit
         self.transactions = 0
 
     def close(self) -> None:
@@ -77,15 +79,20 @@ class _FailingConnection:
         raise psycopg.errors.DeadlockDetected("deadlock detected")
         yield  # pragma: no cover
 
-    def cursor(self) -> Any:  # pragma: no cover - never reached
-        raise AssertionError
+    @contextlib.contextmanager
+    def cursor(self) -> Iterator[Any]:
+        assert self.autocommit, "a connection without autocommit runs work in a block"
+        self.transactions += 1
+        raise psycopg.errors.DeadlockDetected("deadlock detected")
+        yield  # pragma: no cover
 
 
+@pytest.mark.parametrize("autocommit", [True, False])
 def test_the_store_retries_its_transactions_the_same_number_of_times(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, autocommit: bool
 ) -> None:
     monkeypatch.setattr("tenantq.store.job_store.backoff_seconds", lambda retry: 0.0)
-    connection = _FailingConnection()
+    connection = _FailingConnection(autocommit)
     store = JobStore(lambda: connection, "owner")  # type: ignore[arg-type,return-value]
     # Still failing after the retries: the database is not healthy, the work is kept.
     with pytest.raises(DatabaseUnavailable):
