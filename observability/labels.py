@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 
 #: The shared label of every value past the bound (and of every invalid value).
 OTHER = "other"
+#: How many values past the bound a ``BoundedLabel`` remembers as ``other``.
+OTHERS_REMEMBERED = 10_000
 
 #: The tenant id rule of ``tenantq.partitioner.tenant_id``, repeated here as a pattern so that
 #: metrics never import the partitioner; a unit test keeps the two in step.
@@ -44,6 +46,9 @@ class BoundedLabel:
         self._limit = limit
         self._is_valid = is_valid
         self._labelled: set[str] = set()
+        #: Valid values found past the bound: ``other`` without the check and the lock next
+        #: time (a worker asks once per job). Cleared when it reaches ``OTHERS_REMEMBERED``.
+        self._others: set[str] = set()
         self._lock = threading.Lock()
 
     @property
@@ -64,16 +69,23 @@ class BoundedLabel:
     def label(self, value: object) -> str:
         """The label for ``value``: itself if it is valid and labelled (or a slot is free),
         else ``other``."""
+        # Lock-free fast paths: only valid values enter either set, and the labelled set only
+        # grows, so a hit stays a hit.
+        if type(value) is str:
+            if value in self._labelled:
+                return value
+            if value in self._others:
+                return OTHER
         if not self._is_valid(value):
             return OTHER
         assert isinstance(value, str)
-        # Lock-free fast path: the set only grows, so a hit stays a hit.
-        if value in self._labelled:
-            return value
         with self._lock:
             if value in self._labelled:
                 return value
             if len(self._labelled) >= self._limit:
+                if len(self._others) >= OTHERS_REMEMBERED:
+                    self._others = set()
+                self._others.add(value)
                 return OTHER
             self._labelled.add(value)
             return value

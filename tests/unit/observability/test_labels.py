@@ -6,6 +6,7 @@ import threading
 
 import pytest
 from tenantq.errors import InvalidTenantId
+from tenantq.observability import labels
 from tenantq.observability.labels import OTHER, TenantLabeler, is_tenant_label
 from tenantq.partitioner.tenant_id import validate_tenant_id
 
@@ -22,6 +23,20 @@ def test_tenant_labeler_keeps_first_n_and_folds_the_rest() -> None:
         "b",
     ]
     assert labeler.labelled() == {"a", "b", "c"}
+
+
+def test_values_past_the_bound_stay_other_and_are_remembered_within_a_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(labels, "OTHERS_REMEMBERED", 5)
+    labeler = TenantLabeler(top_n=2)
+    seen = [labeler.label(f"t{index % 9}") for index in range(90)]
+    assert seen[:2] == ["t0", "t1"]
+    assert [label for label in seen if label not in ("t0", "t1")] == [OTHER] * 70
+    assert labeler.labelled() == {"t0", "t1"}
+    assert len(labeler._others) <= 5
+    assert labeler.label("has space") == OTHER  # never remembered: invalid
+    assert "has space" not in labeler._others
 
 
 def test_tenant_labeler_preload_wins_over_arrival_order() -> None:
