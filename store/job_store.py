@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -34,9 +34,12 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimRequest:
-    """One message of a poll batch, as the store needs it."""
+class ClaimRequest(NamedTuple):
+    """One message of a poll batch, as the store needs it.
+
+    ``ClaimRequest``, ``Lease`` and ``Result`` are made once per job on the hot path: a named
+    tuple is built in a third of the time of a frozen dataclass (which sets each field through
+    ``object.__setattr__``), and a batch's columns are its rows transposed (``zip``)."""
 
     job_id: uuid.UUID
     queue: str
@@ -81,7 +84,8 @@ class ClaimRequest:
         )
 
 
-#: Array parameter of the batch statements -> the ``ClaimRequest`` field it carries.
+#: Array parameter of the batch statements -> the ``ClaimRequest`` field it carries, in the
+#: order of the fields.
 JOB_ROW_COLUMNS: dict[str, str] = {
     "ids": "job_id",
     "queues": "queue",
@@ -101,14 +105,12 @@ JOB_ROW_COLUMNS: dict[str, str] = {
 
 def job_row_arrays(requests: Sequence[ClaimRequest]) -> dict[str, list[Any]]:
     """The columns of ``requests`` as the arrays the batch statements ``unnest``."""
-    return {
-        parameter: [getattr(request, field) for request in requests]
-        for parameter, field in JOB_ROW_COLUMNS.items()
-    }
+    if not requests:
+        return {parameter: [] for parameter in JOB_ROW_COLUMNS}
+    return dict(zip(JOB_ROW_COLUMNS, map(list, zip(*requests, strict=True)), strict=True))
 
 
-@dataclass(frozen=True, slots=True)
-class Lease:
+class Lease(NamedTuple):
     """A lease the claim took: ``attempt`` is the fencing token."""
 
     job_id: uuid.UUID
@@ -138,8 +140,7 @@ class JobStatus:
     crashes: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
+class Result(NamedTuple):
     """How one attempt ended, to be written fenced."""
 
     job_id: uuid.UUID
