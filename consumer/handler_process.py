@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from tenantq.consumer.collector import settle_collector
 from tenantq.consumer.context import JobContext
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.runner import HandlerRunner, Task
@@ -184,6 +185,7 @@ def main(connection: Any, spec: HandlerProcessSpec) -> None:
     table = _ThreadTable(folder / THREAD_TABLE, rows=4 * spec.slots + 64)
     _leave_notes(folder)
     leases = _ChildLeases(settings, spec.worker_id)
+    settle_collector()
     finished: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
     #: By job id bytes, as the member names them.
     contexts: dict[bytes, JobContext] = {}

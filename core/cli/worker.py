@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import os
@@ -59,10 +58,10 @@ def worker_command(
             app_reference=app_reference,
         )
         _stop_with_supervisor(worker)
-        # The modules, the app and the worker built so far live as long as the process: out
-        # of the collector's sight, a full collection takes ~10 ms instead of 50-140 ms of
-        # the poll loop (measured under a flood), during which no message is read.
-        gc.freeze()
+        # The modules, the app and the worker built so far live as long as the process.
+        from tenantq.consumer.collector import settle_collector
+
+        settle_collector()
         worker.run()
         raise typer.Exit(worker.exit_code)
     from tenantq.background import background_services
