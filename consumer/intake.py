@@ -463,9 +463,18 @@ class Intake:
                 status.state is not JobState.LEASED or status.lease_left_seconds <= 0
             ):
                 to_bury.append((item, *_burial(status, crash_budget)))
-            elif status.state is JobState.LEASED and status.lease_owner == worker.worker_id:
+            elif (
+                status.state is JobState.LEASED
+                and status.lease_owner == worker.worker_id
+                and item.tier is None
+            ):
                 done.append(item)  # already running here: the lower offset holds the commit
             elif status.state is JobState.LEASED:
+                # Leased elsewhere: tried again when the lease may have ended. Leased here, a
+                # retry-tier message is the next attempt's wake-up, published before this
+                # worker's result of the last attempt was written (a results lane still
+                # catching up after an outage): marked done, it would leave the job
+                # 'retrying' with nothing to run it. It waits for that result instead.
                 item.retry_claim_at = now + min(
                     PARK_RECHECK_SECONDS, max(0.05, status.lease_left_seconds)
                 )

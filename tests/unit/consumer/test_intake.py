@@ -21,10 +21,12 @@ def item(job_id: uuid.UUID, tier: int | None) -> WorkItem:
     return WorkItem(topic, 0, 5, b"acme", b"x", record, None, "default", envelope, 3, tier=tier)
 
 
-def decide(state: JobState, due: bool, tier: int | None) -> tuple[bool, bool]:
+def decide(
+    state: JobState, due: bool, tier: int | None, owner: str | None = None
+) -> tuple[bool, bool]:
     """(marked done, parked) for one message."""
     job_id = uuid.uuid4()
-    status = JobStatus(job_id, state, None, 1, 3, due, False, None, 0.0)
+    status = JobStatus(job_id, state, owner, 1, 3, due, False, None, 0.0)
     worker = FakeIntakeWorker()
     intake = Intake(worker)  # type: ignore[arg-type]
     intake._sort_out([item(job_id, tier)], {job_id: status})
@@ -61,3 +63,17 @@ def test_job_past_its_crash_budget_is_buried_as_poison() -> None:
     assert settle.rows[0].bury == [job_id] and not worker.done_offsets
     ((_, error_class, _),) = settle.context[1]
     assert error_class == "PoisonJob"
+
+
+def test_main_copy_of_a_job_running_here_is_done() -> None:
+    assert decide(JobState.LEASED, due=True, tier=None, owner="this-worker") == (True, False)
+
+
+def test_retry_message_of_a_job_still_leased_here_waits_for_its_result() -> None:
+    # The worker published the retry, and its result of the attempt ("retrying") is not
+    # written yet: the retry message is the only thing left to run the job.
+    assert decide(JobState.LEASED, due=False, tier=0, owner="this-worker") == (False, True)
+
+
+def test_retry_message_of_a_job_leased_elsewhere_waits_for_the_lease() -> None:
+    assert decide(JobState.LEASED, due=False, tier=0, owner="another-worker") == (False, True)
