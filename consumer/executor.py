@@ -33,7 +33,6 @@ from typing import Any, Protocol
 from tenantq.consumer.handler_process import (
     HandlerProcessSpec,
     TaskOutcome,
-    TaskSpec,
     read_notes,
 )
 from tenantq.consumer.handler_process import main as handler_process_main
@@ -156,12 +155,15 @@ class ProcessExecutor:
         if not tasks:
             return
         with self._lock:
+            specs = []
             for task in tasks:
                 task.started = time.monotonic()
-                self._running[task.context.job_id.bytes] = task
+                spec = _spec(task)
+                self._running[spec[0]] = task
                 if task.deadline < self._next_deadline:
                     self._next_deadline = task.deadline
-            self._send(("run", [tuple(_spec(task)) for task in tasks]))
+                specs.append(spec)
+            self._send(("run", specs))
 
     def cancel(self, task: Task, reason: str) -> None:
         task.context.signal_cancel(reason)
@@ -394,18 +396,19 @@ def _coalesce(batch: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return merged
 
 
-def _spec(task: Task) -> TaskSpec:
+def _spec(task: Task) -> tuple[Any, ...]:
+    """The ``TaskSpec`` of ``task`` as the plain tuple that travels (the job id first)."""
     context = task.context
-    return TaskSpec(
-        job_id=context.job_id.bytes,
-        job_type=context.job_type,
-        queue=context.queue,
-        tenant=context.tenant,
-        payload=task.payload,
-        attempt=context.attempt,
-        max_attempts=context.max_attempts,
-        timeout=max(0.0, task.deadline - time.monotonic()),
-        progress=context.progress,
-        replays=context.replays,
-        idempotency_key=context.idempotency_key,
+    return (
+        context.job_id.bytes,
+        context.job_type,
+        context.queue,
+        context.tenant,
+        task.payload,
+        context.attempt,
+        context.max_attempts,
+        max(0.0, task.deadline - time.monotonic()),
+        context.progress,
+        context.replays,
+        context.idempotency_key,
     )
