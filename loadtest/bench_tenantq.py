@@ -111,8 +111,9 @@ def prepare_database(servers: Servers, name: str) -> str:
 
 #: Finished jobs of another queue, with their attempt rows: the ledger a running deployment
 #: has (``TENANTQ_RETENTION__SUCCEEDED`` keeps a day of them), so that the planner sees a
-#: table of a real size rather than an empty one, whose plans (cached for the whole run once
-#: prepared) would be chosen for no rows at all.
+#: table of a real size rather than an empty one. (The worker's own plans no longer depend on
+#: it: they are made without sequential scans, ``tenantq.store.engine.connect``; a run with
+#: ``--history 0`` measures a new deployment.)
 HISTORY_JOBS = """
 INSERT INTO tenantq_jobs (
     id, queue, job_type, tenant_id, partition_key, state, payload, payload_sha256, attempts,

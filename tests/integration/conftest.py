@@ -17,11 +17,10 @@ import psycopg
 import pytest
 import tenantq
 from private_stack import PrivateStack
-from sqlalchemy.engine import make_url
+from support import migrated_database
 from tenantq.devstack.stack import DevStack, external_endpoints
 from tenantq.settings import QueueSettings, default_dev_home
-from tenantq.store import migrate
-from tenantq.store.engine import create_sqlalchemy_engine, psycopg_url
+from tenantq.store.engine import psycopg_url
 from tenantq.topic_admin import declared_topics, delete_topics, ensure_topics
 
 pytestmark = pytest.mark.integration
@@ -60,25 +59,14 @@ def make_path(value: str | None) -> Any:
 def database_url(servers: tuple[str, str]) -> Iterator[str]:
     """A fresh, migrated database for this test session."""
     _, server_url = servers
-    name = f"tenantq_test_{uuid.uuid4().hex[:10]}"
-    admin_url = psycopg_url(make_url(server_url).set(database="postgres").render_as_string(False))
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
-    engine = create_sqlalchemy_engine(tenantq.Settings(database_url=url))
-    try:
-        migrate.upgrade(engine)
-    finally:
-        engine.dispose()
-    with psycopg.connect(psycopg_url(url), autocommit=True) as conn:
-        # Test handlers (tests/integration/apps.py) record each execution here.
-        conn.execute(
-            "CREATE TABLE test_executions (job_id uuid, attempt int, pid int, note text, "
-            "at timestamptz DEFAULT now())"
-        )
-    yield url
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with migrated_database(server_url, "tenantq_test_") as url:
+        with psycopg.connect(psycopg_url(url), autocommit=True) as conn:
+            # Test handlers (tests/integration/apps.py) record each execution here.
+            conn.execute(
+                "CREATE TABLE test_executions (job_id uuid, attempt int, pid int, note text, "
+                "at timestamptz DEFAULT now())"
+            )
+        yield url
 
 
 @pytest.fixture

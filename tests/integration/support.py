@@ -186,6 +186,31 @@ class WorkerProcess:
 
 
 @contextlib.contextmanager
+def migrated_database(server_url: str, prefix: str) -> Iterator[str]:
+    """A new database on the server of ``server_url`` (named ``prefix`` and a random tail),
+    migrated to the head revision; dropped, whoever still holds it, on exit."""
+    from sqlalchemy.engine import make_url
+    from tenantq.store import migrate
+    from tenantq.store.engine import create_sqlalchemy_engine, psycopg_url
+
+    name = f"{prefix}{uuid.uuid4().hex[:10]}"
+    admin_url = psycopg_url(make_url(server_url).set(database="postgres").render_as_string(False))
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    try:
+        engine = create_sqlalchemy_engine(tenantq.Settings(database_url=url))
+        try:
+            migrate.upgrade(engine)
+        finally:
+            engine.dispose()
+        yield url
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
 def leased_by_a_worker_process(
     settings: tenantq.Settings, db: psycopg.Connection[Any], seconds: float = 4.0
 ) -> Iterator[tuple[uuid.UUID, WorkerProcess]]:

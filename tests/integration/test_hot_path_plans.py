@@ -6,16 +6,15 @@ life; a sequential scan in it costs every later batch the size of the table."""
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 import tenantq
-from sqlalchemy.engine import make_url
-from tenantq.store import migrate, statements
-from tenantq.store.engine import connect, create_sqlalchemy_engine, psycopg_url
+from support import migrated_database
+from tenantq.store import statements
+from tenantq.store.engine import connect
 
 #: What the worker's ledger, heartbeat and handler connections run per batch or per job.
 HOT_PATH = {
@@ -36,19 +35,8 @@ HOT_PATH = {
 def empty_database(servers: tuple[str, str]) -> Iterator[str]:
     """A database just migrated: its job table empty and never analysed."""
     _, server_url = servers
-    name = f"tenantq_plans_{uuid.uuid4().hex[:10]}"
-    admin_url = psycopg_url(make_url(server_url).set(database="postgres").render_as_string(False))
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
-    engine = create_sqlalchemy_engine(tenantq.Settings(database_url=url))
-    try:
-        migrate.upgrade(engine)
-    finally:
-        engine.dispose()
-    yield url
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with migrated_database(server_url, "tenantq_plans_") as url:
+        yield url
 
 
 def generic_plan(connection: psycopg.Connection[Any], name: str, text: str) -> str:
