@@ -29,7 +29,7 @@ from tenantq.job_ids import new_job_id
 from tenantq.producer.producer import Producer
 from tenantq.settings import QueueSettings, Settings, WorkerSettings, load_settings
 from tenantq.store import migrate
-from tenantq.store.engine import connect, create_sqlalchemy_engine
+from tenantq.store.engine import connect
 from tenantq.store.job_sets import job_set_outcomes
 from tenantq.topic_admin import declared_topics, delete_topics, ensure_topics, queue_topics
 from tenantq.topics import consumer_group
@@ -138,11 +138,7 @@ def run_demo(options: DemoOptions, console: Console) -> int:
     base = prepare_settings(console)
     prefix = f"demo{stamp.replace('-', '')}{uuid.uuid4().hex[:4]}"
     settings = demo_settings(base, prefix, options.concurrency)
-    engine = create_sqlalchemy_engine(settings)
-    try:
-        migrate.upgrade(engine)
-    finally:
-        engine.dispose()
+    migrate.upgrade_database(settings)
     ensure_topics(settings)
     topics = queue_topics(settings, QUEUE)
     workload = plan_workload(options.jobs, options.tenants, options.seed)

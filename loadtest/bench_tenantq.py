@@ -51,7 +51,7 @@ from tenantq.demo.pool import stop_process, worker_environment
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.producer import BatchFuture, EnqueueRequest, Producer
 from tenantq.store import migrate
-from tenantq.store.engine import create_sqlalchemy_engine, psycopg_url
+from tenantq.store.engine import psycopg_url
 from tenantq.topics import consumer_group
 from throughput_app import APP, JOB_TYPE, QUEUE
 
@@ -101,11 +101,7 @@ def prepare_database(servers: Servers, name: str) -> str:
     with psycopg.connect(psycopg_url(servers.database_url), autocommit=True) as connection:
         connection.execute(f'CREATE DATABASE "{name}"')
     url = url_of(servers, name)
-    engine = create_sqlalchemy_engine(tenantq.Settings(database_url=url))
-    try:
-        migrate.upgrade(engine)
-    finally:
-        engine.dispose()
+    migrate.upgrade_database(tenantq.Settings(database_url=url))
     return url
 
 

@@ -9,6 +9,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
+from tenantq.settings import Settings
 
 VERSION_TABLE = "tenantq_alembic_version"
 
@@ -29,6 +30,17 @@ def upgrade(engine: Engine, revision: str = "head") -> str | None:
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
     return current(engine)
+
+
+def upgrade_database(settings: Settings, revision: str = "head") -> str | None:
+    """``upgrade`` of the settings' database, on an engine of its own (disposed after)."""
+    from tenantq.store.engine import create_sqlalchemy_engine
+
+    engine = create_sqlalchemy_engine(settings)
+    try:
+        return upgrade(engine, revision)
+    finally:
+        engine.dispose()
 
 
 def current(engine: Engine) -> str | None:

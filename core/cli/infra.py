@@ -88,13 +88,8 @@ def _settings() -> Settings:
 def db_upgrade(revision: str = typer.Argument("head")) -> None:
     """Apply migrations up to REVISION (default: the newest)."""
     from tenantq.store import migrate
-    from tenantq.store.engine import create_sqlalchemy_engine
 
-    engine = create_sqlalchemy_engine(_settings())
-    try:
-        console.print(f"database at revision {migrate.upgrade(engine, revision)}")
-    finally:
-        engine.dispose()
+    console.print(f"database at revision {migrate.upgrade_database(_settings(), revision)}")
 
 
 @db_app.command("current")

@@ -160,18 +160,13 @@ class PrivateStack:
         """A fresh, migrated database with the ``test_executions`` ledger; returns its URL."""
         import tenantq
         from tenantq.store import migrate
-        from tenantq.store.engine import create_sqlalchemy_engine
 
         name = f"{prefix}_{uuid.uuid4().hex[:10]}"
         admin_url = self.database_url("postgres")
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         url = self.database_url(name)
-        engine = create_sqlalchemy_engine(tenantq.Settings(database_url=url))
-        try:
-            migrate.upgrade(engine)
-        finally:
-            engine.dispose()
+        migrate.upgrade_database(tenantq.Settings(database_url=url))
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(EXECUTIONS_TABLE)
         return url

@@ -191,7 +191,7 @@ def migrated_database(server_url: str, prefix: str) -> Iterator[str]:
     migrated to the head revision; dropped, whoever still holds it, on exit."""
     from sqlalchemy.engine import make_url
     from tenantq.store import migrate
-    from tenantq.store.engine import create_sqlalchemy_engine, psycopg_url
+    from tenantq.store.engine import psycopg_url
 
     name = f"{prefix}{uuid.uuid4().hex[:10]}"
     admin_url = psycopg_url(make_url(server_url).set(database="postgres").render_as_string(False))
@@ -199,11 +199,7 @@ def migrated_database(server_url: str, prefix: str) -> Iterator[str]:
         admin.execute(f'CREATE DATABASE "{name}"')
     url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
     try:
-        engine = create_sqlalchemy_engine(tenantq.Settings(database_url=url))
-        try:
-            migrate.upgrade(engine)
-        finally:
-            engine.dispose()
+        migrate.upgrade_database(tenantq.Settings(database_url=url))
         yield url
     finally:
         with psycopg.connect(admin_url, autocommit=True) as admin:
