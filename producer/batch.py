@@ -21,7 +21,7 @@ from typing import Any, overload
 
 from confluent_kafka import KafkaError
 from tenantq.errors import BatchEnqueueFailed, EnqueueFailed
-from tenantq.producer.delivery import JobRef, enqueue_failure
+from tenantq.producer.delivery import JobRef, Resender, enqueue_failure, unconfirmed_failure
 from tenantq.producer.job_future import JobFuture
 from tenantq.producer.request import EncodedJob
 
@@ -104,9 +104,17 @@ class BatchFuture(JobFuture[JobRefs]):
     """
 
     def __init__(
-        self, outgoing: Sequence[EncodedJob], existing: Mapping[int, JobRef] | None = None
+        self,
+        outgoing: Sequence[EncodedJob],
+        existing: Mapping[int, JobRef] | None = None,
+        resender: Resender | None = None,
     ) -> None:
         super().__init__()
+        # Kept until the batch settles, to send again a job acknowledged without an offset
+        # (``tenantq.producer.delivery``).
+        self._outgoing = outgoing if resender is not None else None
+        self._resender = resender
+        self._sent_again: dict[int, int] = {}
         # Columns rather than the messages: the envelopes can go once delivered.
         self._job_ints = [message.job_int for message in outgoing]
         self._topics = [message.topic for message in outgoing]
@@ -157,15 +165,40 @@ class BatchFuture(JobFuture[JobRefs]):
             logger.error("delivery report for an unknown message of a batch: %r", error)
             return
         if type(index) is list:
-            index = index.pop()
+            entry, index = index, index.pop()
+        else:
+            entry = None
         if error is None:
-            self._offsets[index] = message.offset()
+            offset = message.offset()
+            if offset is None:
+                if self._send_again(index, entry):
+                    return
+                self._failures[index] = unconfirmed_failure(
+                    uuid.UUID(int=self._job_ints[index]), self._topics[index]
+                )
+            else:
+                self._offsets[index] = offset
         else:
             self._failures[index] = enqueue_failure(
                 error, uuid.UUID(int=self._job_ints[index]), self._topics[index]
             )
         if self._settle() == self._size:
             self._finish()
+
+    def _send_again(self, index: int, entry: list[int] | None) -> bool:
+        """Produce the job at ``index`` again (acknowledged without an offset); False when
+        its resends are used up or the client refuses it."""
+        if self._outgoing is None or self._resender is None:
+            return False
+        sent_again = self._sent_again.get(index, 0)
+        self._sent_again[index] = sent_again + 1
+        if entry is not None:
+            entry.append(index)  # the same envelope twice: its next report may be either
+        if self._resender.again(self._outgoing[index], self.on_delivery, sent_again):
+            return True
+        if entry is not None:
+            entry.remove(index)
+        return False
 
     def fail(self, index: int, failure: EnqueueFailed) -> None:
         """Settle a job that never reached Kafka's queue (refused by ``produce``)."""
@@ -175,6 +208,7 @@ class BatchFuture(JobFuture[JobRefs]):
 
     def _finish(self) -> None:
         self._by_value = {}
+        self._outgoing = None
         refs = JobRefs(
             self._job_ints, self._topics, self._partitions, self._offsets, self._existing
         )

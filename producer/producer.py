@@ -30,7 +30,7 @@ from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.admission import TenantAdmission
 from tenantq.producer.batch import BatchFuture, JobRefs
 from tenantq.producer.config import producer_config
-from tenantq.producer.delivery import DeliveryFuture, JobRef
+from tenantq.producer.delivery import UNCONFIRMED_ERROR, DeliveryFuture, JobRef, Resender
 from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.pending_rows import PendingRecorder
 from tenantq.producer.request import EncodedJob, EnqueueRequest, RequestPreparer
@@ -97,6 +97,7 @@ class Producer:
             config.setdefault("error_cb", self._on_client_error)
             kafka_client = confluent_kafka.Producer(config)
         self._kafka = kafka_client
+        self._resender = Resender(kafka_client)
         self._partition_counts: dict[str, tuple[float, int]] = {}
         self._preparer = RequestPreparer(
             self.settings, app, self._placements, self.partition_count, new_job_id_ints
@@ -192,7 +193,7 @@ class Producer:
         fail inside the batch result.
         """
         outgoing, existing = self._prepare_and_admit(requests)
-        batch = BatchFuture(outgoing, existing)
+        batch = BatchFuture(outgoing, existing, self._resender)
         if existing:
             positions = [index for index in range(len(outgoing)) if index not in existing]
             if positions:
@@ -347,7 +348,8 @@ class Producer:
 
     def _publish(self, outgoing: list[EncodedJob]) -> list[Future[JobRef]]:
         """One ``DeliveryFuture`` per job; after a full buffer, the rest fail with ``QueueFull``."""
-        futures = [DeliveryFuture(message.job_uuid()) for message in outgoing]
+        resender = self._resender
+        futures = [DeliveryFuture(message.job_uuid(), message, resender) for message in outgoing]
 
         def refused(index: int, failure: EnqueueFailed) -> None:
             futures[index].set_exception(failure)
@@ -459,8 +461,18 @@ class Producer:
         if message.topic in run_now and not message.keyed:
             return on_delivery
         acknowledged = self._pending_rows.acknowledged
+        again = self._resender.again
+        sent_again = 0
 
         def deliver(error: Any, delivered: Any) -> None:
+            nonlocal sent_again
+            if error is None and delivered.offset() is None:
+                # Not proof that Kafka holds it (``tenantq.producer.delivery``): sent again,
+                # reported here again; the row waits for a delivery with an offset.
+                sent_again += 1
+                if again(message, deliver, sent_again - 1):
+                    return
+                error = UNCONFIRMED_ERROR
             on_delivery(error, delivered)
             acknowledged(error, delivered)
 

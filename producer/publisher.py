@@ -103,8 +103,10 @@ class Publisher:
         acknowledged = [False] * len(messages)
 
         def report(index: int) -> Any:
-            def on_delivery(error: KafkaError | None, _message: Any) -> None:
-                acknowledged[index] = error is None
+            def on_delivery(error: KafkaError | None, message: Any) -> None:
+                # Without an offset a delivery is no proof (``tenantq.producer.delivery``):
+                # not acknowledged, so the caller sends it again.
+                acknowledged[index] = error is None and message.offset() is not None
 
             return on_delivery
 

@@ -80,7 +80,7 @@ def make_settings(tmp_path: Path, **overrides: Any) -> tenantq.Settings:
 class FakeMessage:
     """What confluent-kafka hands to ``on_delivery``."""
 
-    def __init__(self, topic: str, partition: int, offset: int, value: bytes) -> None:
+    def __init__(self, topic: str, partition: int, offset: int | None, value: bytes) -> None:
         self._topic, self._partition, self._offset, self._value = topic, partition, offset, value
 
     def topic(self) -> str:
@@ -89,7 +89,7 @@ class FakeMessage:
     def partition(self) -> int:
         return self._partition
 
-    def offset(self) -> int:
+    def offset(self) -> int | None:
         return self._offset
 
     def value(self) -> bytes:
@@ -109,6 +109,8 @@ class FakeKafkaProducer:
     - ``acknowledge = False``: nothing is delivered; ``flush`` returns how many are pending,
       and ``purge`` fails them as purged.
     - ``fail``: offset -> ``KafkaError`` code that the delivery of that message reports.
+    - ``unconfirmed``: offsets whose delivery reports no error and no offset (as librdkafka
+      did for messages that were then missing from their partition).
     - ``room``: how many more messages ``produce`` accepts before its buffer is full and it
       raises ``BufferError``; ``None`` (the default) is unlimited, ``0`` is full.
     """
@@ -118,6 +120,7 @@ class FakeKafkaProducer:
         self.produced: list[dict[str, Any]] = []
         self.pending: list[tuple[Any, FakeMessage]] = []
         self.fail: dict[int, int] = {}
+        self.unconfirmed: set[int] = set()
         self.acknowledge = True
         self.room: int | None = None
         self.lock = threading.Lock()
@@ -138,7 +141,10 @@ class FakeKafkaProducer:
         with self.lock:
             pending, self.pending = self.pending, []
         for callback, message in reversed(pending):
-            code = self.fail.get(message.offset())
+            offset = message.offset()
+            code = None if offset is None else self.fail.get(offset)
+            if offset in self.unconfirmed:
+                message = FakeMessage(message.topic(), message.partition(), None, message.value())
             callback(None if code is None else KafkaError(code), message)
         return 0
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from tenantq import headers as header_names
 from tenantq.errors import (
     AdmissionRejected,
+    BatchEnqueueFailed,
     ConfigurationError,
     EnqueueFailed,
     InvalidJobError,
@@ -364,3 +365,40 @@ def test_cyclic_payload_is_refused(producer: Producer, kafka: FakeKafkaProducer)
     with pytest.raises(PayloadValidationError, match="not JSON-serialisable"):
         producer.enqueue("resize", tenant="acme", payload=cyclic)
     assert kafka.produced == []
+
+
+def test_a_job_acknowledged_without_an_offset_is_sent_again(
+    producer: Producer, kafka: FakeKafkaProducer
+) -> None:
+    kafka.unconfirmed = {0}
+    ref = producer.enqueue("resize", tenant="acme", payload={"n": 1}).result(5)
+    first, again = kafka.produced
+    assert again["value"] == first["value"] and again["headers"] == first["headers"]
+    assert (again["topic"], again["partition"]) == (first["topic"], first["partition"])
+    assert ref.offset == 1
+
+
+def test_a_batch_job_acknowledged_without_an_offset_is_sent_again(
+    producer: Producer, kafka: FakeKafkaProducer
+) -> None:
+    kafka.unconfirmed = {1}
+    requests = [EnqueueRequest("resize", "acme", {"n": n}) for n in range(3)]
+    refs = producer.enqueue_batch(requests).result(5)
+    assert [ref.offset for ref in refs] == [0, 3, 2]
+    assert kafka.produced[3]["value"] == kafka.produced[1]["value"]
+
+
+def test_a_job_never_acknowledged_with_an_offset_fails_as_possibly_persisted(
+    producer: Producer, kafka: FakeKafkaProducer
+) -> None:
+    kafka.unconfirmed = set(range(10))
+    future = producer.enqueue("resize", tenant="acme", payload={})
+    with pytest.raises(EnqueueFailed, match="without an offset 4 times") as raised:
+        future.result(5)
+    assert raised.value.possibly_persisted and raised.value.retriable
+    assert len(kafka.produced) == 4
+    batch = producer.enqueue_batch([EnqueueRequest("resize", "acme", {})])
+    with pytest.raises(BatchEnqueueFailed) as failed:
+        batch.result(5)
+    assert failed.value.failures[0].possibly_persisted
+    assert len(kafka.produced) == 8
