@@ -136,7 +136,14 @@ class Completer:
     def applied(self, operation: Complete) -> None:
         """The results lane answered: account for every completion of the operation."""
         completions: list[Completion] = operation.context
-        applied = operation.answer or set()
+        if operation.answer is None:
+            # Never written (stopping, or a fault the lane logged): the jobs keep their leases
+            # until these run out, and their offsets stay unfinished, so they run again.
+            for completion in completions:
+                self._release_hold(completion.item.job_id)
+            log.error("%d result(s) not written; their jobs run again", len(completions))
+            return
+        applied = operation.answer
         refused = {result.job_id: reason for result, reason in operation.refused}
         retry: list[Completion] = []
         for completion in completions:

@@ -67,6 +67,7 @@ class Polled:
         "key",
         "value",
         "timestamp_ms",
+        "epoch",
         "_headers",
         "_message",
     )
@@ -88,6 +89,8 @@ class Polled:
         self.key = key
         self.value = value
         self.timestamp_ms = timestamp_ms
+        #: The assignment of its partition it was read under (``Partitions.take``).
+        self.epoch = 0
         self._headers = headers
         self._message = message
 
@@ -152,8 +155,10 @@ class Intake:
         now = time.time()
         for message in map(Polled.of, messages):
             topic, partition, offset = message.topic, message.partition, message.offset
-            if not partitions.take(topic, partition, offset, message.timestamp_ms):
+            epoch = partitions.take(topic, partition, offset, message.timestamp_ms)
+            if not epoch:
                 continue  # a revoked partition: its next owner reads it again
+            message.epoch = epoch
             key = (topic, partition)
             waiting = self.waiting.get(key)
             if waiting is not None:
@@ -340,7 +345,7 @@ class Intake:
         retry_at = time.time() + 1.0
         for (_, source), ok in zip(outgoing, acknowledged, strict=True):
             if ok:
-                worker.partitions.done(source.topic, source.partition, source.offset)
+                worker.partitions.done(source.topic, source.partition, source.offset, source.epoch)
                 continue
             key = (source.topic, source.partition)
             self.waiting.setdefault(key, deque()).appendleft((retry_at, source))
@@ -393,8 +398,16 @@ class Intake:
         worker = self.worker
         items: list[WorkItem] = operation.context
         answer = operation.answer
-        leases = answer.leases if answer is not None else {}
-        statuses = answer.statuses if answer is not None else {}
+        if answer is None:
+            # The lane never ran it (stopping, or a fault it logged): nothing is known of
+            # these jobs, so nothing is done. They are claimed again shortly.
+            retry_at = time.monotonic() + PARK_RECHECK_SECONDS
+            for item in items:
+                item.retry_claim_at = retry_at
+            self.parked.extend(items)
+            return []
+        leases = answer.leases
+        statuses = answer.statuses
         refused = {request.job_id: reason for request, reason in operation.refused}
         claimed = []
         rest = []
@@ -488,7 +501,7 @@ class Intake:
                 item.retry_claim_at = now + (0.05 if status.due else 0.2)
                 self.parked.append(item)
         for item in done:
-            worker.partitions.done(item.topic, item.partition, item.offset)
+            worker.mark_done(item)
         self._dead_letter_items(
             conflicts, "JobConflict", "same job id with a different payload; the original is kept"
         )
@@ -506,15 +519,17 @@ class Intake:
         or terminal."""
         worker = self.worker
         to_cancel, to_bury = operation.context
-        canceled, buried = operation.answer or (set(), set())
+        if operation.answer is None:
+            return  # never ran (stopping, or a fault it logged): the offsets stay unfinished
+        canceled, buried = operation.answer
         del canceled  # a cancel that found the job moved on is done all the same
         for item in to_cancel:
-            worker.partitions.done(item.topic, item.partition, item.offset)
+            worker.mark_done(item)
         for item, error_class, why in to_bury:
             if item.job_id in buried:
                 self._dead_letter_items([item], error_class, why)
             else:
-                worker.partitions.done(item.topic, item.partition, item.offset)
+                worker.mark_done(item)
 
     def _dead_letter_items(self, items: list[WorkItem], error_class: str, message: str) -> None:
         worker = self.worker

@@ -12,6 +12,7 @@ the rest keep flowing.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -37,6 +38,9 @@ class PartitionState:
     #: Paused because its head message (a retry) is not due yet.
     waiting: bool = False
     revoked: bool = False
+    #: Which assignment of the partition this is (unique within the worker): an answer about
+    #: a message read under an earlier one must not move this one's offsets.
+    epoch: int = 0
     stored: int | None = None
     committed: int | None = None
 
@@ -50,32 +54,42 @@ class Partitions:
         self.lane_topics = lane_topics
         self.states: dict[Key, PartitionState] = {}
         self._paused_all = False
+        self._epochs = itertools.count(1)
         #: Paused as a whole while the database is away (``suspend``).
         self._suspended = False
 
     def assigned(self, partitions: list[TopicPartition]) -> None:
         for p in partitions:
+            key = (p.topic, p.partition)
+            if self.owns(*key):
+                # Named again while still ours: its offsets keep their bookkeeping. A fresh
+                # state would forget the unfinished messages and commit past them.
+                log.warning("%s[%d] assigned while already owned; its offsets are kept", *key)
+                continue
             # A fresh state on every assignment: positions come from the committed offsets,
             # never from a stale paused position (librdkafka #4686).
             window = self.lane_window if p.topic in self.lane_topics else self.window
-            self.states[(p.topic, p.partition)] = PartitionState(window=window)
+            self.states[key] = PartitionState(window=window, epoch=next(self._epochs))
 
     def owns(self, topic: str, partition: int) -> bool:
         state = self.states.get((topic, partition))
         return state is not None and not state.revoked
 
-    def take(
-        self, topic: str, partition: int, offset: int, timestamp_ms: int | None = None
-    ) -> bool:
+    def take(self, topic: str, partition: int, offset: int, timestamp_ms: int | None = None) -> int:
+        """Track a message read; returns the epoch of the partition's assignment to give back
+        with ``done``, or 0 when the partition is not ours (the message is to be ignored)."""
         state = self.states.get((topic, partition))
         if state is None or state.revoked:
-            return False
+            return 0
         state.offsets.take(offset, timestamp_ms)
-        return True
+        return state.epoch
 
-    def done(self, topic: str, partition: int, offset: int) -> None:
+    def done(self, topic: str, partition: int, offset: int, epoch: int) -> None:
+        """The message at ``offset``, read under assignment ``epoch``, is durably handled.
+        Ignored when the partition was given up since (even if it came back): the message
+        is read again from the committed offset, and the new assignment tracks that copy."""
         state = self.states.get((topic, partition))
-        if state is not None:
+        if state is not None and state.epoch == epoch:
             state.offsets.done(offset)
             tenant = state.tenant_of.pop(offset, None)
             if tenant is not None:

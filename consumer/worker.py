@@ -209,7 +209,7 @@ class Worker:
             ledger=self.ledger,
             events=self.events,
             release_hold=self._release_hold,
-            mark_done=lambda item: self.partitions.done(item.topic, item.partition, item.offset),
+            mark_done=self.mark_done,
             completing=self._completing_now,
             stats=self.stats,
         )
@@ -631,7 +631,14 @@ class Worker:
         return Verdict.retrying("ProcessCrashed", message, self.retry_policy.delay(attempt))
 
     def _crashes_counted(self, operation: CountCrashes) -> None:
-        crashes = operation.answer or {}
+        if operation.answer is None:
+            # Never ran (stopping, or a fault it logged): the jobs keep their leases until
+            # these run out, and their offsets stay unfinished, so they run again.
+            for task in operation.context:
+                self._task_done(task.item)
+                self._release_hold(task.context.job_id)
+            return
+        crashes = operation.answer
         budget = self.settings.worker.crash_budget
         again: list[Task] = []
         for task in operation.context:
@@ -640,7 +647,7 @@ class Worker:
                 # No longer ours (the lease moved on meanwhile): nothing to run or write.
                 self._task_done(task.item)
                 self._release_hold(task.context.job_id)
-                self.partitions.done(task.item.topic, task.item.partition, task.item.offset)
+                self.mark_done(task.item)
             elif count >= budget:
                 self._task_done(task.item)
                 verdict = Verdict.dead("PoisonJob", crashed_too_often(count, budget))
@@ -659,6 +666,11 @@ class Worker:
         self.executor.submit(fresh)
 
     # -- leases --------------------------------------------------------------------------------
+
+    def mark_done(self, item: WorkItem) -> None:
+        """The item's message is durably handled: its offset may be committed (if its
+        partition is still held under the assignment it was read in)."""
+        self.partitions.done(item.topic, item.partition, item.offset, item.record.epoch)
 
     def hold(self, item: WorkItem) -> None:
         with self._held_lock:
@@ -720,7 +732,11 @@ class Worker:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         try:
             self.partitions.assigned(partitions)
-            log.info("assigned %s", [(p.topic, p.partition) for p in partitions])
+            log.info(
+                "assigned %s",
+                [(p.topic, p.partition) for p in partitions],
+                extra={"worker": self.worker_id},
+            )
             if partitions:
                 consumer.incremental_assign(partitions)
                 # A partition we paused, gave up and got back can come back still paused
@@ -749,7 +765,9 @@ class Worker:
         keys = {(p.topic, p.partition) for p in partitions}
         if not keys:
             return
-        log.info("%s %s", "lost" if lost else "revoked", sorted(keys))
+        log.info(
+            "%s %s", "lost" if lost else "revoked", sorted(keys), extra={"worker": self.worker_id}
+        )
 
         def ours(item: WorkItem) -> bool:
             return (item.topic, item.partition) in keys

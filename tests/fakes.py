@@ -191,7 +191,7 @@ class FakePlacementTable:
 class FakeIntakeWorker:
     """Stands in for the worker as ``Intake`` sees it: settings, a ledger whose claims lane
     records the operations handed to it (``submitted``), and ``partitions``, which record in
-    ``done`` the offsets the intake marks done."""
+    ``done_offsets`` the offsets the intake marks done."""
 
     worker_id = "this-worker"
 
@@ -207,8 +207,11 @@ class FakeIntakeWorker:
         self.done_offsets: list[tuple[str, int, int]] = []
         self.submitted: list[Any] = []
 
-    def done(self, topic: str, partition: int, offset: int) -> None:
+    def done(self, topic: str, partition: int, offset: int, epoch: int) -> None:
         self.done_offsets.append((topic, partition, offset))
+
+    def mark_done(self, item: Any) -> None:
+        self.done(item.topic, item.partition, item.offset, item.record.epoch)
 
     def submit(self, operation: Any) -> None:
         self.submitted.append(operation)

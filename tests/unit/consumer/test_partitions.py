@@ -1,5 +1,7 @@
 """Read-ahead windows: a hot-lane partition is paused at a small window of its own, so a
-worker reads the lane's shared backlog as slots free rather than in bursts."""
+worker reads the lane's shared backlog as slots free rather than in bursts. Offsets: an answer
+about a message read under an earlier assignment of a partition never moves a later one's
+commit position."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ def test_a_lane_partition_pauses_at_its_own_window_and_a_main_one_at_the_workers
     consumer = PausingConsumer()
     for offset in range(10):
         partitions.take("p.default", 0, offset)
-        partitions.take("p.default.lane", 0, offset)
+        lane_epoch = partitions.take("p.default.lane", 0, offset)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
     assert consumer.paused == {("p.default.lane", 0)}
     for offset in range(10, 1_000):
@@ -32,6 +34,50 @@ def test_a_lane_partition_pauses_at_its_own_window_and_a_main_one_at_the_workers
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
     assert consumer.paused == {("p.default.lane", 0), ("p.default", 0)}
     for offset in range(5):  # half the lane's window done: it reads again
-        partitions.done("p.default.lane", 0, offset)
+        partitions.done("p.default.lane", 0, offset, lane_epoch)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
     assert consumer.paused == {("p.default", 0)}
+
+
+def commit_position(partitions: Partitions) -> int | None:
+    return partitions.states[("p.default", 0)].offsets.commit_position
+
+
+def test_done_from_an_earlier_assignment_does_not_move_the_new_one() -> None:
+    partitions = Partitions(1_000)
+    main = TopicPartition("p.default", 0)
+    partitions.assigned([main])
+    first = partitions.take("p.default", 0, 7)
+    partitions.mark_revoked({("p.default", 0)})
+    partitions.forget({("p.default", 0)})
+    # Given back to this worker: read again from the commit, offset 5 on.
+    partitions.assigned([main])
+    second = partitions.take("p.default", 0, 5)
+    assert second and second != first
+    # The earlier assignment's message at 7 is answered now: 7 is not done in this one.
+    partitions.done("p.default", 0, 7, first)
+    for offset in (6, 7):
+        partitions.take("p.default", 0, offset)
+    partitions.done("p.default", 0, 5, second)
+    partitions.done("p.default", 0, 6, second)
+    assert commit_position(partitions) == 7
+
+
+def test_a_partition_named_again_while_owned_keeps_its_unfinished_offsets() -> None:
+    partitions = Partitions(1_000)
+    main = TopicPartition("p.default", 0)
+    partitions.assigned([main])
+    epoch = partitions.take("p.default", 0, 3)
+    partitions.take("p.default", 0, 4)
+    partitions.assigned([main])
+    partitions.done("p.default", 0, 4, epoch)
+    assert commit_position(partitions) == 3
+    partitions.done("p.default", 0, 3, epoch)
+    assert commit_position(partitions) == 5
+
+
+def test_a_revoked_partition_takes_nothing() -> None:
+    partitions = Partitions(1_000)
+    partitions.assigned([TopicPartition("p.default", 0)])
+    partitions.mark_revoked({("p.default", 0)})
+    assert partitions.take("p.default", 0, 1) == 0
