@@ -77,3 +77,15 @@ def test_retry_message_of_a_job_still_leased_here_waits_for_its_result() -> None
 
 def test_retry_message_of_a_job_leased_elsewhere_waits_for_the_lease() -> None:
     assert decide(JobState.LEASED, due=False, tier=0, owner="another-worker") == (False, True)
+
+
+def test_a_claim_the_ledger_never_ran_marks_nothing_done() -> None:
+    # Handed back unrun (the lane stopped during an outage backoff): nothing is known of
+    # the jobs, so none may be taken for a duplicate and marked done.
+    from tenantq.consumer.ledger import Claim
+
+    worker = FakeIntakeWorker()
+    intake = Intake(worker)  # type: ignore[arg-type]
+    items = [item(uuid.uuid4(), None), item(uuid.uuid4(), 0)]
+    assert intake.claimed(Claim([], context=items)) == []
+    assert not worker.done_offsets and intake.parked == items
