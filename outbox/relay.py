@@ -67,10 +67,12 @@ class EntryPublisher:
         settled = 0
 
         def report(entry_id: int) -> Callable[[Any, Any], None]:
-            def on_delivery(error: Any, _message: Any) -> None:
+            def on_delivery(error: Any, message: Any) -> None:
                 nonlocal settled
                 settled += 1
-                if error is None:
+                # Without an offset a delivery is no proof (``tenantq.producer.delivery``):
+                # the entry stays in the outbox and goes again next round.
+                if error is None and message.offset() is not None:
                     acknowledged.append(entry_id)
 
             return on_delivery

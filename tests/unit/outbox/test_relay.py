@@ -48,6 +48,14 @@ def test_refused_entries_are_not_reported(tmp_path: Path) -> None:
     assert sorted(publisher(tmp_path, kafka).publish(entries(3), lambda: False)) == [1, 3]
 
 
+def test_an_entry_acknowledged_without_an_offset_stays_for_the_next_round(
+    tmp_path: Path,
+) -> None:
+    kafka = fakes.FakeKafkaProducer()
+    kafka.unconfirmed = {0}
+    assert sorted(publisher(tmp_path, kafka).publish(entries(2), lambda: False)) == [2]
+
+
 def test_kafka_away_ends_the_round_within_the_timeout(tmp_path: Path) -> None:
     kafka = fakes.FakeKafkaProducer()
     kafka.acknowledge = False
