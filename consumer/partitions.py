@@ -58,18 +58,24 @@ class Partitions:
         #: Paused as a whole while the database is away (``suspend``).
         self._suspended = False
 
-    def assigned(self, partitions: list[TopicPartition]) -> None:
+    def assigned(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """Start the bookkeeping of newly assigned partitions; returns those that got a fresh
+        state (not the ones named again while still ours)."""
+        fresh = []
         for p in partitions:
             key = (p.topic, p.partition)
             if self.owns(*key):
-                # Named again while still ours: its offsets keep their bookkeeping. A fresh
-                # state would forget the unfinished messages and commit past them.
+                # Named again while still ours: its offsets keep their bookkeeping (and its
+                # pauses). A fresh state would forget the unfinished messages and commit
+                # past them.
                 log.warning("%s[%d] assigned while already owned; its offsets are kept", *key)
                 continue
+            fresh.append(p)
             # A fresh state on every assignment: positions come from the committed offsets,
             # never from a stale paused position (librdkafka #4686).
             window = self.lane_window if p.topic in self.lane_topics else self.window
             self.states[key] = PartitionState(window=window, epoch=next(self._epochs))
+        return fresh
 
     def owns(self, topic: str, partition: int) -> bool:
         state = self.states.get((topic, partition))

@@ -731,7 +731,7 @@ class Worker:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         try:
-            self.partitions.assigned(partitions)
+            fresh = self.partitions.assigned(partitions)
             log.info(
                 "assigned %s",
                 [(p.topic, p.partition) for p in partitions],
@@ -742,10 +742,11 @@ class Worker:
                 # A partition we paused, gave up and got back can come back still paused
                 # (the pause outlives the assignment in the client); our state for it starts
                 # fresh and unpaused, so the client's must too, or it never flows again.
-                if self._database_seen_up:
-                    consumer.resume(partitions)
-                else:
-                    consumer.pause(partitions)
+                # One named again while still ours keeps the pauses it has.
+                if fresh and self._database_seen_up:
+                    consumer.resume(fresh)
+                elif fresh:
+                    consumer.pause(fresh)
         except Exception:  # callbacks never raise into the client
             log.exception("on_assign failed")
 

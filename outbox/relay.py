@@ -30,6 +30,7 @@ import psycopg
 from tenantq.background import ServiceLoop
 from tenantq.errors import TenantqError
 from tenantq.producer.config import producer_config
+from tenantq.producer.delivery import confirmed
 from tenantq.settings import Settings
 from tenantq.store import locks
 from tenantq.store import outbox as outbox_store
@@ -70,9 +71,8 @@ class EntryPublisher:
             def on_delivery(error: Any, message: Any) -> None:
                 nonlocal settled
                 settled += 1
-                # Without an offset a delivery is no proof (``tenantq.producer.delivery``):
-                # the entry stays in the outbox and goes again next round.
-                if error is None and message.offset() is not None:
+                # Not confirmed (no offset): the entry stays in the outbox for the next round.
+                if confirmed(error, message):
                     acknowledged.append(entry_id)
 
             return on_delivery

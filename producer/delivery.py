@@ -83,6 +83,11 @@ def enqueue_failure(error: KafkaError, job_id: uuid.UUID | str, topic: str) -> E
     )
 
 
+def confirmed(error: KafkaError | None, message: Any) -> bool:
+    """Kafka holds the message: a delivery report without an error, and with an offset."""
+    return error is None and message.offset() is not None
+
+
 def unconfirmed_failure(job_id: uuid.UUID | str, topic: str) -> EnqueueFailed:
     return EnqueueFailed(
         f"job {job_id} was acknowledged by {topic} without an offset "
@@ -144,6 +149,10 @@ class DeliveryFuture(JobFuture[JobRef]):
     With a ``resender``, a delivery without an offset sends the job again (module docstring).
     """
 
+    #: Resends so far: a class default, set on the instance only by a resend (a store per
+    #: job less on the hot path).
+    _sent_again = 0
+
     def __init__(
         self, job_id: uuid.UUID, job: EncodedJob | None = None, resender: Resender | None = None
     ) -> None:
@@ -151,7 +160,6 @@ class DeliveryFuture(JobFuture[JobRef]):
         self.job_id = job_id
         self._job = job if resender is not None else None
         self._resender = resender
-        self._sent_again = 0
 
     def __call__(self, error: KafkaError | None, message: Any) -> None:
         try:

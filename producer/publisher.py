@@ -12,6 +12,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 from tenantq import headers
+from tenantq.producer.delivery import confirmed
 from tenantq.settings import Settings
 from tenantq.topics import QueueTopics, tier_for_wait
 
@@ -104,9 +105,8 @@ class Publisher:
 
         def report(index: int) -> Any:
             def on_delivery(error: KafkaError | None, message: Any) -> None:
-                # Without an offset a delivery is no proof (``tenantq.producer.delivery``):
-                # not acknowledged, so the caller sends it again.
-                acknowledged[index] = error is None and message.offset() is not None
+                # Not confirmed (no offset): not acknowledged, so the caller sends it again.
+                acknowledged[index] = confirmed(error, message)
 
             return on_delivery
 

@@ -69,7 +69,9 @@ def test_a_partition_named_again_while_owned_keeps_its_unfinished_offsets() -> N
     partitions.assigned([main])
     epoch = partitions.take("p.default", 0, 3)
     partitions.take("p.default", 0, 4)
-    partitions.assigned([main])
+    assert partitions.assigned([main, TopicPartition("p.default", 1)]) == [
+        TopicPartition("p.default", 1)
+    ]
     partitions.done("p.default", 0, 4, epoch)
     assert commit_position(partitions) == 3
     partitions.done("p.default", 0, 3, epoch)
