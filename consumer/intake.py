@@ -5,9 +5,11 @@ and sort out what the claim did not take.
 | ---------------------------------------------- | --------------------------------------------- |
 | undecodable, oversized, unknown schema, empty  | DLQ with the raw bytes and the reason         |
 | invalid tenant id                              | DLQ (never a metric label)                    |
-| retry-tier message not yet due                 | partition paused until due, re-read then      |
+| retry-tier message not yet due                 | held, partition paused until it is due        |
+| hot-lane message beyond its partition's window | held undecoded, partition paused, until room  |
 | due but past the last tier's delay             | hops into the tier that covers the rest       |
-| main-topic message of a hot-lane tenant        | sent on to the queue's lane, offset done      |
+| main-topic message of a hot-lane tenant        | sent on to the queue's lane, offset done once |
+|                                                | Kafka holds the copy (the loop does not wait) |
 | claimed                                        | queued for fair dispatch (or, unknown job     |
 |                                                | type, sent round the tiers within a budget)   |
 | job already terminal / ours already            | offset done                                   |
@@ -126,6 +128,8 @@ class _Routed:
     source message, dead-letter reasons for metrics, and work to admit."""
 
     outgoing: list[tuple[Outgoing, Polled]] = field(default_factory=list)
+    #: Hot-lane copies of main-topic messages: sent without waiting for Kafka.
+    diverting: list[tuple[Outgoing, Polled]] = field(default_factory=list)
     dead_letters: list[tuple[str, str]] = field(default_factory=list)
     #: Per queue, messages of hot-lane tenants sent on to the lane.
     diverted: dict[str, int] = field(default_factory=dict)
@@ -140,10 +144,14 @@ class Intake:
             settings.lease_seconds, settings.stale_owner_seconds, settings.crash_budget
         )
         self.parked: list[WorkItem] = []
-        #: Per retry-tier partition: messages read but not yet due, oldest first, each with
-        #: the wall-clock time before which it must not be routed. The partition is paused
-        #: while its queue is not empty; the messages are taken, so the commit position
-        #: stays at the first of them. No seek: nothing depends on a rewound position.
+        #: Messages read and held back, oldest first, each with the wall-clock time before
+        #: which it must not be routed: per retry-tier partition, those not yet due; per
+        #: hot-lane partition, those beyond its read-ahead window (the consumer hands out a
+        #: poll's worth of one partition at a time, and decoding hundreds of lane messages
+        #: that no slot will take soon stalls the loop that the other tenants' messages wait
+        #: on). The partition is paused while its queue is not empty; the messages are
+        #: taken, so the commit position stays at the first of them. No seek: nothing
+        #: depends on a rewound position.
         self.waiting: dict[tuple[str, int], deque[tuple[float, Polled]]] = {}
 
     # -- messages ----------------------------------------------------------------------------
@@ -151,6 +159,7 @@ class Intake:
     def take(self, messages: list[Message]) -> None:
         worker = self.worker
         partitions = worker.partitions
+        lane_topics = worker.lane_topics
         routed = _Routed()
         now = time.time()
         for message in map(Polled.of, messages):
@@ -165,7 +174,9 @@ class Intake:
                 waiting.append((0.0, message))
                 continue
             route_at = self._route_at(message, 0.0)
-            if route_at > now:
+            if route_at > now or (
+                topic in lane_topics and partitions.over_window(topic, partition, held=0)
+            ):
                 self.waiting[key] = deque([(0.0, message)])
                 partitions.pause_waiting(worker.consumer, topic, partition)
                 continue
@@ -184,10 +195,13 @@ class Intake:
             if not worker.partitions.owns(topic, partition):
                 del self.waiting[key]
                 continue
+            lane = topic in worker.lane_topics
             while waiting:
                 not_before, message = waiting[0]
                 route_at = self._route_at(message, not_before)
-                if route_at > now:
+                if route_at > now or (
+                    lane and worker.partitions.over_window(topic, partition, len(waiting) - 1)
+                ):
                     worker.partitions.pause_waiting(worker.consumer, topic, partition)
                     break
                 waiting.popleft()
@@ -286,6 +300,7 @@ class Intake:
     def _finish(self, routed: _Routed) -> None:
         worker = self.worker
         self._publish_and_mark(routed.outgoing)
+        self._send_and_mark(routed.diverting)
         for queue_name, reason in routed.dead_letters:
             worker.events.dead_lettered(queue_name, "(undecodable)", reason)
         for queue_name, count in routed.diverted.items():
@@ -308,7 +323,7 @@ class Intake:
         partitions = self.worker.settings.queue(queue_name).partitions
         _, partition = LANE.choose(envelope.tenant_id, envelope.job_id, partitions)
         lane = self.worker.topics[queue_name].lane
-        routed.outgoing.append(
+        routed.diverting.append(
             (Outgoing(lane, message.key, message.value, message.headers, partition), message)
         )
         routed.diverted[queue_name] = routed.diverted.get(queue_name, 0) + 1
@@ -340,13 +355,30 @@ class Intake:
         Kafka did not take waits a second and is routed again."""
         if not outgoing:
             return
+        acknowledged = self.worker.publisher.publish([message for message, _ in outgoing])
+        self._mark([source for _, source in outgoing], acknowledged)
+
+    def _send_and_mark(self, outgoing: list[tuple[Outgoing, Polled]]) -> None:
+        """``_publish_and_mark`` without waiting: the sources are marked when the publisher
+        hands the acknowledgements back (``Publisher.serve``, on the poll thread). Until then
+        their offsets are unfinished, so nothing is committed past a copy Kafka lacks."""
+        if not outgoing:
+            return
+        sources = [source for _, source in outgoing]
+        self.worker.publisher.send(
+            [message for message, _ in outgoing],
+            lambda acknowledged: self._mark(sources, acknowledged),
+        )
+
+    def _mark(self, sources: list[Polled], acknowledged: list[bool]) -> None:
         worker = self.worker
-        acknowledged = worker.publisher.publish([message for message, _ in outgoing])
         retry_at = time.time() + 1.0
-        for (_, source), ok in zip(outgoing, acknowledged, strict=True):
+        for source, ok in zip(sources, acknowledged, strict=True):
             if ok:
                 worker.partitions.done(source.topic, source.partition, source.offset, source.epoch)
                 continue
+            if not worker.partitions.current(source.topic, source.partition, source.epoch):
+                continue  # given up since: its next owner reads it again
             key = (source.topic, source.partition)
             self.waiting.setdefault(key, deque()).appendleft((retry_at, source))
             worker.partitions.pause_waiting(worker.consumer, source.topic, source.partition)

@@ -90,6 +90,17 @@ class Partitions:
         state.offsets.take(offset, timestamp_ms)
         return state.epoch
 
+    def current(self, topic: str, partition: int, epoch: int) -> bool:
+        """The partition is ours, under the assignment ``epoch``."""
+        state = self.states.get((topic, partition))
+        return state is not None and not state.revoked and state.epoch == epoch
+
+    def over_window(self, topic: str, partition: int, held: int) -> bool:
+        """Routing one more message would put the partition past its read-ahead window;
+        ``held``: messages taken but held back (not in the window)."""
+        state = self.states.get((topic, partition))
+        return state is not None and state.offsets.in_flight - held > state.window
+
     def done(self, topic: str, partition: int, offset: int, epoch: int) -> None:
         """The message at ``offset``, read under assignment ``epoch``, is durably handled.
         Ignored when the partition was given up since (even if it came back): the message

@@ -308,7 +308,12 @@ class Worker:
         # Postgres, bounded throughput (slots / loop time).
         if not self._finished.empty() or self.completer.unpublished or self.ledger.has_answers:
             timeout = 0.0
-        elif self.executor.busy or len(self.dispatcher) or self.ledger.pending:
+        elif (
+            self.executor.busy
+            or len(self.dispatcher)
+            or self.ledger.pending
+            or self.publisher.sending
+        ):
             timeout = 0.001
         else:
             timeout = 0.1
@@ -321,6 +326,7 @@ class Worker:
         self.intake.route_due()
         self.intake.retry_parked()
         self._check_hot_tenants()
+        self.publisher.serve()  # hot-lane copies Kafka now holds: their sources are done
         self._apply_answers()
         self._handle_crashes()
         self.executor.expire()
@@ -801,6 +807,7 @@ class Worker:
         if not lost:
             self.completer.flush(now=True)
             self._settle_in_time(grace)
+            self.publisher.settle(grace)
             self.partitions.commit(self.consumer, keys)
         self.partitions.forget(keys)
 
@@ -838,6 +845,7 @@ class Worker:
             if not self.completer.waiting:
                 break
         self._settle_in_time(FINAL_WRITE_SECONDS)
+        self.publisher.settle(FINAL_WRITE_SECONDS)
         self.partitions.commit(self.consumer, None)
 
     def _close_consumer(self, timeout: float = 30.0) -> None:

@@ -1,12 +1,15 @@
-"""Writes of the worker to Kafka: delayed copies into the retry tiers and dead letters into the
-DLQ. Each batch is flushed and its acknowledgements checked before the caller marks anything
-done: a job moves on only once Kafka holds its next step."""
+"""Writes of the worker to Kafka: delayed copies into the retry tiers, dead letters into the
+DLQ, hot-lane copies. The caller marks a message's source done only once Kafka acknowledged
+what it wrote for it: a job moves on only once Kafka holds its next step. ``publish`` waits
+for the acknowledgements; ``send`` returns at once and hands them over later, when the poll
+thread calls ``serve`` (a hot-lane move sends a thousand copies, and the poll loop must not
+stop for them)."""
 
 from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,9 +87,15 @@ def dead_letter(
 
 
 class Publisher:
-    """An idempotent producer whose batches are acknowledged before ``publish`` returns."""
+    """An idempotent producer: ``publish`` waits for a batch's acknowledgements, ``send`` has
+    them handed back by ``serve``."""
 
-    def __init__(self, settings: Settings, client_id: str) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        client_id: str,
+        producer_factory: Callable[[dict[str, Any]], Any] = Producer,
+    ) -> None:
         config: dict[str, Any] = {
             "enable.idempotence": True,
             "acks": "all",
@@ -95,18 +104,67 @@ class Publisher:
             "client.id": client_id,
             "message.max.bytes": settings.max_message_bytes + 256 * 1024,
         }
-        self._producer = Producer(settings.kafka_client_config(**config))
+        self._producer = producer_factory(settings.kafka_client_config(**config))
+        #: Batches given to ``send`` whose every message is settled: (acknowledged, done).
+        self._settled: list[tuple[list[bool], Callable[[list[bool]], None]]] = []
+        self._sending = 0
+
+    @property
+    def sending(self) -> int:
+        """Messages given to ``send`` whose batch is not handed back yet."""
+        return self._sending
 
     def publish(self, messages: Sequence[Outgoing], timeout: float = 30.0) -> list[bool]:
         """Send and wait; returns, per message, whether Kafka acknowledged it."""
         if not messages:
             return []
         acknowledged = [False] * len(messages)
+        self._produce(messages, acknowledged, lambda: None)
+        self._producer.flush(timeout)
+        return acknowledged
 
+    def send(self, messages: Sequence[Outgoing], done: Callable[[list[bool]], None]) -> None:
+        """Send without waiting. Once Kafka has settled every message, a later ``serve`` calls
+        ``done`` with, per message, whether Kafka acknowledged it (on the thread that called
+        ``serve``, never from inside ``publish``)."""
+        if not messages:
+            return
+        acknowledged = [False] * len(messages)
+        left = [len(messages)]
+        self._sending += len(messages)
+
+        def one_settled() -> None:
+            left[0] -= 1
+            if left[0] == 0:
+                self._settled.append((acknowledged, done))
+
+        self._produce(messages, acknowledged, one_settled)
+
+    def serve(self) -> None:
+        """Take delivery reports without waiting, then hand each batch of ``send`` that is
+        settled to its ``done``."""
+        if not self._sending:
+            return
+        self._producer.poll(0)
+        settled, self._settled = self._settled, []
+        for acknowledged, done in settled:
+            self._sending -= len(acknowledged)
+            done(acknowledged)
+
+    def settle(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for what ``send`` sent, then ``serve`` (a revoke, a stop)."""
+        if self._sending:
+            self._producer.flush(timeout)
+            self.serve()
+
+    def _produce(
+        self, messages: Sequence[Outgoing], acknowledged: list[bool], settled: Callable[[], None]
+    ) -> None:
         def report(index: int) -> Any:
             def on_delivery(error: KafkaError | None, message: Any) -> None:
                 # Not confirmed (no offset): not acknowledged, so the caller sends it again.
                 acknowledged[index] = confirmed(error, message)
+                settled()
 
             return on_delivery
 
@@ -127,8 +185,6 @@ class Publisher:
                     break
                 except BufferError:
                     self._producer.poll(0.05)
-        self._producer.flush(timeout)
-        return acknowledged
 
     def close(self, timeout: float = 10.0) -> None:
         self._producer.flush(timeout)

@@ -89,3 +89,98 @@ def test_a_claim_the_ledger_never_ran_marks_nothing_done() -> None:
     items = [item(uuid.uuid4(), None), item(uuid.uuid4(), 0)]
     assert intake.claimed(Claim([], context=items)) == []
     assert not worker.done_offsets and intake.parked == items
+
+
+class _Record:
+    """A consumed record as confluent-kafka hands it out."""
+
+    def __init__(self, topic: str, offset: int, value: bytes) -> None:
+        self._topic, self._offset, self._value = topic, offset, value
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> bytes:
+        return b"acme"
+
+    def value(self) -> bytes:
+        return self._value
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1_000)
+
+    def headers(self) -> None:
+        return None
+
+
+def lane_worker(lane_window: int) -> tuple[FakeIntakeWorker, list[WorkItem], list[str]]:
+    """A worker as the intake sees it when taking messages of the hot lane's partition 0:
+    real partition bookkeeping; what reaches dispatch and each pause and resume recorded."""
+    from types import SimpleNamespace
+
+    from confluent_kafka import TopicPartition
+    from tenantq.consumer.partitions import Partitions
+
+    lane = "p.default.lane"
+    worker = FakeIntakeWorker()
+    dispatched: list[WorkItem] = []
+    calls: list[str] = []
+    worker.partitions = Partitions(1_000, lane_window, frozenset({lane}))  # type: ignore[assignment]
+    worker.partitions.assigned([TopicPartition(lane, 0)])  # type: ignore[attr-defined]
+    worker.lane_topics = frozenset({lane})  # type: ignore[attr-defined]
+    worker.queue_of_topic = {lane: ("default", None)}  # type: ignore[attr-defined]
+    worker.app = SimpleNamespace(find=lambda name: None)  # type: ignore[attr-defined]
+    worker.dispatcher = SimpleNamespace(push=dispatched.append)  # type: ignore[attr-defined]
+    worker.consumer = SimpleNamespace(  # type: ignore[attr-defined]
+        pause=lambda parts: calls.append("pause"), resume=lambda parts: calls.append("resume")
+    )
+    return worker, dispatched, calls
+
+
+def lane_records(count: int) -> list[_Record]:
+    from tenantq.schemas.envelope import encode_envelope
+
+    now = dt.datetime.now(dt.UTC)
+    return [
+        _Record(
+            "p.default.lane",
+            offset,
+            encode_envelope(Envelope(uuid.uuid4(), "default", "t", "acme", "acme", b"{}", now)),
+        )
+        for offset in range(count)
+    ]
+
+
+def test_lane_messages_past_the_window_wait_undecoded_until_room() -> None:
+    worker, dispatched, calls = lane_worker(lane_window=3)
+    intake = Intake(worker)  # type: ignore[arg-type]
+    intake.take(lane_records(5))  # type: ignore[arg-type]
+    # Three fill the window; two are held, and the partition stops flowing.
+    assert [item.offset for item in dispatched] == [0, 1, 2]
+    assert [message.offset for _, message in intake.waiting[("p.default.lane", 0)]] == [3, 4]
+    assert calls == ["pause"]
+    intake.route_due()
+    assert len(dispatched) == 3  # still no room
+    partitions = worker.partitions
+    partitions.done("p.default.lane", 0, 0, 1)  # type: ignore[call-arg]
+    intake.route_due()
+    assert [item.offset for item in dispatched] == [0, 1, 2, 3] and calls == ["pause"]
+    partitions.done("p.default.lane", 0, 1, 1)  # type: ignore[call-arg]
+    intake.route_due()
+    assert [item.offset for item in dispatched] == [0, 1, 2, 3, 4]
+    assert calls == ["pause", "resume"] and not intake.waiting
+    # The commit position stayed at the first unfinished message all along.
+    assert partitions.states[("p.default.lane", 0)].offsets.commit_position == 2  # type: ignore[attr-defined]
+
+
+def test_a_window_with_room_routes_every_lane_message() -> None:
+    worker, dispatched, calls = lane_worker(lane_window=100)
+    intake = Intake(worker)  # type: ignore[arg-type]
+    intake.take(lane_records(5))  # type: ignore[arg-type]
+    assert len(dispatched) == 5 and not intake.waiting and calls == []
