@@ -28,6 +28,11 @@ def consumer_config(settings: Settings, group_id: str, worker_id: str) -> dict[s
         # A retry-tier partition resumed at its due time joins the next fetch request; a
         # long fetch wait (500 ms by default) would make every retry that much late.
         "fetch.wait.max.ms": 50,
+        # One fetch response carries at most this much of each partition: a flooded partition
+        # (a hot lane's) no longer fills a response, and the consumer's single queue, with
+        # megabytes that the window pauses and drops, while the other tenants' messages wait
+        # for the next fetch. 64 KiB is still hundreds of messages per partition and fetch.
+        "max.partition.fetch.bytes": 64 * 1024,
         "auto.offset.reset": "earliest",
     }
     protocol = settings.worker.group_protocol
@@ -48,15 +53,21 @@ def consumer_config(settings: Settings, group_id: str, worker_id: str) -> dict[s
         }
     else:
         group = {"group.protocol": "classic", "partition.assignment.strategy": "cooperative-sticky"}
-    return settings.kafka_client_config(
-        **config,
-        **group,
-        **{
-            "group.id": group_id,
-            "client.id": f"tenantq-{worker_id}",
-            "enable.auto.commit": True,
-            # Offsets are stored by hand, only behind durable job state.
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": False,
-        },
-    )
+    required = {
+        "group.id": group_id,
+        "client.id": f"tenantq-{worker_id}",
+        "enable.auto.commit": True,
+        # Offsets are stored by hand, only behind durable job state.
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": False,
+    }
+    overridden = sorted(key for key in required if key in settings.kafka_config)
+    if overridden:
+        log.warning(
+            "ignoring %s in kafka_config: the worker sets them itself (offsets are stored only "
+            "behind durable job state)",
+            ", ".join(overridden),
+        )
+    # One mapping: a key both in the user's config and in ``required`` is no longer passed
+    # twice (a TypeError that stopped the worker at start).
+    return settings.kafka_client_config(**{**config, **group, **required})

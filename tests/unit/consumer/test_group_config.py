@@ -1,0 +1,36 @@
+"""The worker's consumer settings: the defaults that keep every tenant's messages moving, the
+user's librdkafka keys over them, and what correctness needs over both."""
+
+from __future__ import annotations
+
+import pytest
+from tenantq import Settings
+from tenantq.consumer.group_config import consumer_config
+
+
+def settings(**kafka_config: str) -> Settings:
+    return Settings(
+        kafka_bootstrap_servers="127.0.0.1:1",
+        database_url="postgresql://u@127.0.0.1/x",
+        kafka_config=kafka_config,
+    )
+
+
+def test_a_fetch_carries_a_bounded_slice_of_each_partition() -> None:
+    config = consumer_config(settings(), "g", "w")
+    assert config["max.partition.fetch.bytes"] == 64 * 1024
+    assert config["fetch.wait.max.ms"] == 50
+
+
+def test_the_users_keys_win_over_the_defaults_but_not_over_correctness(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Before, a key of both (here enable.auto.offset.store) stopped the worker with a TypeError.
+    config = consumer_config(
+        settings(**{"max.partition.fetch.bytes": "1048576", "enable.auto.offset.store": "true"}),
+        "g",
+        "w",
+    )
+    assert config["max.partition.fetch.bytes"] == "1048576"
+    assert config["enable.auto.offset.store"] is False
+    assert "ignoring enable.auto.offset.store in kafka_config" in caplog.text
