@@ -319,7 +319,7 @@ class Worker:
             timeout = 0.1
         messages = self._read(timeout)
         if messages:
-            self.intake.take([m for m in messages if self._usable(m)])
+            self.intake.take([m for m in messages if self._usable(m)], between=self._dispatch)
             # What was just read claims its free slots now, not after this round's answers,
             # finished jobs and results (a few milliseconds under load).
             self._dispatch()

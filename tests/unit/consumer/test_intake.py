@@ -94,14 +94,15 @@ def test_a_claim_the_ledger_never_ran_marks_nothing_done() -> None:
 class _Record:
     """A consumed record as confluent-kafka hands it out."""
 
-    def __init__(self, topic: str, offset: int, value: bytes) -> None:
+    def __init__(self, topic: str, offset: int, value: bytes, partition: int = 0) -> None:
         self._topic, self._offset, self._value = topic, offset, value
+        self._partition = partition
 
     def topic(self) -> str:
         return self._topic
 
     def partition(self) -> int:
-        return 0
+        return self._partition
 
     def offset(self) -> int:
         return self._offset
@@ -132,7 +133,7 @@ def lane_worker(lane_window: int) -> tuple[FakeIntakeWorker, list[WorkItem], lis
     dispatched: list[WorkItem] = []
     calls: list[str] = []
     worker.partitions = Partitions(1_000, lane_window, frozenset({lane}))  # type: ignore[assignment]
-    worker.partitions.assigned([TopicPartition(lane, 0)])  # type: ignore[attr-defined]
+    worker.partitions.assigned([TopicPartition(lane, 0), TopicPartition(lane, 1)])  # type: ignore[attr-defined]
     worker.lane_topics = frozenset({lane})  # type: ignore[attr-defined]
     worker.queue_of_topic = {lane: ("default", None)}  # type: ignore[attr-defined]
     worker.app = SimpleNamespace(find=lambda name: None)  # type: ignore[attr-defined]
@@ -143,7 +144,7 @@ def lane_worker(lane_window: int) -> tuple[FakeIntakeWorker, list[WorkItem], lis
     return worker, dispatched, calls
 
 
-def lane_records(count: int) -> list[_Record]:
+def lane_records(count: int, partition: int = 0, tenant: str = "acme") -> list[_Record]:
     from tenantq.schemas.envelope import encode_envelope
 
     now = dt.datetime.now(dt.UTC)
@@ -151,7 +152,8 @@ def lane_records(count: int) -> list[_Record]:
         _Record(
             "p.default.lane",
             offset,
-            encode_envelope(Envelope(uuid.uuid4(), "default", "t", "acme", "acme", b"{}", now)),
+            encode_envelope(Envelope(uuid.uuid4(), "default", "t", tenant, tenant, b"{}", now)),
+            partition,
         )
         for offset in range(count)
     ]
@@ -184,3 +186,31 @@ def test_a_window_with_room_routes_every_lane_message() -> None:
     intake = Intake(worker)  # type: ignore[arg-type]
     intake.take(lane_records(5))  # type: ignore[arg-type]
     assert len(dispatched) == 5 and not intake.waiting and calls == []
+
+
+def test_a_flooded_partition_of_a_poll_is_taken_after_the_others() -> None:
+    # 100 messages of partition 0 (a flood being read) around 2 of partition 1: those 2 reach
+    # dispatch, and the worker's dispatch runs, before any of the flood is decoded.
+    worker, dispatched, _ = lane_worker(lane_window=1_000)
+    intake = Intake(worker)  # type: ignore[arg-type]
+    flood = lane_records(100, partition=0, tenant="whale")
+    quiet = lane_records(2, partition=1, tenant="acme")
+    seen_at_dispatch: list[list[str]] = []
+    intake.take(
+        flood[:50] + quiet[:1] + flood[50:] + quiet[1:],  # type: ignore[arg-type]
+        between=lambda: seen_at_dispatch.append([item.tenant_id for item in dispatched]),
+    )
+    assert seen_at_dispatch == [["acme", "acme"]]
+    assert [item.offset for item in dispatched if item.tenant_id == "whale"] == list(range(100))
+    assert len(dispatched) == 102
+
+
+def test_a_poll_without_a_flood_is_taken_in_one_pass() -> None:
+    worker, dispatched, _ = lane_worker(lane_window=1_000)
+    intake = Intake(worker)  # type: ignore[arg-type]
+    calls: list[int] = []
+    intake.take(
+        lane_records(40, partition=0) + lane_records(40, partition=1),  # type: ignore[arg-type]
+        between=lambda: calls.append(len(dispatched)),
+    )
+    assert calls == [] and len(dispatched) == 80
