@@ -164,13 +164,13 @@ class Intake:
         dispatch) runs before the flood's: a job of a quiet tenant is claimed without waiting
         for hundreds of the flood's messages to be decoded. Each partition keeps its order."""
         if between is not None and len(messages) > HEAVY_IN_POLL:
-            counts = Counter((message.topic(), message.partition()) for message in messages)
+            keys = [(message.topic(), message.partition()) for message in messages]
+            counts = Counter(keys)
             heavy = {key for key, count in counts.items() if count >= HEAVY_IN_POLL}
             if heavy and len(heavy) < len(counts):
                 light: list[Message] = []
                 flood: list[Message] = []
-                for message in messages:
-                    key = (message.topic(), message.partition())
+                for key, message in zip(keys, messages, strict=True):
                     (flood if key in heavy else light).append(message)
                 self._take(light)
                 between()
