@@ -57,6 +57,12 @@ class Partitions:
         self._epochs = itertools.count(1)
         #: Paused as a whole while the database is away (``suspend``).
         self._suspended = False
+        #: Partitions whose offsets moved since ``store`` last ran, and whose window or wait
+        #: changed since ``apply_flow_control`` last ran: the poll loop runs both every round
+        #: (up to a thousand a second), and a worker owns every retry tier's partitions too,
+        #: most of them idle, so neither looks at a partition that nothing happened to.
+        self._to_store: set[Key] = set()
+        self._to_control: set[Key] = set()
 
     def assigned(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """Start the bookkeeping of newly assigned partitions; returns those that got a fresh
@@ -75,6 +81,7 @@ class Partitions:
             # never from a stale paused position (librdkafka #4686).
             window = self.lane_window if p.topic in self.lane_topics else self.window
             self.states[key] = PartitionState(window=window, epoch=next(self._epochs))
+            self._to_control.add(key)
         return fresh
 
     def owns(self, topic: str, partition: int) -> bool:
@@ -84,10 +91,13 @@ class Partitions:
     def take(self, topic: str, partition: int, offset: int, timestamp_ms: int | None = None) -> int:
         """Track a message read; returns the epoch of the partition's assignment to give back
         with ``done``, or 0 when the partition is not ours (the message is to be ignored)."""
-        state = self.states.get((topic, partition))
+        key = (topic, partition)
+        state = self.states.get(key)
         if state is None or state.revoked:
             return 0
         state.offsets.take(offset, timestamp_ms)
+        self._to_store.add(key)
+        self._to_control.add(key)
         return state.epoch
 
     def current(self, topic: str, partition: int, epoch: int) -> bool:
@@ -105,9 +115,12 @@ class Partitions:
         """The message at ``offset``, read under assignment ``epoch``, is durably handled.
         Ignored when the partition was given up since (even if it came back): the message
         is read again from the committed offset, and the new assignment tracks that copy."""
-        state = self.states.get((topic, partition))
+        key = (topic, partition)
+        state = self.states.get(key)
         if state is not None and state.epoch == epoch:
             state.offsets.done(offset)
+            self._to_store.add(key)
+            self._to_control.add(key)
             tenant = state.tenant_of.pop(offset, None)
             if tenant is not None:
                 state.tenant_counts[tenant] -= 1
@@ -141,6 +154,8 @@ class Partitions:
         if state is None or not state.waiting:
             return
         state.waiting = False
+        # Flow control looks at it again: its window may have filled while it waited.
+        self._to_control.add((topic, partition))
         if not state.paused_full and not self._paused_all and not self._suspended:
             try:
                 consumer.resume([TopicPartition(topic, partition)])
@@ -152,9 +167,12 @@ class Partitions:
             return
         pause: list[TopicPartition] = []
         resume: list[TopicPartition] = []
-        for (topic, partition), state in self.states.items():
-            if state.revoked:
+        changed, self._to_control = self._to_control, set()
+        for key in changed:
+            state = self.states.get(key)
+            if state is None or state.revoked:
                 continue
+            topic, partition = key
             in_flight = state.offsets.in_flight
             if state.waiting:
                 continue  # waiting for a retry to come due: the intake resumes it
@@ -213,12 +231,16 @@ class Partitions:
         """Store the commit position of every partition that moved (committed by the client's
         auto-commit, or by ``commit`` on revoke and shutdown)."""
         to_store = []
-        for (topic, partition), state in self.states.items():
+        moved, self._to_store = self._to_store, set()
+        for key in moved:
+            state = self.states.get(key)
+            if state is None:
+                continue
             position = state.offsets.commit_position
             if state.revoked or position is None or position == state.stored:
                 continue
             state.stored = position
-            to_store.append(TopicPartition(topic, partition, position))
+            to_store.append(TopicPartition(key[0], key[1], position))
         if not to_store:
             return
         try:

@@ -83,3 +83,42 @@ def test_a_revoked_partition_takes_nothing() -> None:
     partitions.assigned([TopicPartition("p.default", 0)])
     partitions.mark_revoked({("p.default", 0)})
     assert partitions.take("p.default", 0, 1) == 0
+
+
+class StoringConsumer(PausingConsumer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stored: list[list[tuple[str, int, int]]] = []
+
+    def store_offsets(self, offsets: list[TopicPartition]) -> None:
+        self.stored.append(sorted((p.topic, p.partition, p.offset) for p in offsets))
+
+
+def test_store_sends_only_the_partitions_whose_position_moved() -> None:
+    partitions = Partitions(1_000)
+    partitions.assigned([TopicPartition("p.default", n) for n in range(3)])
+    consumer = StoringConsumer()
+    epochs = {n: partitions.take("p.default", n, 10) for n in range(3)}
+    partitions.store(consumer)  # type: ignore[arg-type]
+    assert consumer.stored == [[("p.default", 0, 10), ("p.default", 1, 10), ("p.default", 2, 10)]]
+    partitions.store(consumer)  # type: ignore[arg-type]
+    assert len(consumer.stored) == 1  # nothing moved: no call at all
+    partitions.done("p.default", 1, 10, epochs[1])
+    partitions.store(consumer)  # type: ignore[arg-type]
+    assert consumer.stored[-1] == [("p.default", 1, 11)]
+
+
+def test_a_waiting_partition_whose_window_filled_is_paused_once_its_wait_ends() -> None:
+    partitions = Partitions(4)
+    partitions.assigned([TopicPartition("p.default.retry.0", 0)])
+    consumer = PausingConsumer()
+    for offset in range(4):
+        partitions.take("p.default.retry.0", 0, offset)
+    partitions.pause_waiting(consumer, "p.default.retry.0", 0)  # type: ignore[arg-type]
+    partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
+    assert consumer.paused == {("p.default.retry.0", 0)}  # waiting, not full-paused
+    partitions.resume_due(consumer, "p.default.retry.0", 0)  # type: ignore[arg-type]
+    assert consumer.paused == set()
+    # Nothing was taken or done since: flow control must still see the full window.
+    partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
+    assert consumer.paused == {("p.default.retry.0", 0)}
