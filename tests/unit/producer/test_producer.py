@@ -34,6 +34,7 @@ from tenantq.partitioner.murmur2 import default_partition
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.latency_guard import LatencyGuard
 from tenantq.producer.producer import EnqueueRequest, JobRef, Producer
+from tenantq.producer.request import LANE_BATCH_JOBS
 from tenantq.schemas.envelope import SCHEMA_FINGERPRINT_HEX, decode_envelope
 from tenantq.store.placement import PlacementRecord
 
@@ -300,6 +301,36 @@ def test_placement_overrides_apply(tmp_path: Path, kafka: FakeKafkaProducer) -> 
         book.invalidate()
         with pytest.raises(ConfigurationError, match="do not exist"):
             producer.enqueue("resize", tenant="hot", payload={})
+
+
+def test_a_batch_sends_its_lane_jobs_to_one_partition_at_a_time(
+    tmp_path: Path, kafka: FakeKafkaProducer
+) -> None:
+    """Drawn per job, a batch of a lane tenant's jobs was a few messages on every lane
+    partition (one Kafka batch each, the broker's cost); now a run of LANE_BATCH_JOBS shares a
+    partition, and a large batch still reaches every partition in turn."""
+    kafka.partitions["unit.default.lane"] = 12
+    rows = [PlacementRecord("default", "whale", "lane", None, None)]
+    book = PlacementBook(lambda queue: rows, 5.0)
+    with Producer(make_settings(tmp_path), placement_book=book, kafka_client=kafka) as producer:
+        small = producer.enqueue_batch([EnqueueRequest("resize", "whale", {})] * 50).result(5)
+        assert {ref.topic for ref in small} == {"unit.default.lane"}
+        assert len({ref.partition for ref in small}) == 1
+        large = producer.enqueue_batch([EnqueueRequest("resize", "whale", {})] * 800).result(5)
+        partitions = [ref.partition for ref in large]
+        runs = [partitions[i : i + LANE_BATCH_JOBS] for i in range(0, 800, LANE_BATCH_JOBS)]
+        assert all(len(set(run)) == 1 for run in runs)
+        # One partition after the other: every one of the 12 has its share of the 800.
+        assert [run[0] for run in runs[1:]] == [(run[0] + 1) % 12 for run in runs[:-1]]
+        assert set(partitions) == set(range(12))
+        # Batches of their own draw their own first partition (a job id's random bits).
+        firsts = {
+            producer.enqueue_batch([EnqueueRequest("resize", "whale", {})]).result(5)[0].partition
+            for _ in range(60)
+        }
+        assert len(firsts) > 6
+        # Every lane job carries its tenant as its key, whatever its partition.
+        assert {message["key"] for message in kafka.produced} == {b"whale"}
 
 
 def test_latency_guard_rejects_past_the_budget(
