@@ -613,6 +613,19 @@ def write_report(
         "",
         DEFINITIONS,
     ]
+    found = repeats(runs)
+    if found:
+        lines += [
+            "## Repeated runs",
+            "",
+            "A scenario run several times (`--repeat`): each run's ratio, the median run's "
+            "(the verdict), and the pooled one (every run's cold jobs of the phase together).",
+            "",
+            "| " + " | ".join(REPEATS_HEADER) + " |",
+            "| --- |" + " ---: |" * (len(REPEATS_HEADER) - 1),
+            *(f"| {' | '.join(row)} |" for row in repeats_rows(found)),
+            "",
+        ]
     for figures in runs:
         data = figures.data
         lines += [
@@ -693,7 +706,12 @@ def write_report(
     }
     (folder / "summary.json").write_text(
         json.dumps(
-            {**meta, "comparison": comparison, "runs": [facts(f) for f in runs]},
+            {
+                **meta,
+                "comparison": comparison,
+                "repeats": [asdict(r) for r in found],
+                "runs": [facts(f) for f in runs],
+            },
             indent=1,
             default=str,
         )
@@ -1014,3 +1032,130 @@ def _compare(runs: Sequence[RunFigures], figure: Any) -> None:
     axes.set_ylabel("share of cold jobs not started yet (log)")
     axes.set_title("Cold tenants: calm (dotted) against the load phase (solid)")
     axes.legend(fontsize="small")
+
+
+# -- repeats (``--repeat``) --
+
+#: The suffix ``--repeat`` gives the k-th run of a scenario: ``flood-100x-r2``.
+REPEAT_SUFFIX = "-r"
+
+
+def repeat_name(name: str, index: int) -> str:
+    return f"{name}{REPEAT_SUFFIX}{index}"
+
+
+def repeated_scenario(name: str) -> str:
+    """The scenario a run's name is a repeat of (the name itself when it is not one)."""
+    base, sep, index = name.rpartition(REPEAT_SUFFIX)
+    return base if sep and index.isdigit() else name
+
+
+@dataclass
+class Repeats:
+    """One scenario run several times: a p99 of a thousand cold jobs is set by its ten worst,
+    so one run's ratio says little on a noisy machine. The verdict is the median run's; the
+    pooled figures put every run's cold jobs together before taking the percentiles."""
+
+    scenario: str
+    runs: list[str]
+    ratios: list[float | None]
+    shares: list[float | None]
+    median_ratio: float | None
+    median_share: float | None
+    pooled_calm_p99: float | None
+    pooled_load_p99: float | None
+    pooled_ratio: float | None
+    #: Judged on the median run; None when no run could be judged.
+    ratio_met: bool | None
+    share_met: bool | None
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    known = sorted(v for v in values if v is not None)
+    if not known:
+        return None
+    middle = len(known) // 2
+    return known[middle] if len(known) % 2 else (known[middle - 1] + known[middle]) / 2
+
+
+def repeats(runs: Sequence[RunFigures]) -> list[Repeats]:
+    """The scenarios that ran more than once among ``runs``, in order of their first run."""
+    groups: dict[str, list[RunFigures]] = {}
+    for figures in runs:
+        groups.setdefault(repeated_scenario(figures.data.name), []).append(figures)
+    found = []
+    for scenario, group in groups.items():
+        judged = [f for f in group if f.done_when is not None]
+        if len(judged) < 2:
+            continue
+        calm: list[float] = []
+        load: list[float] = []
+        for figures in judged:
+            assert figures.done_when is not None
+            calm += _latencies(figures, COLD, figures.data.phases[0].name)
+            load += _latencies(figures, COLD, figures.done_when.load_phase)
+        ratios = [f.done_when.p99_ratio for f in judged if f.done_when is not None]
+        shares = [f.done_when.hot_share_of_unused for f in judged if f.done_when is not None]
+        median_ratio, median_share = _median(ratios), _median(shares)
+        judgeable_share = [f.done_when.hot_share_met for f in judged if f.done_when is not None]
+        pooled_calm = percentile(calm, 0.99) if calm else None
+        pooled_load = percentile(load, 0.99) if load else None
+        found.append(
+            Repeats(
+                scenario=scenario,
+                runs=[f.data.name for f in judged],
+                ratios=ratios,
+                shares=shares,
+                median_ratio=median_ratio,
+                median_share=median_share,
+                pooled_calm_p99=pooled_calm,
+                pooled_load_p99=pooled_load,
+                pooled_ratio=(
+                    pooled_load / pooled_calm if pooled_calm and pooled_load is not None else None
+                ),
+                ratio_met=None if median_ratio is None else median_ratio <= P99_RATIO_TARGET,
+                share_met=(
+                    None
+                    if median_share is None or all(met is None for met in judgeable_share)
+                    else median_share >= HOT_SHARE_TARGET
+                ),
+            )
+        )
+    return found
+
+
+def repeats_rows(found: Sequence[Repeats]) -> list[tuple[str, ...]]:
+    rows = []
+    for r in found:
+        rows.append(
+            (
+                r.scenario,
+                str(len(r.runs)),
+                ", ".join(_ratio(v) for v in r.ratios),
+                f"{_ratio(r.median_ratio)} {_mark(r.ratio_met)}",
+                f"{ms(r.pooled_load_p99)} / {ms(r.pooled_calm_p99)} = {_ratio(r.pooled_ratio)}",
+                ", ".join(_share(v) for v in r.shares),
+                f"{_share(r.median_share)} {_mark(r.share_met)}",
+            )
+        )
+    return rows
+
+
+REPEATS_HEADER = (
+    "scenario",
+    "runs",
+    "load p99 / calm p99, each run",
+    "median (target <= 2x)",
+    "pooled: load p99 / calm p99",
+    "hot share of unused, each run",
+    "median (target >= 50%)",
+)
+
+
+def repeats_table(found: Sequence[Repeats]) -> Table:
+    table = Table(title="repeated runs (--repeat)", title_justify="left")
+    for column in REPEATS_HEADER:
+        table.add_column(column, justify="left" if column == "scenario" else "right")
+    for row in repeats_rows(found):
+        table.add_row(*row)
+    return table
