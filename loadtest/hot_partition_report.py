@@ -15,6 +15,7 @@ import csv
 import gzip
 import json
 import math
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -593,10 +594,13 @@ How the numbers are made:
 
 
 def write_report(
-    runs: Sequence[RunFigures], folder: Path, meta: dict[str, Any]
+    runs: Sequence[RunFigures],
+    folder: Path,
+    meta: dict[str, Any],
+    found: Sequence[Repeats] = (),
 ) -> tuple[Path, list[str]]:
     """``report.md``, ``summary.json`` and the plots in ``folder``; returns the report path and
-    the plot files written."""
+    the plot files written. ``found``: ``repeats(runs)``, when there are any."""
     folder.mkdir(parents=True, exist_ok=True)
     plots, note = write_plots(runs, folder)
     for figures in runs:
@@ -613,7 +617,6 @@ def write_report(
         "",
         DEFINITIONS,
     ]
-    found = repeats(runs)
     if found:
         lines += [
             "## Repeated runs",
@@ -1057,6 +1060,7 @@ class Repeats:
     pooled figures put every run's cold jobs together before taking the percentiles."""
 
     scenario: str
+    protection: str  # "on" or "off", as its runs'
     runs: list[str]
     ratios: list[float | None]
     shares: list[float | None]
@@ -1071,39 +1075,37 @@ class Repeats:
 
 
 def _median(values: Sequence[float | None]) -> float | None:
-    known = sorted(v for v in values if v is not None)
-    if not known:
-        return None
-    middle = len(known) // 2
-    return known[middle] if len(known) % 2 else (known[middle - 1] + known[middle]) / 2
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def repeats(runs: Sequence[RunFigures]) -> list[Repeats]:
     """The scenarios that ran more than once among ``runs``, in order of their first run."""
-    groups: dict[str, list[RunFigures]] = {}
+    groups: dict[str, list[tuple[RunFigures, DoneWhen]]] = {}
     for figures in runs:
-        groups.setdefault(repeated_scenario(figures.data.name), []).append(figures)
+        if figures.done_when is not None:
+            group = groups.setdefault(repeated_scenario(figures.data.name), [])
+            group.append((figures, figures.done_when))
     found = []
-    for scenario, group in groups.items():
-        judged = [f for f in group if f.done_when is not None]
+    for scenario, judged in groups.items():
         if len(judged) < 2:
             continue
         calm: list[float] = []
         load: list[float] = []
-        for figures in judged:
-            assert figures.done_when is not None
+        for figures, done in judged:
             calm += _latencies(figures, COLD, figures.data.phases[0].name)
-            load += _latencies(figures, COLD, figures.done_when.load_phase)
-        ratios = [f.done_when.p99_ratio for f in judged if f.done_when is not None]
-        shares = [f.done_when.hot_share_of_unused for f in judged if f.done_when is not None]
+            load += _latencies(figures, COLD, done.load_phase)
+        ratios = [done.p99_ratio for _, done in judged]
+        shares = [done.hot_share_of_unused for _, done in judged]
         median_ratio, median_share = _median(ratios), _median(shares)
-        judgeable_share = [f.done_when.hot_share_met for f in judged if f.done_when is not None]
+        share_judgeable = any(done.hot_share_met is not None for _, done in judged)
         pooled_calm = percentile(calm, 0.99) if calm else None
         pooled_load = percentile(load, 0.99) if load else None
         found.append(
             Repeats(
                 scenario=scenario,
-                runs=[f.data.name for f in judged],
+                protection=judged[0][0].data.protection,
+                runs=[figures.data.name for figures, _ in judged],
                 ratios=ratios,
                 shares=shares,
                 median_ratio=median_ratio,
@@ -1116,7 +1118,7 @@ def repeats(runs: Sequence[RunFigures]) -> list[Repeats]:
                 ratio_met=None if median_ratio is None else median_ratio <= P99_RATIO_TARGET,
                 share_met=(
                     None
-                    if median_share is None or all(met is None for met in judgeable_share)
+                    if median_share is None or not share_judgeable
                     else median_share >= HOT_SHARE_TARGET
                 ),
             )

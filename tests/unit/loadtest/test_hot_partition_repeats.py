@@ -65,6 +65,7 @@ def test_a_scenario_is_judged_on_its_median_run_and_pooled_jobs() -> None:
     ]
     (found,) = repeats(figures)
     assert found.scenario == "flood" and found.runs == ["flood-r1", "flood-r2", "flood-r3"]
+    assert found.protection == "on"
     assert found.ratios == pytest.approx([1.2, 10.0, 1.5])
     assert found.median_ratio == pytest.approx(1.5) and found.ratio_met is True
     # 990 unused jobs/s (capacity 1,000 - 10 cold): 7,000 in 10 s is 71%, 3,000 is 30%.
