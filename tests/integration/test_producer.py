@@ -172,11 +172,14 @@ def test_tenant_rate_limit_rejects_with_retry_after(
 ) -> None:
     settings = make_settings(producer={"tenant_rate_per_second": 1, "tenant_burst": 3})
     with Producer(settings) as producer:
-        for _ in range(3):
-            producer.enqueue("resize", tenant="acme", payload={}).result(30)
+        # Admission happens at enqueue: the burst is spent before any acknowledgement is
+        # awaited, since a slow first acknowledgement (over 1 s) would refill a token.
+        admitted = [producer.enqueue("resize", tenant="acme", payload={}) for _ in range(3)]
         with pytest.raises(AdmissionRejected) as raised:
             producer.enqueue("resize", tenant="acme", payload={})
         assert raised.value.retry_after is not None and 0 < raised.value.retry_after <= 1.0
+        for future in admitted:
+            assert isinstance(future.result(30), JobRef)
         producer.enqueue("resize", tenant="globex", payload={}).result(30)
 
 
