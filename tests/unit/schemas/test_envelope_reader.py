@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import uuid
+import weakref
 from typing import Any
 
 import pytest
@@ -74,6 +76,28 @@ def test_plain_envelopes_are_read_without_fastavro_and_equal_its_result() -> Non
         read = envelope_reader._read_plain(data)
         assert read is not None
         assert read == decode_envelope(data, max_bytes=MAX_BYTES)
+
+
+def test_job_ids_are_made_as_uuid_makes_them() -> None:
+    # The reader builds the UUID from its integer; it must be the object UUID(text) gives.
+    generator = random.Random(14)
+    texts = [str(uuid.UUID(int=generator.getrandbits(128))) for _ in range(500)]
+    texts += [t.upper() for t in texts[:50]]
+    for text in texts:
+        made, expected = envelope_reader._job_id(text), uuid.UUID(text)
+        assert type(made) is uuid.UUID
+        assert made == expected and hash(made) == hash(expected) and str(made) == str(expected)
+        assert made.is_safe is expected.is_safe
+        assert made.version == expected.version
+    weakref.ref(envelope_reader._job_id(texts[0]))  # __weakref__ slot present, as UUID's
+    # Not the canonical shape: UUID's own verdict, value or error.
+    digits = texts[0].replace("-", "")
+    braced = "{" + digits[:8] + "-" + digits[8:12] + "-" + digits[12:] + "}"
+    assert len(braced) == 36
+    assert envelope_reader._job_id(braced) == uuid.UUID(braced) == uuid.UUID(texts[0])
+    for broken in ("x" * 36, texts[0][:35] + "g", "-" * 36):
+        with pytest.raises(ValueError):
+            envelope_reader._job_id(broken)
 
 
 def test_other_envelopes_go_to_fastavro_with_the_same_result() -> None:
