@@ -37,27 +37,24 @@ class WorkItem:
     #: For jobs leased by another live worker: when to try the claim again.
     retry_claim_at: float = 0.0
     payload_sha256: bytes = field(default=b"")
+    #: The envelope's, copied into slots: read a dozen times per job, where a property is a
+    #: call each time.
+    job_id: uuid.UUID = field(init=False)
+    tenant_id: str = field(init=False)
+    job_type: str = field(init=False)
 
     def __post_init__(self) -> None:
+        envelope = self.envelope
+        self.job_id = envelope.job_id
+        self.tenant_id = envelope.tenant_id
+        self.job_type = envelope.job_type
         if not self.payload_sha256:
-            self.payload_sha256 = hashlib.sha256(self.envelope.payload).digest()
+            self.payload_sha256 = hashlib.sha256(envelope.payload).digest()
 
     @property
     def dispatch_lane(self) -> str:
         """Its lane in the dispatcher: the queue, or the queue's hot lane."""
         return f"{self.queue}{HOT_LANE_SUFFIX}" if self.lane else self.queue
-
-    @property
-    def tenant_id(self) -> str:
-        return self.envelope.tenant_id
-
-    @property
-    def job_type(self) -> str:
-        return self.envelope.job_type
-
-    @property
-    def job_id(self) -> uuid.UUID:
-        return self.envelope.job_id
 
     @property
     def source(self) -> tuple[str, int, int]:
