@@ -57,32 +57,29 @@ def _read_plain(data: bytes) -> Envelope | None:
     try:
         job_id = _job_id(data[HEADER_LENGTH + 1 : _JOB_ID_END].decode("ascii"))
         position = _JOB_ID_END
-        texts: list[str] = []
-        for _ in range(4):  # queue, job_type, tenant_id, partition_key
+        pieces: list[bytes] = []
+        for _ in range(5):  # queue, job_type, tenant_id, partition_key, payload
             length = data[position]
             if length & 0x80:
                 length, position = _read_long(data, position)
-            else:  # a short string's length is one byte: read here, not in a call
+            else:  # a length under 64 is one byte: read here, not in a call
                 position += 1
                 length = (length >> 1) ^ -(length & 1)
             end = position + length
             if length < 0 or end > size:
                 return None
-            texts.append(data[position:end].decode())
+            pieces.append(data[position:end])
             position = end
-        length, position = _read_long(data, position)
-        end = position + length
-        if length < 0 or end > size:
-            return None
-        payload = data[position:end]
-        micros, position = _read_long(data, end)
+        micros, position = _read_long(data, position)
         created_at = EPOCH + _timedelta(microseconds=micros)
+        queue, job_type, tenant_id, partition_key = (
+            pieces[0].decode(), pieces[1].decode(), pieces[2].decode(), pieces[3].decode()
+        )  # fmt: skip
     except (IndexError, ValueError, OverflowError):  # UnicodeDecodeError is a ValueError
         return None
     if data[position:] != DEFAULT_TAIL:
         return None
-    queue, job_type, tenant_id, partition_key = texts
-    return Envelope(job_id, queue, job_type, tenant_id, partition_key, payload, created_at)
+    return Envelope(job_id, queue, job_type, tenant_id, partition_key, pieces[4], created_at)
 
 
 def _job_id(text: str) -> uuid.UUID:
@@ -97,7 +94,7 @@ def _job_id(text: str) -> uuid.UUID:
     """
     digits = text.replace("-", "")
     if len(digits) != 32:
-        return uuid.UUID(text)
+        return _UUID(text)
     value = int(digits, 16)
     job_id = _new_object(_UUID)
     _set_attribute(job_id, "int", value)
