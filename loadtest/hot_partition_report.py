@@ -597,10 +597,10 @@ def write_report(
     runs: Sequence[RunFigures],
     folder: Path,
     meta: dict[str, Any],
-    found: Sequence[Repeats] = (),
+    found: Sequence[Repeats],
 ) -> tuple[Path, list[str]]:
     """``report.md``, ``summary.json`` and the plots in ``folder``; returns the report path and
-    the plot files written. ``found``: ``repeats(runs)``, when there are any."""
+    the plot files written. ``found``: ``repeats(runs)`` (empty when nothing ran twice)."""
     folder.mkdir(parents=True, exist_ok=True)
     plots, note = write_plots(runs, folder)
     for figures in runs:
