@@ -35,6 +35,10 @@ class WorkerEvents:
         """An attempt ended with ``outcome`` after ``duration_seconds``; ``attempts`` is the
         job's attempt count."""
 
+    def messages_read(self, delays: list[tuple[str, float]]) -> None:
+        """Messages of the main topics and hot lanes were read: (queue, seconds since each
+        one's Kafka timestamp), one call per poll."""
+
     def flush(self) -> None:
         """The poll loop ended a round: what a subscriber gathers per job is due now (a
         subscriber may record ``job_started`` and ``job_finished`` at the next flush rather

@@ -182,14 +182,20 @@ class Intake:
         worker = self.worker
         partitions = worker.partitions
         lane_topics = worker.lane_topics
+        queue_of_topic = worker.queue_of_topic
         routed = _Routed()
         now = time.time()
+        #: (queue, seconds since the Kafka timestamp) of what the main topics and lanes gave.
+        read_delays: list[tuple[str, float]] = []
         for message in map(Polled.of, messages):
             topic, partition, offset = message.topic, message.partition, message.offset
             epoch = partitions.take(topic, partition, offset, message.timestamp_ms)
             if not epoch:
                 continue  # a revoked partition: its next owner reads it again
             message.epoch = epoch
+            queue_name, tier = queue_of_topic[topic]
+            if tier is None and message.timestamp_ms > 0:
+                read_delays.append((queue_name, now - message.timestamp_ms / 1000))
             key = (topic, partition)
             waiting = self.waiting.get(key)
             if waiting is not None:
@@ -203,6 +209,8 @@ class Intake:
                 partitions.pause_waiting(worker.consumer, topic, partition)
                 continue
             self._route(message, routed)
+        if read_delays:
+            worker.events.messages_read(read_delays)
         self._finish(routed)
 
     def route_due(self) -> None:

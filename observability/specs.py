@@ -43,6 +43,7 @@ JOBS_STARTED = "tenantq_jobs_started"
 JOBS_FINISHED = "tenantq_jobs_finished"
 JOB_DURATION = "tenantq_job_duration_seconds"
 ENQUEUE_TO_START = "tenantq_enqueue_to_start_seconds"
+READ_DELAY = "tenantq_read_delay_seconds"
 ATTEMPTS_PER_SUCCESS = "tenantq_attempts_per_success"
 RETRIES = "tenantq_retries"
 DEAD_LETTERED = "tenantq_dead_lettered"
@@ -181,6 +182,15 @@ SPECS: tuple[MetricSpec, ...] = (
         "histogram",
         "Seconds from when a job was due (enqueued or run_after) to when an attempt started.",
         ("queue", "job_type"),
+        WAIT_BUCKETS,
+    ),
+    MetricSpec(
+        READ_DELAY,
+        "histogram",
+        "Seconds from a message's Kafka timestamp (its producer's clock) to the worker reading "
+        "it from the main topic or the hot lane: the part of enqueue-to-start spent in Kafka, "
+        "the client's queue and the poll loop, before the job is claimed.",
+        ("queue",),
         WAIT_BUCKETS,
     ),
     MetricSpec(

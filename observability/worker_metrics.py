@@ -58,6 +58,7 @@ class WorkerMetrics(WorkerEvents):
         # under a race costs one more lookup, never a wrong series).
         self._started: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         self._finished: dict[tuple[str, str, str, str], tuple[Any, Any, Any]] = {}
+        self._read_delay: dict[str, Any] = {}
         #: What job_started and job_finished record, written at ``flush`` (the poll thread).
         self._tally = MetricTally()
         for spec in names.SPECS:
@@ -134,6 +135,17 @@ class WorkerMetrics(WorkerEvents):
         tally.observe(duration, _non_negative(duration_seconds))
         if outcome == Outcome.SUCCEEDED:
             tally.observe(attempts_per_success, max(1, attempts))
+
+    def messages_read(self, delays: list[tuple[str, float]]) -> None:
+        """Messages were read: (queue, seconds since each one's Kafka timestamp), observed
+        at the next flush."""
+        series = self._read_delay
+        observe = self._tally.observe
+        for queue, seconds in delays:
+            histogram = series.get(queue)
+            if histogram is None:
+                histogram = series[queue] = self._family(names.READ_DELAY).labels(queue)
+            observe(histogram, _non_negative(seconds))
 
     def flush(self) -> None:
         """Write the job counts and timings gathered since the last round."""

@@ -206,6 +206,9 @@ class FakeIntakeWorker:
         self.claims = self
         self.done_offsets: list[tuple[str, int, int]] = []
         self.submitted: list[Any] = []
+        from tenantq.consumer.events import WorkerEvents
+
+        self.events = WorkerEvents()
 
     def done(self, topic: str, partition: int, offset: int, epoch: int) -> None:
         self.done_offsets.append((topic, partition, offset))

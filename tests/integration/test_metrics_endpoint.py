@@ -45,3 +45,11 @@ def test_worker_serves_every_metric(make_settings: Any, db: psycopg.Connection[A
     }
     assert "other" in tenant_labels
     assert len(tenant_labels) <= 4  # three named tenants plus "other"
+    # Every job's message was read from the main topic at least once, and timed from its
+    # Kafka timestamp.
+    read = [
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith('tenantq_read_delay_seconds_count{queue="default"}')
+    ]
+    assert read and read[0] >= len(ids)
