@@ -199,8 +199,14 @@ class HandlerRunner:
         deadline = time.monotonic() + timeout
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        if self._loop.is_closed():
+            return  # stopped before
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._loop_thread.join(max(0.0, deadline - time.monotonic()))
+        if not self._loop_thread.is_alive():
+            # Closed here, not by the collector: at collection its self-pipe may already be
+            # gone, and the loop's ``__del__`` then fails (an unraisable error at exit).
+            self._loop.close()
 
     # -- internals -----------------------------------------------------------------------------
 
