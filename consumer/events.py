@@ -11,6 +11,11 @@ from __future__ import annotations
 
 from tenantq.states import Outcome
 
+#: Where a message was read from (the ``source`` of ``messages_read``): a queue's main topic, or
+#: its hot lane, whose backlog is a flooding tenant's and waits seconds by design.
+READ_FROM_MAIN = "main"
+READ_FROM_HOT_LANE = "hot_lane"
+
 
 class WorkerEvents:
     """The closed list of worker events. Subclass and override; the base ignores them all."""
@@ -35,9 +40,10 @@ class WorkerEvents:
         """An attempt ended with ``outcome`` after ``duration_seconds``; ``attempts`` is the
         job's attempt count."""
 
-    def messages_read(self, delays: list[tuple[str, float]]) -> None:
-        """Messages of the main topics and hot lanes were read: (queue, seconds since each
-        one's Kafka timestamp), one call per poll."""
+    def messages_read(self, delays: list[tuple[str, str, float]]) -> None:
+        """Messages of the main topics and hot lanes were read: (queue, source, seconds since
+        each one's Kafka timestamp), one call per poll; the source is ``READ_FROM_MAIN`` or
+        ``READ_FROM_HOT_LANE``."""
 
     def flush(self) -> None:
         """The poll loop ended a round: what a subscriber gathers per job is due now (a

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Message
 from tenantq import headers
 from tenantq.app import resolve_max_attempts
+from tenantq.consumer.events import READ_FROM_HOT_LANE, READ_FROM_MAIN
 from tenantq.consumer.ledger import Claim, ClaimSettings, Settle, SettleWaiting
 from tenantq.consumer.outcomes import Verdict, crashed_too_often
 from tenantq.consumer.work import WorkItem
@@ -185,8 +186,9 @@ class Intake:
         queue_of_topic = worker.queue_of_topic
         routed = _Routed()
         now = time.time()
-        #: (queue, seconds since the Kafka timestamp) of what the main topics and lanes gave.
-        read_delays: list[tuple[str, float]] = []
+        #: (queue, source, seconds since the Kafka timestamp) of what the main topics and the
+        #: lanes gave, apart: a lane's backlog waits by design and would hide the main topic's.
+        read_delays: list[tuple[str, str, float]] = []
         for message in map(Polled.of, messages):
             topic, partition, offset = message.topic, message.partition, message.offset
             epoch = partitions.take(topic, partition, offset, message.timestamp_ms)
@@ -195,7 +197,8 @@ class Intake:
             message.epoch = epoch
             queue_name, tier = queue_of_topic[topic]
             if tier is None and message.timestamp_ms > 0:
-                read_delays.append((queue_name, now - message.timestamp_ms / 1000))
+                source = READ_FROM_HOT_LANE if topic in lane_topics else READ_FROM_MAIN
+                read_delays.append((queue_name, source, now - message.timestamp_ms / 1000))
             key = (topic, partition)
             waiting = self.waiting.get(key)
             if waiting is not None:

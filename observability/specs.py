@@ -188,9 +188,10 @@ SPECS: tuple[MetricSpec, ...] = (
         READ_DELAY,
         "histogram",
         "Seconds from a message's Kafka timestamp (its producer's clock) to the worker reading "
-        "it from the main topic or the hot lane: the part of enqueue-to-start spent in Kafka, "
-        "the client's queue and the poll loop, before the job is claimed.",
-        ("queue",),
+        "it, by source (main: the queue's topic; hot_lane: its hot lane, a flooding tenant's "
+        "backlog): the part of enqueue-to-start spent in Kafka, the client's queue and the "
+        "poll loop, before the job is claimed.",
+        ("queue", "source"),
         WAIT_BUCKETS,
     ),
     MetricSpec(

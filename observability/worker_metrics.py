@@ -58,7 +58,7 @@ class WorkerMetrics(WorkerEvents):
         # under a race costs one more lookup, never a wrong series).
         self._started: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         self._finished: dict[tuple[str, str, str, str], tuple[Any, Any, Any]] = {}
-        self._read_delay: dict[str, Any] = {}
+        self._read_delay: dict[tuple[str, str], Any] = {}
         #: What job_started and job_finished record, written at ``flush`` (the poll thread).
         self._tally = MetricTally()
         for spec in names.SPECS:
@@ -136,15 +136,16 @@ class WorkerMetrics(WorkerEvents):
         if outcome == Outcome.SUCCEEDED:
             tally.observe(attempts_per_success, max(1, attempts))
 
-    def messages_read(self, delays: list[tuple[str, float]]) -> None:
-        """Messages were read: (queue, seconds since each one's Kafka timestamp), observed
-        at the next flush."""
+    def messages_read(self, delays: list[tuple[str, str, float]]) -> None:
+        """Messages were read: (queue, source, seconds since each one's Kafka timestamp),
+        observed at the next flush."""
         series = self._read_delay
         observe = self._tally.observe
-        for queue, seconds in delays:
-            histogram = series.get(queue)
+        for queue, source, seconds in delays:
+            histogram = series.get((queue, source))
             if histogram is None:
-                histogram = series[queue] = self._family(names.READ_DELAY).labels(queue)
+                family = self._family(names.READ_DELAY)
+                histogram = series[(queue, source)] = family.labels(queue, source)
             observe(histogram, _non_negative(seconds))
 
     def flush(self) -> None:

@@ -50,6 +50,6 @@ def test_worker_serves_every_metric(make_settings: Any, db: psycopg.Connection[A
     read = [
         float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()
-        if line.startswith('tenantq_read_delay_seconds_count{queue="default"}')
+        if line.startswith('tenantq_read_delay_seconds_count{queue="default",source="main"}')
     ]
     assert read and read[0] >= len(ids)

@@ -183,15 +183,15 @@ def test_lane_messages_past_the_window_wait_undecoded_until_room() -> None:
 
 def test_a_window_with_room_routes_every_lane_message() -> None:
     worker, dispatched, calls = lane_worker(lane_window=100)
-    read: list[list[tuple[str, float]]] = []
+    read: list[list[tuple[str, str, float]]] = []
     worker.events.messages_read = read.append  # type: ignore[method-assign,assignment]
     intake = Intake(worker)  # type: ignore[arg-type]
     intake.take(lane_records(5))  # type: ignore[arg-type]
     assert len(dispatched) == 5 and not intake.waiting and calls == []
-    # One report per poll: each message's queue and its time since the Kafka timestamp (the
-    # records say 1 s after the epoch).
-    assert len(read) == 1 and [queue for queue, _ in read[0]] == ["default"] * 5
-    assert all(delay > 1.7e9 for _, delay in read[0])
+    # One report per poll: each message's queue, its source (these are lane records) and its
+    # time since the Kafka timestamp (the records say 1 s after the epoch).
+    assert len(read) == 1 and [(q, s) for q, s, _ in read[0]] == [("default", "hot_lane")] * 5
+    assert all(delay > 1.7e9 for _, _, delay in read[0])
 
 
 def test_a_flooded_partition_of_a_poll_is_taken_after_the_others() -> None:

@@ -64,18 +64,28 @@ def test_job_events_are_recorded() -> None:
         worker.job_finished("default", "export", "acme", "exploded", 1.0, 1)
 
 
-def test_read_delays_are_recorded_per_queue_at_flush() -> None:
+def test_read_delays_are_recorded_per_queue_and_source_at_flush() -> None:
     registry = CollectorRegistry()
     worker = WorkerMetrics(registry)
-    worker.messages_read([("default", 0.25), ("default", 0.5), ("mail", -0.1)])
+    worker.messages_read(
+        [
+            ("default", "main", 0.25),
+            ("default", "main", 0.5),
+            ("default", "hot_lane", 9.0),
+            ("mail", "main", -0.1),
+        ]
+    )
 
-    def value(name: str, queue: str) -> float | None:
-        return registry.get_sample_value(name, {"queue": queue})
+    def value(name: str, queue: str, source: str = "main") -> float | None:
+        return registry.get_sample_value(name, {"queue": queue, "source": source})
 
     assert not value("tenantq_read_delay_seconds_count", "default")  # not before flush
     worker.flush()
     assert value("tenantq_read_delay_seconds_count", "default") == 2
     assert value("tenantq_read_delay_seconds_sum", "default") == 0.75
+    # The lane's backlog is a series of its own: it does not raise the main topic's delay.
+    assert value("tenantq_read_delay_seconds_count", "default", "hot_lane") == 1
+    assert value("tenantq_read_delay_seconds_sum", "default", "hot_lane") == 9.0
     # A producer clock ahead of the worker's is skew, counted as no delay.
     assert value("tenantq_read_delay_seconds_count", "mail") == 1
     assert value("tenantq_read_delay_seconds_sum", "mail") == 0.0
