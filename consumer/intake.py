@@ -196,8 +196,9 @@ class Intake:
                 continue  # a revoked partition: its next owner reads it again
             message.epoch = epoch
             queue_name, tier = queue_of_topic[topic]
+            lane = topic in lane_topics
             if tier is None and message.timestamp_ms > 0:
-                source = READ_FROM_HOT_LANE if topic in lane_topics else READ_FROM_MAIN
+                source = READ_FROM_HOT_LANE if lane else READ_FROM_MAIN
                 read_delays.append((queue_name, source, now - message.timestamp_ms / 1000))
             key = (topic, partition)
             waiting = self.waiting.get(key)
@@ -205,9 +206,7 @@ class Intake:
                 waiting.append((0.0, message))
                 continue
             route_at = self._route_at(message, 0.0)
-            if route_at > now or (
-                topic in lane_topics and partitions.over_window(topic, partition, held=0)
-            ):
+            if route_at > now or (lane and partitions.over_window(topic, partition, held=0)):
                 self.waiting[key] = deque([(0.0, message)])
                 partitions.pause_waiting(worker.consumer, topic, partition)
                 continue
