@@ -175,13 +175,15 @@ class TenantIsolationSettings(BaseModel):
         "yet read) before any of its tenants counts as hot.",
     )
     lane_read_ahead_per_partition: int = Field(
-        100,
+        25,
         ge=1,
         le=1_000_000,
         description="Messages read ahead of the commit point per hot-lane partition (the "
         "main topic's is worker.read_ahead_per_partition). Small on purpose: every worker "
         "shares the lane's backlog and reads it as slots free, and a large window makes a "
-        "worker read the lane in bursts that the other tenants' messages wait behind.",
+        "worker read the lane in bursts that the other tenants' messages wait behind (at a "
+        "flood's start every worker decodes a full window of each lane partition it owns at "
+        "once). 25 per partition is still several times the slots one tenant may hold.",
     )
     lane_weight: int = Field(
         1,
