@@ -21,6 +21,7 @@ from typing import Any, overload
 
 from confluent_kafka import KafkaError
 from tenantq.errors import BatchEnqueueFailed, EnqueueFailed
+from tenantq.job_ids import uuid_of_int
 from tenantq.producer.delivery import JobRef, Resender, enqueue_failure, unconfirmed_failure
 from tenantq.producer.job_future import JobFuture
 from tenantq.producer.request import EncodedJob
@@ -68,7 +69,7 @@ class JobRefs(Sequence[JobRef]):
             return [self[position] for position in range(*index.indices(len(self)))]
         position = range(len(self._job_ints))[index]
         return JobRef(
-            uuid.UUID(int=self._job_ints[position]),
+            uuid_of_int(self._job_ints[position]),
             self._topics[position],
             self._partitions[position],
             self._offsets[position],
@@ -76,12 +77,12 @@ class JobRefs(Sequence[JobRef]):
         )
 
     def __iter__(self) -> Iterator[JobRef]:
-        make = uuid.UUID
+        make = uuid_of_int
         existing = self._existing
         for position, (job_int, topic, partition, offset) in enumerate(
             zip(self._job_ints, self._topics, self._partitions, self._offsets, strict=True)
         ):
-            yield JobRef(make(int=job_int), topic, partition, offset, position not in existing)
+            yield JobRef(make(job_int), topic, partition, offset, position not in existing)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, JobRefs | list | tuple):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException
 from tenantq.errors import EnqueueFailed
+from tenantq.job_ids import uuid_of_int
 from tenantq.producer.job_future import JobFuture
 
 if TYPE_CHECKING:
@@ -144,22 +145,30 @@ class Resender:
 
 class DeliveryFuture(JobFuture[JobRef]):
     """The future of one job, and its own ``on_delivery`` callback: one object per job
-    instead of a future plus a callback object (the cyclic GC counts every one).
+    instead of a future plus a callback object (the cyclic GC counts every one). It keeps the
+    job id as its integer until someone asks: the ``UUID`` is made for the ``JobRef``.
 
     With a ``resender``, a delivery without an offset sends the job again (module docstring).
     """
 
-    #: Resends so far: a class default, set on the instance only by a resend (a store per
-    #: job less on the hot path).
-    _sent_again = 0
+    __slots__ = ("_job_int", "_job", "_resender", "_sent_again")
 
     def __init__(
-        self, job_id: uuid.UUID, job: EncodedJob | None = None, resender: Resender | None = None
+        self,
+        job_id: uuid.UUID | int,
+        job: EncodedJob | None = None,
+        resender: Resender | None = None,
     ) -> None:
         super().__init__()
-        self.job_id = job_id
+        self._job_int = job_id if isinstance(job_id, int) else job_id.int
         self._job = job if resender is not None else None
         self._resender = resender
+        #: Resends so far.
+        self._sent_again = 0
+
+    @property
+    def job_id(self) -> uuid.UUID:
+        return uuid_of_int(self._job_int)
 
     def __call__(self, error: KafkaError | None, message: Any) -> None:
         try:

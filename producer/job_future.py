@@ -1,33 +1,79 @@
 """``JobFuture``: a ``concurrent.futures.Future`` that is cheap to create by the hundred thousand.
 
-A stock ``Future`` builds a ``threading.Condition`` (an RLock, a deque and five bound methods),
-about a dozen garbage-collected objects; at producer rates the cyclic collector then costs more
-than everything else per job. ``JobFuture`` swaps in ``_FutureCondition``: one lock, and a
-waiter list only once someone actually waits. It is a real ``Future`` subclass, so ``result``,
-``add_done_callback``, ``concurrent.futures.wait``/``as_completed`` and
-``asyncio.wrap_future`` work unchanged. A unit test pins the ``Future`` internals it relies on.
+A stock ``Future`` builds a ``threading.Condition`` (an RLock, a deque and five bound methods)
+and two lists, about a dozen objects the cyclic GC tracks; a producer holding the futures of
+50,000 unacknowledged jobs had every collection walk all of them, which cost more than
+everything else per job. A ``JobFuture`` is one tracked object while it is pending:
+
+* it is its own condition (``_condition`` gives the future itself): one reentrant lock in a
+  slot, and a list of waiting threads only once a thread waits on it;
+* the lists of ``wait``/``as_completed`` waiters and of done-callbacks are made on first use
+  (``_waiters`` and ``_done_callbacks`` make them; the code that resolves a future reads the
+  slots and does not);
+* slots instead of an instance dict.
+
+It is a real ``Future`` subclass, so ``result``, ``add_done_callback``,
+``concurrent.futures.wait``/``as_completed`` and ``asyncio.wrap_future`` work unchanged. The
+standard ``Future`` code touches ``_waiters`` and ``_done_callbacks`` only with the future's
+lock held, so making them on first use needs no lock of its own. A unit test pins the
+``Future`` internals this relies on.
 """
 
 from __future__ import annotations
 
 import _thread
-from concurrent.futures import Future
-from concurrent.futures._base import PENDING
+import logging
+from concurrent.futures import Future, InvalidStateError
+from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+logger = logging.getLogger("concurrent.futures")
 
-class _FutureCondition:
-    """The part of ``threading.Condition`` that ``Future`` and ``concurrent.futures`` use:
-    acquire/release (and ``with``), ``wait(timeout)`` and ``notify_all``, over a reentrant lock
-    like the stock condition's."""
+_SETTLED = frozenset({CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED})
 
-    __slots__ = ("_lock", "_waiters")
+
+class JobFuture(Future[T]):
+    """A ``Future`` that is one GC-tracked object while pending (see the module docstring)."""
+
+    __slots__ = (
+        "_lock", "_state", "_result", "_exception", "_waiter_list", "_callback_list",
+        "_sleepers",
+    )  # fmt: skip
 
     def __init__(self) -> None:
+        # Future.__init__ minus the threading.Condition and the two lists; same meaning.
         self._lock = _thread.RLock()
-        self._waiters: list[Any] | None = None
+        self._state = PENDING
+        self._result = None
+        self._exception = None
+        self._waiter_list: list[Any] | None = None
+        self._callback_list: list[Any] | None = None
+        #: Locks of the threads blocked in ``wait`` (the condition's waiters).
+        self._sleepers: list[Any] | None = None
+
+    # -- the parts of Future's state made on first use -------------------------------------
+
+    @property
+    def _waiters(self) -> list[Any]:  # type: ignore[override]
+        waiters = self._waiter_list
+        if waiters is None:
+            waiters = self._waiter_list = []
+        return waiters
+
+    @property
+    def _done_callbacks(self) -> list[Any]:  # type: ignore[override]
+        callbacks = self._callback_list
+        if callbacks is None:
+            callbacks = self._callback_list = []
+        return callbacks
+
+    # -- the condition: what Future and concurrent.futures use of threading.Condition ------
+
+    @property
+    def _condition(self) -> JobFuture[T]:  # type: ignore[override]
+        return self
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         return self._lock.acquire(blocking, timeout)
@@ -43,46 +89,68 @@ class _FutureCondition:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Release the lock until notified or ``timeout``; called with the lock held."""
-        waiter = _thread.allocate_lock()
-        waiter.acquire()
-        if self._waiters is None:
-            self._waiters = []
-        self._waiters.append(waiter)
+        sleeper = _thread.allocate_lock()
+        sleeper.acquire()
+        if self._sleepers is None:
+            self._sleepers = []
+        self._sleepers.append(sleeper)
         saved = self._lock._release_save()  # type: ignore[attr-defined]
         notified = False
         try:
             if timeout is None:
-                notified = waiter.acquire()
+                notified = sleeper.acquire()
             elif timeout > 0:
-                notified = waiter.acquire(True, timeout)
+                notified = sleeper.acquire(True, timeout)
             else:
-                notified = waiter.acquire(False)
+                notified = sleeper.acquire(False)
             return notified
         finally:
             self._lock._acquire_restore(saved)  # type: ignore[attr-defined]
             if not notified:
                 try:
-                    self._waiters.remove(waiter)
+                    self._sleepers.remove(sleeper)
                 except ValueError:
                     pass  # notified between the timeout and re-taking the lock
 
     def notify_all(self) -> None:
-        """Wake every waiter; called with the lock held."""
-        waiters = self._waiters
-        if waiters:
-            for waiter in waiters:
-                waiter.release()
-            waiters.clear()
+        """Wake every waiting thread; called with the lock held."""
+        sleepers = self._sleepers
+        if sleepers:
+            for sleeper in sleepers:
+                sleeper.release()
+            sleepers.clear()
 
+    # -- resolving: Future's own steps, reading the slots so nothing is made here -----------
 
-class JobFuture(Future[T]):
-    """A ``Future`` with a lightweight condition (see the module docstring)."""
+    def set_result(self, result: T) -> None:
+        with self._lock:
+            if self._state in _SETTLED:
+                raise InvalidStateError(f"{self._state}: {self!r}")
+            self._result = result
+            self._state = FINISHED
+            if self._waiter_list:
+                for waiter in self._waiter_list:
+                    waiter.add_result(self)
+            self.notify_all()
+        if self._callback_list:
+            self._invoke_callbacks()
 
-    def __init__(self) -> None:
-        # Future.__init__ minus the threading.Condition; same attributes, same meaning.
-        self._condition = _FutureCondition()  # type: ignore[assignment]
-        self._state = PENDING
-        self._result = None
-        self._exception = None
-        self._waiters: list[Any] = []
-        self._done_callbacks: list[Any] = []
+    def set_exception(self, exception: BaseException | None) -> None:
+        with self._lock:
+            if self._state in _SETTLED:
+                raise InvalidStateError(f"{self._state}: {self!r}")
+            self._exception = exception
+            self._state = FINISHED
+            if self._waiter_list:
+                for waiter in self._waiter_list:
+                    waiter.add_exception(self)
+            self.notify_all()
+        if self._callback_list:
+            self._invoke_callbacks()
+
+    def _invoke_callbacks(self) -> None:
+        for callback in self._callback_list or ():
+            try:
+                callback(self)
+            except Exception:
+                logger.exception("exception calling callback for %r", self)

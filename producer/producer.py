@@ -349,7 +349,7 @@ class Producer:
     def _publish(self, outgoing: list[EncodedJob]) -> list[Future[JobRef]]:
         """One ``DeliveryFuture`` per job; after a full buffer, the rest fail with ``QueueFull``."""
         resender = self._resender
-        futures = [DeliveryFuture(message.job_uuid(), message, resender) for message in outgoing]
+        futures = [DeliveryFuture(message.job_int, message, resender) for message in outgoing]
 
         def refused(index: int, failure: EnqueueFailed) -> None:
             futures[index].set_exception(failure)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 
+from tenantq.job_ids import uuid_of_int
 from tenantq.schemas.envelope import (
     DEFAULT_CODEC,
     HEADER_LENGTH,
@@ -32,10 +33,6 @@ _JOB_ID_END = HEADER_LENGTH + 1 + 36
 _ENABLED = DEFAULT_CODEC.reader.fingerprint == _FINGERPRINT
 
 _UUID = uuid.UUID
-_UNKNOWN_SAFETY = uuid.SafeUUID.unknown
-_new_object = object.__new__
-# ``UUID`` is immutable: its own constructor sets its slots this way.
-_set_attribute = object.__setattr__
 _timedelta = dt.timedelta
 
 
@@ -95,11 +92,7 @@ def _job_id(text: str) -> uuid.UUID:
     digits = text.replace("-", "")
     if len(digits) != 32:
         return _UUID(text)
-    value = int(digits, 16)
-    job_id = _new_object(_UUID)
-    _set_attribute(job_id, "int", value)
-    _set_attribute(job_id, "is_safe", _UNKNOWN_SAFETY)
-    return job_id
+    return uuid_of_int(int(digits, 16))
 
 
 def _read_long(data: bytes, position: int) -> tuple[int, int]:

@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, TimeoutError, as_completed, wait
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Future,
+    InvalidStateError,
+    TimeoutError,
+    as_completed,
+    wait,
+)
 
 import pytest
 from tenantq.producer.job_future import JobFuture
@@ -18,8 +27,53 @@ def resolve_later(future: Future[int], value: int, after: float) -> threading.Th
 
 
 def test_same_internal_attributes_as_future() -> None:
-    # JobFuture re-implements Future.__init__: this fails if a Python release changes it.
-    assert set(vars(JobFuture())) == set(vars(Future()))
+    # JobFuture re-implements Future.__init__ and its resolving steps over these attributes:
+    # this fails if a Python release changes them.
+    assert set(vars(Future())) == {
+        "_condition", "_state", "_result", "_exception", "_waiters", "_done_callbacks"
+    }  # fmt: skip
+    future: JobFuture[int] = JobFuture()
+    for name in vars(Future()):
+        assert hasattr(future, name)
+    assert future._condition is future and future._waiters == [] == future._done_callbacks
+
+
+def test_a_pending_future_holds_no_condition_and_no_lists() -> None:
+    future: JobFuture[int] = JobFuture()
+    assert not vars(future)  # slots only
+    # What it refers to while pending: its lock, strings and None; no condition, no lists.
+    tracked = [type(p) for p in gc.get_referents(future) if gc.is_tracked(p)]
+    assert sorted(map(str, tracked)) == sorted(map(str, [type(future._lock), type]))  # its class
+    future.set_result(3)
+    assert future.result(0) == 3
+    assert future._waiter_list is None and future._callback_list is None  # never made
+
+
+def test_resolving_twice_is_refused_as_future_refuses_it() -> None:
+    for settle in (
+        lambda f: f.set_result(1),
+        lambda f: f.set_exception(ValueError()),
+        lambda f: f.cancel(),
+    ):
+        future: JobFuture[int] = JobFuture()
+        settle(future)
+        with pytest.raises(InvalidStateError):
+            future.set_result(2)
+        with pytest.raises(InvalidStateError):
+            future.set_exception(ValueError())
+
+
+def test_a_failing_callback_is_logged_and_the_others_still_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    future: JobFuture[int] = JobFuture()
+    seen: list[int] = []
+    future.add_done_callback(lambda done: 1 / 0)
+    future.add_done_callback(lambda done: seen.append(done.result()))
+    with caplog.at_level(logging.ERROR, logger="concurrent.futures"):
+        future.set_result(4)
+    assert seen == [4]
+    assert "exception calling callback" in caplog.text
 
 
 def test_result_waits_for_another_thread() -> None:
