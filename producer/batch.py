@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import InvalidStateError
 from typing import Any, overload
@@ -175,13 +174,13 @@ class BatchFuture(JobFuture[JobRefs]):
                 if self._send_again(index, entry):
                     return
                 self._failures[index] = unconfirmed_failure(
-                    uuid.UUID(int=self._job_ints[index]), self._topics[index]
+                    uuid_of_int(self._job_ints[index]), self._topics[index]
                 )
             else:
                 self._offsets[index] = offset
         else:
             self._failures[index] = enqueue_failure(
-                error, uuid.UUID(int=self._job_ints[index]), self._topics[index]
+                error, uuid_of_int(self._job_ints[index]), self._topics[index]
             )
         if self._settle() == self._size:
             self._finish()

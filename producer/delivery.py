@@ -155,12 +155,12 @@ class DeliveryFuture(JobFuture[JobRef]):
 
     def __init__(
         self,
-        job_id: uuid.UUID | int,
+        job_int: int,
         job: EncodedJob | None = None,
         resender: Resender | None = None,
     ) -> None:
         super().__init__()
-        self._job_int = job_id if isinstance(job_id, int) else job_id.int
+        self._job_int = job_int
         self._job = job if resender is not None else None
         self._resender = resender
         #: Resends so far.

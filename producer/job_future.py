@@ -123,27 +123,23 @@ class JobFuture(Future[T]):
     # -- resolving: Future's own steps, reading the slots so nothing is made here -----------
 
     def set_result(self, result: T) -> None:
+        self._resolve(result, None, "add_result")
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        self._resolve(None, exception, "add_exception")
+
+    def _resolve(self, result: T | None, exception: BaseException | None, report: str) -> None:
+        """Finish with ``result`` or ``exception``, telling each ``wait``/``as_completed``
+        waiter through its method ``report`` (``add_result`` or ``add_exception``)."""
         with self._lock:
             if self._state in _SETTLED:
                 raise InvalidStateError(f"{self._state}: {self!r}")
             self._result = result
-            self._state = FINISHED
-            if self._waiter_list:
-                for waiter in self._waiter_list:
-                    waiter.add_result(self)
-            self.notify_all()
-        if self._callback_list:
-            self._invoke_callbacks()
-
-    def set_exception(self, exception: BaseException | None) -> None:
-        with self._lock:
-            if self._state in _SETTLED:
-                raise InvalidStateError(f"{self._state}: {self!r}")
             self._exception = exception
             self._state = FINISHED
             if self._waiter_list:
                 for waiter in self._waiter_list:
-                    waiter.add_exception(self)
+                    getattr(waiter, report)(self)
             self.notify_all()
         if self._callback_list:
             self._invoke_callbacks()

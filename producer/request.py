@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from tenantq import headers as header_names
 from tenantq.app import App
 from tenantq.errors import ConfigurationError, InvalidJobError
-from tenantq.job_ids import job_id_text, uuid_of_int
+from tenantq.job_ids import job_id_text
 from tenantq.partitioner.placement import Placement, key_partition
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.partitioner.tenant_id import validate_tenant_id
@@ -92,9 +92,6 @@ class EncodedJob(NamedTuple):
     def kafka_headers(self) -> list[tuple[str, str | bytes]]:
         """The headers to produce with: the job id, then ``extra_headers``."""
         return [(header_names.JOB_ID, self.job_id), *self.extra_headers]
-
-    def job_uuid(self) -> uuid.UUID:
-        return uuid_of_int(self.job_int)
 
 
 class _Route:
