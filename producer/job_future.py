@@ -3,7 +3,7 @@
 A stock ``Future`` builds a ``threading.Condition`` (an RLock, a deque and five bound methods)
 and two lists, about a dozen objects the cyclic GC tracks; a producer holding the futures of
 50,000 unacknowledged jobs had every collection walk all of them, which cost more than
-everything else per job. A ``JobFuture`` is one tracked object while it is pending:
+everything else per job. A pending ``JobFuture`` is two tracked objects, itself and its lock:
 
 * it is its own condition (``_condition`` gives the future itself): one reentrant lock in a
   slot, and a list of waiting threads only once a thread waits on it;
@@ -35,7 +35,7 @@ _SETTLED = frozenset({CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED})
 
 
 class JobFuture(Future[T]):
-    """A ``Future`` that is one GC-tracked object while pending (see the module docstring)."""
+    """A ``Future`` that is itself and its lock to the GC while pending (module docstring)."""
 
     __slots__ = (
         "_lock", "_state", "_result", "_exception", "_waiter_list", "_callback_list",
