@@ -54,6 +54,8 @@ log = logging.getLogger("tenantq.worker")
 
 #: How often a parked job (leased by another live worker) is tried again at most.
 PARK_RECHECK_SECONDS = 1.0
+#: Tenant ids remembered as valid (past this, the rest are checked every time).
+VALID_TENANTS_REMEMBERED = 100_000
 #: A partition with at least this many messages in one poll is taken after the others.
 HEAVY_IN_POLL = 64
 
@@ -156,6 +158,9 @@ class Intake:
         #: taken, so the commit position stays at the first of them. No seek: nothing
         #: depends on a rewound position.
         self.waiting: dict[tuple[str, int], deque[tuple[float, Polled]]] = {}
+        #: Tenant ids that passed ``validate_tenant_id`` (the same few recur in every poll;
+        #: the regex is checked once per id, not once per message). Bounded.
+        self._valid_tenants: set[str] = set()
 
     # -- messages ----------------------------------------------------------------------------
 
@@ -281,7 +286,11 @@ class Intake:
         value = message.value
         try:
             envelope = read_envelope(value, max_bytes=worker.settings.max_message_bytes)
-            validate_tenant_id(envelope.tenant_id)
+            tenant_id = envelope.tenant_id
+            if tenant_id not in self._valid_tenants:
+                validate_tenant_id(tenant_id)
+                if len(self._valid_tenants) < VALID_TENANTS_REMEMBERED:
+                    self._valid_tenants.add(tenant_id)
         except (EnvelopeError, InvalidTenantId) as error:
             reason = getattr(error, "reason", "invalid_tenant")
             log.warning("undecodable message %s[%d]@%d: %s", topic, partition, offset, error)

@@ -24,6 +24,7 @@ import datetime as dt
 import logging
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -71,6 +72,8 @@ class Claim(Operation[ClaimRequest, "ClaimAnswer"]):
     """Lease the jobs of ``rows``; for those not leased, read what they are."""
 
     settings: ClaimSettings | None = None
+    #: When the poll thread handed it over (``time.monotonic``).
+    submitted: float = field(default_factory=time.monotonic)
 
     def run(self, store: JobStore, rows: list[ClaimRequest], again: bool) -> ClaimAnswer:
         assert self.settings is not None
@@ -183,8 +186,10 @@ class Lane:
         store: JobStore,
         health: DatabaseHealth,
         finished: queue.SimpleQueue[Operation[Any, Any]],
+        on_answer: Callable[[], None] = lambda: None,
     ) -> None:
         self.name = name
+        self._on_answer = on_answer
         self._store = store
         self._health = health
         self._finished = finished
@@ -232,6 +237,7 @@ class Lane:
             with self._idle:
                 self._pending -= 1
                 self._idle.notify_all()
+            self._on_answer()
 
     def _execute(self, operation: Operation[Any, Any]) -> None:
         attempt = 0
@@ -271,14 +277,24 @@ class Lane:
 
 class Ledger:
     """The lanes of a worker (claims, the hot lane's claims, results) and the queue they hand
-    answers back on. A lane's connection opens on its first operation."""
+    answers back on (``on_answer`` is called after each). A lane's connection opens on its
+    first operation."""
 
-    def __init__(self, open_store: Callable[[str], JobStore], health: DatabaseHealth) -> None:
+    def __init__(
+        self,
+        open_store: Callable[[str], JobStore],
+        health: DatabaseHealth,
+        on_answer: Callable[[], None] = lambda: None,
+    ) -> None:
         self.health = health
         self.finished: queue.SimpleQueue[Operation[Any, Any]] = queue.SimpleQueue()
-        self.claims = Lane("claims", open_store("claims"), health, self.finished)
-        self.lane_claims = Lane("lane-claims", open_store("lane-claims"), health, self.finished)
-        self.results = Lane("results", open_store("results"), health, self.finished)
+
+        def lane(name: str) -> Lane:
+            return Lane(name, open_store(name), health, self.finished, on_answer)
+
+        self.claims = lane("claims")
+        self.lane_claims = lane("lane-claims")
+        self.results = lane("results")
         self._lanes = (self.claims, self.lane_claims, self.results)
 
     def start(self) -> None:

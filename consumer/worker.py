@@ -25,6 +25,7 @@ are published again).
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import queue
@@ -37,6 +38,7 @@ from collections.abc import Callable, Iterable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from tenantq.app import App, JobType
+from tenantq.consumer.claim_ahead import ClaimAhead
 from tenantq.consumer.completer import Completer, Completion
 from tenantq.consumer.context import JobContext
 from tenantq.consumer.database_health import EXIT_DATABASE_GONE, DatabaseHealth
@@ -76,6 +78,8 @@ log = logging.getLogger("tenantq.worker")
 
 #: How long shutdown waits for the database to take the last results.
 FINAL_WRITE_SECONDS = 10.0
+#: The poll loop's wait while work is in flight (an answer ends it sooner).
+IN_FLIGHT_WAIT_SECONDS = 0.001
 
 
 class Worker:
@@ -123,7 +127,12 @@ class Worker:
         weights = {q: self.settings.queue(q).weight for q in self.queues}
         weights.update({f"{q}{HOT_LANE_SUFFIX}": isolation.lane_weight for q in self.queues})
         self.exit_code = 0
-        self.stats: dict[str, int] = {"succeeded": 0, "stale_refused": 0, "executed": 0}
+        self.stats: dict[str, int] = {
+            "succeeded": 0,
+            "stale_refused": 0,
+            "executed": 0,
+            "claimed_ahead": 0,
+        }
         self.observability = WorkerObservability(self.settings, self.queues)
         #: Where the worker reports what happens (the metrics subscribe here).
         self.events: WorkerEvents = self.observability.metrics
@@ -131,6 +140,7 @@ class Worker:
         self.ledger = Ledger(
             lambda lane: JobStore.open(self.settings, self.worker_id, role=f"worker-{lane}"),
             self.health,
+            on_answer=self._wake_up,
         )
         self.guard = DependencyGuard(policies_from(app.dependencies))
         # Owned by the poll thread unless said otherwise.
@@ -170,10 +180,19 @@ class Worker:
         self._type_tenant_running: dict[tuple[str, str], int] = {}
         #: Items chosen and handed to the claims lane, not answered yet (they hold slots).
         self._claiming = 0
+        #: Leased items waiting for a free handler slot (claimed ahead), oldest first.
+        self._ready: collections.deque[tuple[WorkItem, JobType]] = collections.deque()
+        ahead_limit = self.settings.worker.claim_ahead_limit
+        self.claim_ahead = ClaimAhead(
+            self.slots if ahead_limit is None else ahead_limit, time.monotonic()
+        )
         #: What the poll loop last saw of the database (it pauses its partitions when down).
         self._database_seen_up = True
         #: Executor threads put finished attempts here; the poll thread takes them.
         self._finished: queue.SimpleQueue[Task] = queue.SimpleQueue()
+        #: Set by the threads that hand the poll thread something (finished attempts, answers
+        #: of the ledger's lanes): it waits on this, not in Kafka, while work is in flight.
+        self._wake = threading.Event()
         #: The handler process's receiver thread puts crashes here.
         self._crashes: queue.SimpleQueue[tuple[list[Task], Task | None, str]] = queue.SimpleQueue()
         #: Jobs whose lease this process holds; read by the heartbeat thread under the lock.
@@ -195,11 +214,11 @@ class Worker:
                 self.settings,
                 self.worker_id,
                 self.retry_policy,
-                on_finished=self._finished.put,
+                on_finished=self._attempt_finished,
                 on_crash=lambda tasks, culprit, how: self._crashes.put((tasks, culprit, how)),
             )
         else:
-            self.executor = ThreadExecutor(self.slots, self._finished.put, self.retry_policy)
+            self.executor = ThreadExecutor(self.slots, self._attempt_finished, self.retry_policy)
         self.publisher = Publisher(self.settings, f"tenantq-worker-{self.worker_id}")
         self.completer = Completer(
             settings=self.settings,
@@ -302,8 +321,20 @@ class Worker:
 
     # -- the poll loop -------------------------------------------------------------------------
 
+    def _wake_up(self) -> None:
+        """Any thread: the poll thread has something to handle."""
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def _attempt_finished(self, task: Task) -> None:
+        """Executor threads: an attempt ended."""
+        self._finished.put(task)
+        self._wake_up()
+
     def _loop_once(self) -> None:
         self._follow_database()
+        # Cleared before looking at what waits: whatever arrives after the look sets it again.
+        self._wake.clear()
         # Never sit in consume() while finished work waits to be handled: that wait, not
         # Postgres, bounded throughput (slots / loop time).
         if not self._finished.empty() or self.completer.unpublished or self.ledger.has_answers:
@@ -314,7 +345,7 @@ class Worker:
             or self.ledger.pending
             or self.publisher.sending
         ):
-            timeout = 0.001
+            timeout = IN_FLIGHT_WAIT_SECONDS
         else:
             timeout = 0.1
         messages = self._read(timeout)
@@ -350,6 +381,11 @@ class Worker:
         returns with the first message; the rest of what is already fetched follows
         without waiting."""
         batch = self.settings.worker.poll_batch
+        if 0 < timeout <= IN_FLIGHT_WAIT_SECONDS:
+            # Work in flight: its answer wakes the loop at once, where a wait in Kafka would
+            # sit out the timeout; the fetched messages are taken right after.
+            self._wake.wait(timeout)
+            return self.consumer.consume(num_messages=batch, timeout=0)
         if timeout <= 0:
             return self.consumer.consume(num_messages=batch, timeout=0)
         first = self.consumer.poll(timeout)
@@ -420,7 +456,13 @@ class Worker:
         lane_full = self.ledger.lane_claims.pending >= 2
         if main_full and lane_full:
             return
-        free = self.slots - self.executor.busy - self._claiming
+        free = (
+            self.slots
+            + self.claim_ahead.jobs
+            - self.executor.busy
+            - self._claiming
+            - len(self._ready)
+        )
         if free <= 0 or not len(self.dispatcher):
             return
 
@@ -456,12 +498,14 @@ class Worker:
     def _claimed(self, operation: Claim) -> None:
         items: list[WorkItem] = operation.context
         self._claiming -= len(items)
+        if operation.answer is not None and not operation.answer.again:
+            # Not a claim that waited out an outage: that is no round trip to plan by.
+            self.claim_ahead.claim_answered(time.monotonic() - operation.submitted)
         claimed = self.intake.claimed(operation)
         leased = {item.job_id for item in claimed}
         for item in items:
             if item.job_id not in leased:
                 self._unreserve(item)
-        starting: list[Task] = []
         for item in claimed:
             if self._stop_requested.is_set() or not self.partitions.owns(
                 item.topic, item.partition
@@ -482,8 +526,45 @@ class Worker:
                 self.completer.add(Completion(item, verdict, 0.0))
                 continue
             assert job_type is not None
+            self._ready.append((item, job_type))
+        self._start_ready()
+        # What did not start waits for a slot: claimed ahead.
+        self.stats["claimed_ahead"] += min(len(self._ready), len(claimed))
+
+    def _start_ready(self) -> None:
+        """Start leased jobs in the slots that are free, oldest first."""
+        ready = self._ready
+        if not ready:
+            return
+        if self._stop_requested.is_set():
+            self._release_ready(lambda item: True, "worker shut down before the job started")
+            return
+        room = self.slots - self.executor.busy
+        starting: list[Task] = []
+        while ready and len(starting) < room:
+            item, job_type = ready.popleft()
+            if not self.partitions.owns(item.topic, item.partition):
+                # The partition went away while the job waited (the revoke released the
+                # rest): give the lease back; the offset stays for the next owner.
+                self._unreserve(item)
+                self.completer.add(Completion(item, Verdict.released("not started"), 0.0))
+                continue
             starting.append(self._task(item, job_type))
         self.executor.submit(starting)
+
+    def _release_ready(self, which: Callable[[WorkItem], bool], reason: str) -> None:
+        """Give back the leases of claimed-ahead jobs that have not started."""
+        keep: list[tuple[WorkItem, JobType]] = []
+        released: list[WorkItem] = []
+        for entry in self._ready:
+            if which(entry[0]):
+                released.append(entry[0])
+            else:
+                keep.append(entry)
+        self._ready = collections.deque(keep)
+        for item in released:
+            self._task_done(item)
+        self.release_leases(released, reason)
 
     def _dependency_deferral(self, job_type: JobType) -> Verdict | None:
         """An open breaker (or no permission left) moves the job to a retry tier without
@@ -567,16 +648,21 @@ class Worker:
     # -- results -------------------------------------------------------------------------------
 
     def _collect_finished(self) -> None:
+        count = 0
         while True:
             try:
                 task = self._finished.get_nowait()
             except queue.Empty:
-                return
+                break
+            count += 1
             item: WorkItem = task.item
             self._task_done(item)
             self._record_dependencies(task)
             assert task.verdict is not None
             self.completer.add(Completion(item, task.verdict, task.duration))
+        self.claim_ahead.finished(count, time.monotonic())
+        # Their slots are free: claimed-ahead jobs take them now, not a loop turn later.
+        self._start_ready()
 
     def _record_dependencies(self, task: Task) -> None:
         names = task.job_type.dependencies
@@ -785,6 +871,7 @@ class Worker:
         self.intake.drop_parked(ours)
         self.intake.drop_waiting(keys)
         self.dispatcher.remove(ours)  # never claimed: the next owner reads them again
+        self._release_ready(ours, "partition revoked" if not lost else "partition lost")
         grace = self.settings.worker.revoke_grace_seconds
         if not lost:
             # Results already decided are written; their offsets can be committed.
@@ -824,6 +911,7 @@ class Worker:
         self.dispatcher.remove(lambda item: True)
         self.intake.drop_parked(lambda item: True)
         self.intake.drop_waiting(None)
+        self._release_ready(lambda item: True, "worker shut down before the job started")
         while (self.executor.busy or self._claiming) and time.monotonic() < self._drain_deadline:
             self.consumer.consume(num_messages=1, timeout=0.05)  # stay in the group
             self._apply_answers()

@@ -110,6 +110,15 @@ class WorkerSettings(BaseModel):
         description="Messages read ahead of the commit point per partition.",
     )
     poll_batch: int = Field(500, ge=1, le=100_000, description="Messages taken per poll.")
+    claim_ahead_limit: int | None = Field(
+        None,
+        ge=0,
+        le=100_000,
+        description="Most jobs leased beyond the free handler slots, so the next batch is "
+        "claimed while the current one runs (None: the worker's concurrency; 0: claim only for "
+        "free slots). The number used is what the slots free up in about two claim round "
+        "trips: a batch for short jobs, none for long ones.",
+    )
     default_timeout_seconds: float = Field(300.0, gt=0, description="Handler timeout default.")
     default_max_attempts: int = Field(8, ge=1, le=1_000, description="Max attempts default.")
     stale_owner_seconds: float = Field(

@@ -1,9 +1,12 @@
-"""Guarantee: corrupt bytes, an unknown schema fingerprint, an empty message and an oversized
-message each land in the DLQ with their reason, without a handler call, and the partition
-keeps flowing: the valid job behind them succeeds and the offsets move past them."""
+"""Guarantee: corrupt bytes, an unknown schema fingerprint, an empty message, an oversized
+message and an envelope with an invalid tenant id each land in the DLQ with their reason,
+without a handler call, and the partition keeps flowing: the valid job behind them succeeds
+and the offsets move past them."""
 
 from __future__ import annotations
 
+import datetime as dt
+import uuid
 from typing import Any
 
 import psycopg
@@ -11,6 +14,7 @@ import tenantq
 from confluent_kafka import Producer
 from support import all_in, caught_up, running_worker, wait_for
 from tenantq import headers
+from tenantq.schemas.envelope import Envelope, encode_envelope
 from tenantq.topics import main_topic
 from test_failures import dlq_records
 
@@ -34,6 +38,21 @@ def test_bad_messages_are_dead_lettered_and_the_partition_flows(
         b"",
         b"\xc3\x01" + b"x" * 6000,  # larger than max_message_bytes
         b"\xc3\x01\x00",  # truncated header
+        # a well-formed envelope whose tenant id breaks the rule (twice: each is judged)
+        *[
+            encode_envelope(
+                Envelope(
+                    uuid.uuid4(),
+                    "default",
+                    "fine",
+                    "no spaces",
+                    "no spaces",
+                    b"{}",
+                    dt.datetime.now(dt.UTC),
+                )
+            )
+        ]
+        * 2,
     ]
     for value in bad:
         raw.produce(topic, value=value, key=b"acme", partition=0)
@@ -57,5 +76,7 @@ def test_bad_messages_are_dead_lettered_and_the_partition_flows(
             "Undecodable:empty",
             "Undecodable:oversized",
             "Undecodable:truncated",
+            "Undecodable:invalid_tenant",
+            "Undecodable:invalid_tenant",
         ]
     )

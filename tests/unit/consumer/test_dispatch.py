@@ -3,12 +3,14 @@ claims pipeline full, the other tenants' jobs are still dispatched and claimed a
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import threading
 import uuid
 from types import SimpleNamespace
 from typing import Any
 
+from tenantq.consumer.claim_ahead import ClaimAhead
 from tenantq.consumer.dispatcher import FairDispatcher
 from tenantq.consumer.intake import Polled
 from tenantq.consumer.work import HOT_LANE_SUFFIX, WorkItem
@@ -38,6 +40,8 @@ def worker_with(claims_pending: int, lane_claims_pending: int, waiting: list[Wor
     worker.slots = 8
     worker.executor = SimpleNamespace(busy=0)
     worker._claiming = 0
+    worker._ready = collections.deque()
+    worker.claim_ahead = ClaimAhead(0, 0.0)
     worker._type_running = {}
     worker._type_tenant_running = {}
     worker.app = SimpleNamespace(find=lambda name: None)
