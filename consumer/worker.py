@@ -181,7 +181,7 @@ class Worker:
         #: Items chosen and handed to the claims lane, not answered yet (they hold slots).
         self._claiming = 0
         #: Leased items waiting for a free handler slot (claimed ahead), oldest first.
-        self._ready: collections.deque[tuple[WorkItem, JobType]] = collections.deque()
+        self._ready: collections.deque[WorkItem] = collections.deque()
         ahead_limit = self.settings.worker.claim_ahead_limit
         self.claim_ahead = ClaimAhead(
             self.slots if ahead_limit is None else ahead_limit, time.monotonic()
@@ -506,10 +506,24 @@ class Worker:
         for item in items:
             if item.job_id not in leased:
                 self._unreserve(item)
-        for item in claimed:
-            if self._stop_requested.is_set() or not self.partitions.owns(
-                item.topic, item.partition
-            ):
+        self._ready.extend(claimed)
+        self._start_ready()
+        # What did not start waits for a slot: claimed ahead.
+        self.stats["claimed_ahead"] += min(len(self._ready), len(claimed))
+
+    def _start_ready(self) -> None:
+        """Start leased jobs in the slots that are free, oldest first. A job's type and
+        dependencies are looked at as it starts, so a dependency's permission is taken only
+        for a job that runs now (one that waited and was given back took none)."""
+        ready = self._ready
+        if not ready:
+            return
+        stopping = self._stop_requested.is_set()
+        room = self.slots - self.executor.busy
+        starting: list[Task] = []
+        while ready and (stopping or len(starting) < room):
+            item = ready.popleft()
+            if stopping or not self.partitions.owns(item.topic, item.partition):
                 # Claimed as the partition went away or the worker began to stop: give the
                 # lease back; the offset stays for the next owner.
                 self._unreserve(item)
@@ -526,44 +540,17 @@ class Worker:
                 self.completer.add(Completion(item, verdict, 0.0))
                 continue
             assert job_type is not None
-            self._ready.append((item, job_type))
-        self._start_ready()
-        # What did not start waits for a slot: claimed ahead.
-        self.stats["claimed_ahead"] += min(len(self._ready), len(claimed))
-
-    def _start_ready(self) -> None:
-        """Start leased jobs in the slots that are free, oldest first."""
-        ready = self._ready
-        if not ready:
-            return
-        if self._stop_requested.is_set():
-            self._release_ready(lambda item: True, "worker shut down before the job started")
-            return
-        room = self.slots - self.executor.busy
-        starting: list[Task] = []
-        while ready and len(starting) < room:
-            item, job_type = ready.popleft()
-            if not self.partitions.owns(item.topic, item.partition):
-                # The partition went away while the job waited (the revoke released the
-                # rest): give the lease back; the offset stays for the next owner.
-                self._unreserve(item)
-                self.completer.add(Completion(item, Verdict.released("not started"), 0.0))
-                continue
             starting.append(self._task(item, job_type))
         self.executor.submit(starting)
 
     def _release_ready(self, which: Callable[[WorkItem], bool], reason: str) -> None:
         """Give back the leases of claimed-ahead jobs that have not started."""
-        keep: list[tuple[WorkItem, JobType]] = []
-        released: list[WorkItem] = []
-        for entry in self._ready:
-            if which(entry[0]):
-                released.append(entry[0])
-            else:
-                keep.append(entry)
-        self._ready = collections.deque(keep)
+        released = [item for item in self._ready if which(item)]
+        if not released:
+            return
+        self._ready = collections.deque(item for item in self._ready if not which(item))
         for item in released:
-            self._task_done(item)
+            self._unreserve(item)
         self.release_leases(released, reason)
 
     def _dependency_deferral(self, job_type: JobType) -> Verdict | None:

@@ -10,7 +10,9 @@ import uuid
 from types import SimpleNamespace
 from typing import Any
 
+import tenantq
 from tenantq.consumer.claim_ahead import ClaimAhead
+from tenantq.consumer.dependencies import DependencyGuard, policies_from
 from tenantq.consumer.dispatcher import FairDispatcher
 from tenantq.consumer.intake import Polled
 from tenantq.consumer.work import HOT_LANE_SUFFIX, WorkItem
@@ -77,3 +79,35 @@ def test_nothing_is_dispatched_while_both_pipelines_are_full() -> None:
     worker = worker_with(2, 2, [item("acme", lane=False), item("whale", lane=True)])
     worker._dispatch()
     assert worker.claimed_batches == []
+
+
+def test_a_job_claimed_ahead_and_given_back_takes_no_dependency_token() -> None:
+    """A dependency's token is taken when the job starts: one that waited for a slot and
+    was given back (a revoke, a shutdown) leaves the token for the next job."""
+    app = tenantq.App(tenantq.Settings())
+    app.dependency("smtp", rate=1.0, burst=1)
+
+    @app.job("t", dependencies=["smtp"])
+    def send(ctx: tenantq.JobContext, payload: dict[str, Any]) -> None:
+        pass
+
+    waiting = item("acme", lane=False)
+    waiting.lease = SimpleNamespace(attempt=1)  # type: ignore[assignment]
+    worker = worker_with(0, 0, [])
+    worker.app = app
+    worker.guard = DependencyGuard(policies_from(app.dependencies), clock=lambda: 0.0)
+    worker.executor = SimpleNamespace(busy=worker.slots, submit=lambda tasks: None)
+    worker.partitions = SimpleNamespace(owns=lambda topic, partition: True)
+    worker.intake = SimpleNamespace(claimed=lambda operation: [waiting])
+    worker.stats = {"claimed_ahead": 0}
+    worker._tasks = {}
+    released: list[WorkItem] = []
+    worker.release_leases = lambda items, reason: released.extend(items)
+    worker._reserve(waiting)
+    worker._claiming = 1
+    worker._claimed(SimpleNamespace(context=[waiting], answer=None))
+    assert worker.stats["claimed_ahead"] == 1  # no free slot: it waits, leased
+
+    worker._release_ready(lambda item: True, "partition revoked")
+    assert released == [waiting]
+    assert worker.guard.acquire(["smtp"]), "the given-back job kept the only token"
