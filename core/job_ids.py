@@ -14,8 +14,10 @@ _RANDOM_BYTES = 10
 _UUID = uuid.UUID
 _UNKNOWN_SAFETY = uuid.SafeUUID.unknown
 _new_object = object.__new__
-# ``UUID`` is immutable: its own constructor sets its slots this way.
-_set_attribute = object.__setattr__
+# ``UUID`` is immutable (its ``__setattr__`` refuses): its own constructor sets its two slots
+# through ``object.__setattr__``; their descriptors do the same, without the name lookup.
+_set_int = _UUID.__dict__["int"].__set__
+_set_is_safe = _UUID.__dict__["is_safe"].__set__
 
 
 def new_job_id() -> uuid.UUID:
@@ -30,8 +32,8 @@ def uuid_of_int(value: int) -> uuid.UUID:
     half its cost, paid once per job by the producer's futures and the worker's intake. A
     unit test pins the ``UUID`` attributes this relies on."""
     made = _new_object(_UUID)
-    _set_attribute(made, "int", value)
-    _set_attribute(made, "is_safe", _UNKNOWN_SAFETY)
+    _set_int(made, value)
+    _set_is_safe(made, _UNKNOWN_SAFETY)
     return made
 
 

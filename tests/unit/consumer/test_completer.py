@@ -11,11 +11,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from fakes import make_settings
-from tenantq.consumer.completer import Completer, Completion
+from tenantq.consumer.completer import Completer, Completion, _result
 from tenantq.consumer.intake import Polled
 from tenantq.consumer.outcomes import Verdict
 from tenantq.consumer.work import WorkItem
 from tenantq.schemas.envelope import Envelope
+from tenantq.states import JobState
 from tenantq.store.job_store import Lease
 from tenantq.topic_admin import queue_topics
 
@@ -91,3 +92,24 @@ def test_now_hands_everything_over_even_to_a_busy_lane(tmp_path: Path) -> None:
     assert lane.statements == []
     results.flush(now=True)
     assert len(lane.statements) == 1
+
+
+def test_a_result_row_carries_each_field_by_name() -> None:
+    # ``_result`` builds the tuple in field order: a field out of place fails here.
+    done = completion()
+    done.verdict = Verdict.retrying("Boom", "it broke", 2.5)
+    done.duration = 0.25
+    lease = done.item.lease
+    assert lease is not None
+    assert _result(done)._asdict() == {
+        "job_id": done.item.job_id,
+        "attempt": 1,
+        "outcome": done.verdict.outcome,
+        "state": JobState.RETRYING,
+        "error_class": "Boom",
+        "error_message": "it broke",
+        "delay_seconds": 2.5,
+        "give_back": False,
+        "duration_ms": 250,
+        "started_at": lease.claimed_at,
+    }

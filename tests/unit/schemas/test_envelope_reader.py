@@ -3,6 +3,7 @@ every message, the same error class for every broken one."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import random
 import uuid
@@ -13,7 +14,7 @@ import pytest
 from envelope_records import random_head, random_text
 from tenantq.errors import EnvelopeError
 from tenantq.schemas import envelope_reader
-from tenantq.schemas.envelope import DEFAULT_CODEC, decode_envelope
+from tenantq.schemas.envelope import DEFAULT_CODEC, Envelope, decode_envelope
 from tenantq.schemas.envelope_reader import read_envelope
 
 MAX_BYTES = 10**6
@@ -84,20 +85,20 @@ def test_job_ids_are_made_as_uuid_makes_them() -> None:
     texts = [str(uuid.UUID(int=generator.getrandbits(128))) for _ in range(500)]
     texts += [t.upper() for t in texts[:50]]
     for text in texts:
-        made, expected = envelope_reader._job_id(text), uuid.UUID(text)
+        made, expected = envelope_reader._job_id(text.encode()), uuid.UUID(text)
         assert type(made) is uuid.UUID
         assert made == expected and hash(made) == hash(expected) and str(made) == str(expected)
         assert made.is_safe is expected.is_safe
         assert made.version == expected.version
-    weakref.ref(envelope_reader._job_id(texts[0]))  # __weakref__ slot present, as UUID's
+    weakref.ref(envelope_reader._job_id(texts[0].encode()))  # __weakref__ slot present, as UUID's
     # Not the canonical shape: UUID's own verdict, value or error.
     digits = texts[0].replace("-", "")
     braced = "{" + digits[:8] + "-" + digits[8:12] + "-" + digits[12:] + "}"
     assert len(braced) == 36
-    assert envelope_reader._job_id(braced) == uuid.UUID(braced) == uuid.UUID(texts[0])
-    for broken in ("x" * 36, texts[0][:35] + "g", "-" * 36):
+    assert envelope_reader._job_id(braced.encode()) == uuid.UUID(braced) == uuid.UUID(texts[0])
+    for broken in ("x" * 36, texts[0][:35] + "g", "-" * 36, texts[0][:35] + "é"):
         with pytest.raises(ValueError):
-            envelope_reader._job_id(broken)
+            envelope_reader._job_id(broken.encode())
 
 
 def test_other_envelopes_go_to_fastavro_with_the_same_result() -> None:
@@ -135,3 +136,17 @@ def test_the_size_limit_holds_on_the_fast_path(size_limit: int) -> None:
     with pytest.raises(EnvelopeError) as raised:
         read_envelope(data, max_bytes=size_limit)
     assert type(raised.value).__name__ == "MessageTooLarge"
+
+
+def test_a_plain_envelope_made_through_its_slots_is_the_dataclass_s_own() -> None:
+    assert envelope_reader._DIRECT  # fails when Envelope's fields change: update the reader
+    job_id = uuid.UUID(int=random.Random(15).getrandbits(128))
+    created = dt.datetime(2026, 12, 3, tzinfo=dt.UTC)
+    args = (job_id, "q", "t", "tenant-1", "tenant-1", b"{}", created)
+    first, second = envelope_reader._plain_envelope(*args), envelope_reader._plain_envelope(*args)
+    assert first == Envelope(*args) == second
+    # Each envelope has maps of its own, as the dataclass's default factories give it.
+    assert first.trace_context is not second.trace_context
+    assert first.attributes is not second.attributes
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.queue = "other"  # type: ignore[misc]

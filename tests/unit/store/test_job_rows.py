@@ -4,8 +4,10 @@ named for, in request order."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import uuid
 
+from tenantq.schemas.envelope import Envelope
 from tenantq.store.job_store import JOB_ROW_COLUMNS, ClaimRequest, job_row_arrays
 
 
@@ -37,3 +39,32 @@ def test_every_array_carries_its_field_in_request_order() -> None:
 
 def test_no_requests_are_empty_arrays() -> None:
     assert job_row_arrays([]) == {parameter: [] for parameter in JOB_ROW_COLUMNS}
+
+
+def test_a_claim_request_of_an_envelope_carries_each_field_by_name() -> None:
+    # ``ClaimRequest.of`` builds the tuple in field order: a field out of place fails here.
+    created = dt.datetime(2026, 12, 3, tzinfo=dt.UTC)
+    envelope = Envelope(
+        uuid.UUID(int=7), "q", "type7", "tenant7", "key7", b"{}", created,
+        max_attempts=9, idempotency_key="idem7",
+    )  # fmt: skip
+    request = ClaimRequest.of(
+        envelope, queue="queue7", max_attempts=4, origin=("topic7", 3, 70), payload_sha256=b"h7"
+    )
+    assert request._asdict() == {
+        "job_id": uuid.UUID(int=7),
+        "queue": "queue7",
+        "job_type": "type7",
+        "tenant_id": "tenant7",
+        "partition_key": "key7",
+        "payload": b"{}",
+        "payload_sha256": b"h7",
+        "max_attempts": 4,
+        "idempotency_key": "idem7",
+        "origin_topic": "topic7",
+        "origin_partition": 3,
+        "origin_offset": 70,
+        "enqueued_at": created,
+    }
+    unhashed = ClaimRequest.of(envelope, queue="q", max_attempts=4, origin=("t", 0, 0))
+    assert unhashed.payload_sha256 == hashlib.sha256(b"{}").digest()
