@@ -149,7 +149,7 @@ class Completer:
         for completion in completions:
             item = completion.item
             job_id = item.job_id
-            if job_id in refused and completion.verdict.error_class != "ResultRefused":
+            if refused and job_id in refused and completion.verdict.error_class != "ResultRefused":
                 retry.append(_refused_result(completion, refused[job_id]))
                 continue
             already_lost = self._release_hold(job_id)

@@ -498,11 +498,11 @@ class Intake:
                     rest.append(item)
                 continue
             item.lease = lease
-            worker.hold(item)
             # An adopted lease (our own, from a try whose connection dropped) is no takeover.
             if not lease.inserted and item.tier is None and not (answer and answer.again):
                 worker.events.lease_takeover(item.queue)
             claimed.append(item)
+        worker.hold(claimed)
         if refused:
             self._dead_letter_items(
                 [item for item in items if item.job_id in refused],

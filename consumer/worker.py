@@ -502,10 +502,11 @@ class Worker:
             # Not a claim that waited out an outage: that is no round trip to plan by.
             self.claim_ahead.claim_answered(time.monotonic() - operation.submitted)
         claimed = self.intake.claimed(operation)
-        leased = {item.job_id for item in claimed}
-        for item in items:
-            if item.job_id not in leased:
-                self._unreserve(item)
+        if len(claimed) < len(items):
+            leased = {id(item) for item in claimed}
+            for item in items:
+                if id(item) not in leased:
+                    self._unreserve(item)
         self._ready.extend(claimed)
         self._start_ready()
         # What did not start waits for a slot: claimed ahead.
@@ -756,15 +757,20 @@ class Worker:
         partition is still held under the assignment it was read in)."""
         self.partitions.done(item.topic, item.partition, item.offset, item.record.epoch)
 
-    def hold(self, item: WorkItem) -> None:
+    def hold(self, items: list[WorkItem]) -> None:
+        """Leases now ours: heartbeated until their results are settled."""
         with self._held_lock:
-            self._held[item.job_id] = item
+            held = self._held
+            for item in items:
+                held[item.job_id] = item
 
     def _release_hold(self, job_id: uuid.UUID) -> bool:
         """Forget a lease whose result is settled; True if its loss was reported already."""
         with self._held_lock:
             self._held.pop(job_id, None)
             self._completing.discard(job_id)
+            if not self._lost:  # almost always: no job id to hash (a Python-level __hash__)
+                return False
             already_lost = job_id in self._lost
             self._lost.discard(job_id)
         return already_lost

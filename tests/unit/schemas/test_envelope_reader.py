@@ -150,3 +150,25 @@ def test_a_plain_envelope_made_through_its_slots_is_the_dataclass_s_own() -> Non
     assert first.attributes is not second.attributes
     with pytest.raises(dataclasses.FrozenInstanceError):
         first.queue = "other"  # type: ignore[misc]
+
+
+def test_names_read_again_are_the_same_objects_and_the_same_envelope() -> None:
+    generator = random.Random(16)
+    record = random_head(generator) | {"queue": "q", "job_type": "t", "tenant_id": "acme"}
+    record["partition_key"] = "acme"
+    first = DEFAULT_CODEC.encode_record(random_record(generator, plain=True) | record)
+    record["job_id"] = str(uuid.UUID(int=generator.getrandbits(128)))
+    second = DEFAULT_CODEC.encode_record(random_record(generator, plain=True) | record)
+    one, other = envelope_reader._read_plain(first), envelope_reader._read_plain(second)
+    assert one == decode_envelope(first, max_bytes=MAX_BYTES)
+    assert other == decode_envelope(second, max_bytes=MAX_BYTES)
+    assert one is not None and other is not None and one.job_id != other.job_id
+    assert one.tenant_id is other.tenant_id and one.queue is other.queue
+    # Names that are not UTF-8 are never remembered: fastavro's reading names the error.
+    broken = bytearray(first)
+    broken[envelope_reader._JOB_ID_END + 1] = 0xFF  # the queue's only byte
+    remembered = len(envelope_reader._NAMES)
+    assert envelope_reader._read_plain(bytes(broken)) is None
+    assert len(envelope_reader._NAMES) == remembered
+    with pytest.raises(EnvelopeError):
+        read_envelope(bytes(broken), max_bytes=MAX_BYTES)
