@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import time
 import uuid
+from types import SimpleNamespace
 
 import tenantq
+from tenantq.consumer import handler_process
 from tenantq.consumer.context import JobContext
 from tenantq.consumer.executor import _spec
-from tenantq.consumer.handler_process import TaskSpec
+from tenantq.consumer.handler_process import TaskOutcome, TaskSpec
+from tenantq.consumer.outcomes import Verdict
 from tenantq.consumer.runner import Task
+from tenantq.states import JobState
 
 
 def test_a_task_travels_as_its_task_spec() -> None:
@@ -48,3 +52,49 @@ def test_a_task_travels_as_its_task_spec() -> None:
         idempotency_key="key-1",
     )
     assert 29 < spec.timeout <= 30
+
+
+def test_the_handler_process_reads_the_spec_back_into_its_task_and_answers_in_field_order() -> None:
+    # The child builds the task's context and its outcome by position: a field out of place
+    # fails here.
+    app = tenantq.App(tenantq.Settings())
+
+    @app.job("export")
+    def export(ctx: tenantq.JobContext, payload: dict[str, object]) -> None: ...
+
+    job_id = uuid.uuid4()
+    spec = TaskSpec(job_id.bytes, "export", "q", "acme", b"{}", 2, 5, 30.0, {"p": 1}, 1, "key-1")
+    renewed: list[uuid.UUID] = []
+    leases = SimpleNamespace(
+        renew=lambda made_id: renewed.append(made_id) or True,
+        checkpoint=lambda made_id, attempt, progress: (made_id, attempt, progress),
+    )
+    task = handler_process._task(app, spec, leases)  # type: ignore[arg-type]
+    context = task.context
+    assert (context.job_id, context.queue, context.job_type, context.tenant) == (
+        job_id, "q", "export", "acme"
+    )  # fmt: skip
+    assert (context.attempt, context.max_attempts, context.progress, context.replays) == (
+        2, 5, {"p": 1}, 1
+    )  # fmt: skip
+    assert context.idempotency_key == "key-1" and not context.cancelled
+    assert 29 < context.time_left <= 30 and task.deadline == context.deadline
+    assert task.payload == b"{}" and task.item == job_id.bytes
+    assert context.heartbeat() and renewed == [job_id]
+    assert context.checkpoint({"p": 2}) == (job_id, 2, {"p": 2})
+
+    task.finished = task.started + 0.5
+    task.verdict = Verdict.retrying("Boom", "it broke", 2.0)
+    task.breaker = "failure"
+    assert TaskOutcome._make(handler_process._outcome(task))._asdict() == {
+        "job_id": job_id.bytes,
+        "outcome": task.verdict.outcome.value,
+        "state": JobState.RETRYING.value,
+        "error_class": "Boom",
+        "error_message": "it broke",
+        "delay_seconds": 2.0,
+        "give_back": False,
+        "delay_reason": task.verdict.delay_reason.value if task.verdict.delay_reason else None,
+        "breaker": "failure",
+        "duration": 0.5,
+    }
