@@ -32,7 +32,6 @@ from typing import Any, Protocol
 
 from tenantq.consumer.handler_process import (
     HandlerProcessSpec,
-    TaskOutcome,
     read_notes,
 )
 from tenantq.consumer.handler_process import main as handler_process_main
@@ -119,7 +118,7 @@ class ProcessExecutor:
         worker_id: str,
         policy: RetryPolicy,
         *,
-        on_finished: Callable[[Task], None],
+        on_finished: Callable[[list[Task]], None],
         on_crash: CrashHandler,
     ) -> None:
         self._app_reference = app_reference
@@ -195,7 +194,8 @@ class ProcessExecutor:
             task.finished = now
             task.timed_out = True
             task.judge(self._policy)
-            self._on_finished(task)
+        if expired:
+            self._on_finished(expired)
         return expired
 
     def abandon(self, task: Task) -> bool:
@@ -230,28 +230,37 @@ class ProcessExecutor:
     def _received(self, rows: list[tuple[Any, ...]]) -> None:
         finished = []
         with self._lock:
+            running = self._running
             for row in rows:
-                outcome = TaskOutcome._make(row)
-                task = self._running.pop(outcome.job_id, None)
+                task = running.pop(row[0], None)  # by the job id's bytes, TaskOutcome's first
                 if task is not None:  # else: timed out or abandoned here already
-                    finished.append((task, outcome))
+                    finished.append((task, row))
         succeeded = Verdict.succeeded()
-        for task, outcome in finished:
-            task.finished = task.started + outcome.duration
-            if outcome.outcome == succeeded.outcome and outcome.state == succeeded.state:
+        tasks = []
+        for task, row in finished:
+            # TaskOutcome's fields, unpacked: once per job.
+            (
+                _, outcome, state, error_class, error_message, delay_seconds, give_back,
+                delay_reason, breaker, duration,
+            ) = row  # fmt: skip
+            task.finished = task.started + duration
+            if outcome == succeeded.outcome and state == succeeded.state:
                 task.verdict = succeeded
             else:
                 task.verdict = Verdict(
-                    Outcome(outcome.outcome),
-                    JobState(outcome.state),
-                    outcome.error_class,
-                    outcome.error_message,
-                    outcome.delay_seconds,
-                    outcome.give_back,
-                    DelayReason(outcome.delay_reason) if outcome.delay_reason else None,
+                    Outcome(outcome),
+                    JobState(state),
+                    error_class,
+                    error_message,
+                    delay_seconds,
+                    give_back,
+                    DelayReason(delay_reason) if delay_reason else None,
                 )
-            task.breaker = outcome.breaker  # type: ignore[assignment]
-            self._on_finished(task)
+            task.breaker = breaker
+            tasks.append(task)
+        if tasks:
+            # One hand-over for the batch: the poll thread takes it in one piece.
+            self._on_finished(tasks)
 
     def _died(self, handler_process: _HandlerProcess, how: str) -> None:
         """The receiver thread saw the handler process go: start another, then report the

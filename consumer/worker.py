@@ -189,7 +189,8 @@ class Worker:
         #: What the poll loop last saw of the database (it pauses its partitions when down).
         self._database_seen_up = True
         #: Executor threads put finished attempts here; the poll thread takes them.
-        self._finished: queue.SimpleQueue[Task] = queue.SimpleQueue()
+        #: Finished attempts, in the batches the executor handed them over in.
+        self._finished: queue.SimpleQueue[list[Task]] = queue.SimpleQueue()
         #: Set by the threads that hand the poll thread something (finished attempts, answers
         #: of the ledger's lanes): it waits on this, not in Kafka, while work is in flight.
         self._wake = threading.Event()
@@ -214,7 +215,7 @@ class Worker:
                 self.settings,
                 self.worker_id,
                 self.retry_policy,
-                on_finished=self._attempt_finished,
+                on_finished=self._attempts_finished,
                 on_crash=lambda tasks, culprit, how: self._crashes.put((tasks, culprit, how)),
             )
         else:
@@ -328,7 +329,12 @@ class Worker:
 
     def _attempt_finished(self, task: Task) -> None:
         """Executor threads: an attempt ended."""
-        self._finished.put(task)
+        self._finished.put([task])
+        self._wake_up()
+
+    def _attempts_finished(self, tasks: list[Task]) -> None:
+        """Executor threads: attempts ended (a handler process's batch)."""
+        self._finished.put(tasks)
         self._wake_up()
 
     def _loop_once(self) -> None:
@@ -642,17 +648,20 @@ class Worker:
 
     def _collect_finished(self) -> None:
         count = 0
+        add = self.completer.add
         while True:
             try:
-                task = self._finished.get_nowait()
+                tasks = self._finished.get_nowait()
             except queue.Empty:
                 break
-            count += 1
-            item: WorkItem = task.item
-            self._task_done(item)
-            self._record_dependencies(task)
-            assert task.verdict is not None
-            self.completer.add(Completion(item, task.verdict, task.duration))
+            count += len(tasks)
+            for task in tasks:
+                item: WorkItem = task.item
+                self._task_done(item)
+                if task.job_type.dependencies:
+                    self._record_dependencies(task)
+                assert task.verdict is not None
+                add(Completion(item, task.verdict, task.duration))
         self.claim_ahead.finished(count, time.monotonic())
         # Their slots are free: claimed-ahead jobs take them now, not a loop turn later.
         self._start_ready()
