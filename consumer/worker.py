@@ -491,8 +491,8 @@ class Worker:
             if isinstance(operation, Claim):
                 self._claimed(operation)
             elif isinstance(operation, Complete):
-                with self._held_lock:
-                    self._completing.difference_update(r.job_id for r in operation.rows)
+                # Each job leaves the completing set with its lease (``_release_hold``), in
+                # one step under the lock; one refused and written again stays in it.
                 self.completer.applied(operation)
             elif isinstance(operation, SettleWaiting):
                 self.intake.settled(operation)
@@ -637,7 +637,7 @@ class Worker:
             lambda: self.heartbeat.renew_one(job_id),
             lambda progress: self.heartbeat.checkpoint(job_id, lease.attempt, progress),
         )
-        task = Task(job_type, item.envelope.payload, context, context.deadline, item=item)
+        task = Task(job_type, item.envelope.payload, context, context.deadline, item)
         self._tasks[job_id] = task
         self.stats["executed"] += 1
         wait = time.time() - item.envelope.created_at.timestamp() if lease.attempt == 1 else None
