@@ -180,9 +180,12 @@ class Completer:
 
     def _next_step(self, completion: Completion) -> Outgoing | None:
         item, verdict = completion.item, completion.verdict
+        state = verdict.state
+        if state is not JobState.RETRYING and state is not JobState.DEAD:
+            return None  # most jobs: nothing to publish, nothing to look up
         topics = self._topics[item.queue]
         queue_settings = self._settings.queue(item.queue)
-        if verdict.state is JobState.RETRYING:
+        if state is JobState.RETRYING:
             return retry_message(
                 topics,
                 queue_settings.retry_delays_seconds,
