@@ -90,6 +90,8 @@ class PgqueuerOptions:
     latency_seconds: float
     sample_interval: float
     report_dir: Path
+    #: jobs/s of the latency phase; None: half the measured rate.
+    latency_rate: float | None = None
 
 
 class PgqueuerSide:
@@ -181,7 +183,7 @@ class PgqueuerSide:
         workers: list[Any],
         sampler: Any,
     ) -> None:
-        rate = measured.rate / 2
+        rate = self.options.latency_rate or measured.rate / 2
         count = max(1, int(rate * self.options.latency_seconds))
         phase_start = time.time()
         _enqueue(enqueuer, count, rate)

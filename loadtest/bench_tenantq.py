@@ -230,6 +230,8 @@ class TenantqOptions:
     latency_seconds: float
     sample_interval: float
     report_dir: Path
+    #: jobs/s of the latency phase; None: half the measured rate.
+    latency_rate: float | None = None
 
 
 class TenantqSide:
@@ -341,10 +343,11 @@ class TenantqSide:
         worker: Any,
         sampler: Any,
     ) -> None:
-        """Enqueue at half the measured rate for ``latency_seconds`` while the workers run;
-        enqueue-to-start per job from the rows (``enqueued_at``: the producer's stamp at
-        enqueue, ``started_at``: PostgreSQL's ``now()`` at the claim; one host, one clock)."""
-        rate = measured.rate / 2
+        """Enqueue at half the measured rate (or ``latency_rate``) for ``latency_seconds``
+        while the workers run; enqueue-to-start per job from the rows (``enqueued_at``: the
+        producer's stamp at enqueue, ``started_at``: PostgreSQL's ``now()`` at the claim; one
+        host, one clock)."""
+        rate = self.options.latency_rate or measured.rate / 2
         count = max(1, int(rate * self.options.latency_seconds))
         phase_start = enqueue(settings, count, rate)
         ends = progress.ends()

@@ -126,6 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="0: no half load")
     parser.add_argument(
+        "--latency-rate",
+        type=float,
+        default=None,
+        help="jobs/s of the latency phase (default: half of each configuration's measured "
+        "rate); one rate for all compares latency at one load",
+    )
+    parser.add_argument(
         "--history",
         type=int,
         default=100_000,
@@ -175,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                 arguments.latency_seconds,
                 arguments.sample_interval,
                 report_dir,
+                arguments.latency_rate,
             ),
         )
         pgqueuer_side = None
@@ -186,7 +194,11 @@ def main(argv: list[str] | None = None) -> int:
                 servers,
                 pgqueuer_database,
                 PgqueuerOptions(
-                    arguments.jobs, arguments.latency_seconds, arguments.sample_interval, report_dir
+                    arguments.jobs,
+                    arguments.latency_seconds,
+                    arguments.sample_interval,
+                    report_dir,
+                    arguments.latency_rate,
                 ),
             )
             pgqueuer_side.install()

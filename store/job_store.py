@@ -67,7 +67,7 @@ class ClaimRequest(NamedTuple):
     ) -> ClaimRequest:
         """The row of ``envelope``, read from ``origin`` (topic, partition, offset)."""
         topic, partition, offset = origin
-        # ``_make`` with the fields in order: a fifth of the cost of a call by keyword, once
+        # ``_make`` with the fields in order: a third of the cost of a call by keyword, once
         # per job on the hot path.
         return cls._make(
             (
