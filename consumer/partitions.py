@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -249,8 +250,15 @@ class Partitions:
             # _STATE: a partition is no longer ours (lost in a rebalance): not a crash.
             log.debug("store_offsets: %s", error)
 
-    def commit(self, consumer: Consumer, keys: set[Key] | None) -> None:
-        """Synchronously commit the stored positions of ``keys`` (all when None)."""
+    def commit(self, consumer: Consumer, keys: set[Key] | None, *, timeout: float) -> None:
+        """Synchronously commit the stored positions of ``keys`` (all when None), waiting at
+        most ``timeout`` seconds.
+
+        A synchronous commit waits for the group coordinator without end: with the broker
+        gone, a worker told to stop never got past its final commit. Past ``timeout`` it goes
+        on without it (the commit carries on in its thread while the process lives), which
+        is safe: the partitions' next owner reads from the last commit, and the ledger marks
+        what already finished done without running it again."""
         offsets = []
         for key, state in self.states.items():
             if keys is not None and key not in keys:
@@ -261,11 +269,18 @@ class Partitions:
                 state.committed = position
         if not offsets:
             return
-        try:
-            consumer.commit(offsets=offsets, asynchronous=False)
-        except KafkaException as error:
-            # REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID: ownership moved on.
-            log.info("commit refused (%s); the next owner re-reads from the last commit", error)
+        committer = threading.Thread(
+            target=_commit, args=(consumer, offsets), name="tenantq-commit", daemon=True
+        )
+        committer.start()
+        committer.join(timeout)
+        if committer.is_alive():
+            log.warning(
+                "offsets of %d partition(s) not committed within %.0fs (is Kafka reachable?); "
+                "their next owner reads from the last commit",
+                len(offsets),
+                timeout,
+            )
 
     def lag(self, consumer: Consumer) -> dict[Key, int]:
         """Messages behind the high watermark per owned partition (the client's cached
@@ -303,3 +318,11 @@ class Partitions:
     def forget(self, keys: set[Key]) -> None:
         for key in keys:
             self.states.pop(key, None)
+
+
+def _commit(consumer: Consumer, offsets: list[TopicPartition]) -> None:
+    try:
+        consumer.commit(offsets=offsets, asynchronous=False)
+    except KafkaException as error:
+        # REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID: ownership moved on.
+        log.info("commit refused (%s); the next owner re-reads from the last commit", error)

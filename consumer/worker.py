@@ -902,7 +902,7 @@ class Worker:
             self.completer.flush(now=True)
             self._settle_in_time(grace)
             self.publisher.settle(grace)
-            self.partitions.commit(self.consumer, keys)
+            self.partitions.commit(self.consumer, keys, timeout=grace)
         self.partitions.forget(keys)
 
     # -- shutdown ------------------------------------------------------------------------------
@@ -941,7 +941,7 @@ class Worker:
                 break
         self._settle_in_time(FINAL_WRITE_SECONDS)
         self.publisher.settle(FINAL_WRITE_SECONDS)
-        self.partitions.commit(self.consumer, None)
+        self.partitions.commit(self.consumer, None, timeout=FINAL_WRITE_SECONDS)
 
     def _close_consumer(self, timeout: float = 30.0) -> None:
         """Leave the group. ``close()`` can hang in a rebalance (librdkafka #4527), so it runs
