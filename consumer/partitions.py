@@ -250,15 +250,17 @@ class Partitions:
             # _STATE: a partition is no longer ours (lost in a rebalance): not a crash.
             log.debug("store_offsets: %s", error)
 
-    def commit(self, consumer: Consumer, keys: set[Key] | None, *, timeout: float) -> None:
+    def commit(self, consumer: Consumer, keys: set[Key] | None, *, timeout: float | None) -> None:
         """Synchronously commit the stored positions of ``keys`` (all when None), waiting at
-        most ``timeout`` seconds.
+        most ``timeout`` seconds (None: until the coordinator answers).
 
         A synchronous commit waits for the group coordinator without end: with the broker
-        gone, a worker told to stop never got past its final commit. Past ``timeout`` it goes
-        on without it (the commit carries on in its thread while the process lives), which
-        is safe: the partitions' next owner reads from the last commit, and the ledger marks
-        what already finished done without running it again."""
+        gone, a worker told to stop never got past its final commit. At shutdown, past
+        ``timeout`` it goes on without it (the commit carries on in its thread, ahead of the
+        consumer's leave in librdkafka's queue, while the process lives). That is safe: the
+        partitions' next owner reads from the last commit, and the ledger marks what already
+        finished done without running it again. A revoke waits without a bound: its commit
+        must land before the partitions have a new owner."""
         offsets = []
         for key, state in self.states.items():
             if keys is not None and key not in keys:
@@ -268,6 +270,9 @@ class Partitions:
                 offsets.append(TopicPartition(key[0], key[1], position))
                 state.committed = position
         if not offsets:
+            return
+        if timeout is None:
+            _commit(consumer, offsets)
             return
         committer = threading.Thread(
             target=_commit, args=(consumer, offsets), name="tenantq-commit", daemon=True

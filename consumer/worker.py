@@ -902,7 +902,10 @@ class Worker:
             self.completer.flush(now=True)
             self._settle_in_time(grace)
             self.publisher.settle(grace)
-            self.partitions.commit(self.consumer, keys, timeout=grace)
+            # Unbounded, inside the callback: the commit must land before the partitions have
+            # a new owner, or it could overwrite the new owner's commit with positions past
+            # jobs that owner has given back since (then nobody reads them again).
+            self.partitions.commit(self.consumer, keys, timeout=None)
         self.partitions.forget(keys)
 
     # -- shutdown ------------------------------------------------------------------------------
