@@ -552,10 +552,13 @@ class Worker:
 
     def _release_ready(self, which: Callable[[WorkItem], bool], reason: str) -> None:
         """Give back the leases of claimed-ahead jobs that have not started."""
-        released = [item for item in self._ready if which(item)]
+        released: list[WorkItem] = []
+        kept: collections.deque[WorkItem] = collections.deque()
+        for item in self._ready:
+            (released if which(item) else kept).append(item)
         if not released:
             return
-        self._ready = collections.deque(item for item in self._ready if not which(item))
+        self._ready = kept
         for item in released:
             self._unreserve(item)
         self.release_leases(released, reason)
@@ -658,8 +661,7 @@ class Worker:
             for task in tasks:
                 item: WorkItem = task.item
                 self._task_done(item)
-                if task.job_type.dependencies:
-                    self._record_dependencies(task)
+                self._record_dependencies(task)
                 assert task.verdict is not None
                 add(Completion(item, task.verdict, task.duration))
         self.claim_ahead.finished(count, time.monotonic())

@@ -68,18 +68,8 @@ def _read_plain(data: bytes) -> Envelope | None:
     try:
         job_id = _job_id(data[HEADER_LENGTH + 1 : _JOB_ID_END])
         names, position = _names(data, size)
-        if names is None:
-            return None
-        length = data[position]  # the payload's
-        if length & 0x80:
-            length, position = _read_long(data, position)
-        else:
-            position += 1
-            length = (length >> 1) ^ -(length & 1)
-        end = position + length
-        if length < 0 or end > size:
-            return None
-        payload = data[position:end]
+        start, end = _field(data, position, size)
+        payload = data[start:end]
         micros, position = _read_long(data, end)
         created_at = EPOCH + _timedelta(microseconds=micros)
     except (IndexError, ValueError, OverflowError):  # UnicodeDecodeError is a ValueError
@@ -98,9 +88,9 @@ _NAMES: dict[bytes, tuple[str, str, str, str]] = {}
 NAMES_REMEMBERED = 10_000
 
 
-def _names(data: bytes, size: int) -> tuple[tuple[str, str, str, str] | None, int]:
-    """The four names after the job id and the position after them; (None, 0) when they do
-    not fit in ``data``. Raises IndexError, ValueError as the reading does."""
+def _names(data: bytes, size: int) -> tuple[tuple[str, str, str, str], int]:
+    """The four names after the job id and the position after them. Raises IndexError or
+    ValueError where they do not fit in ``data``, as the reading does."""
     position = _JOB_ID_END
     # Names under 64 bytes have a one-byte length, even (zig-zag of a positive number).
     for _ in range(4):
@@ -109,33 +99,40 @@ def _names(data: bytes, size: int) -> tuple[tuple[str, str, str, str] | None, in
             return _names_in_full(data, size)
         position += 1 + (length >> 1)
     if position > size:
-        return None, 0
+        return _names_in_full(data, size)  # raises: a name runs past the end
     head = data[_JOB_ID_END:position]
     names = _NAMES.get(head)
     if names is None:
         names, position = _names_in_full(data, size)
-        if names is not None and len(_NAMES) < NAMES_REMEMBERED:
+        if len(_NAMES) < NAMES_REMEMBERED:
             _NAMES[head] = names
     return names, position
 
 
-def _names_in_full(data: bytes, size: int) -> tuple[tuple[str, str, str, str] | None, int]:
+def _names_in_full(data: bytes, size: int) -> tuple[tuple[str, str, str, str], int]:
     """``_names``, each length read as a full Avro ``long``."""
     position = _JOB_ID_END
     pieces: list[str] = []
     for _ in range(4):
-        length = data[position]
-        if length & 0x80:
-            length, position = _read_long(data, position)
-        else:  # a length under 64 is one byte: read here, not in a call
-            position += 1
-            length = (length >> 1) ^ -(length & 1)
-        end = position + length
-        if length < 0 or end > size:
-            return None, 0
-        pieces.append(data[position:end].decode())
-        position = end
+        start, position = _field(data, position, size)
+        pieces.append(data[start:position].decode())
     return (pieces[0], pieces[1], pieces[2], pieces[3]), position
+
+
+def _field(data: bytes, position: int, size: int) -> tuple[int, int]:
+    """Where the bytes or string whose Avro length is at ``position`` starts and ends; raises
+    ValueError when the length is negative or runs past ``size``, IndexError when the data
+    ends inside it."""
+    length = data[position]
+    if length & 0x80:
+        length, position = _read_long(data, position)
+    else:  # a length under 64 is one byte: read here, not in a call
+        position += 1
+        length = (length >> 1) ^ -(length & 1)
+    end = position + length
+    if length < 0 or end > size:
+        raise ValueError("a length past the end of the data")
+    return position, end
 
 
 def _plain_envelope(
