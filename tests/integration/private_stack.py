@@ -171,6 +171,19 @@ class PrivateStack:
             conn.execute(EXECUTIONS_TABLE)
         return url
 
+    def settings(self, prefix: str, **fields: Any) -> Any:
+        """``tenantq.Settings`` for a test on this stack: a fresh database (``create_database``)
+        and topic prefix of its own, metrics not served; ``fields`` set the rest."""
+        import tenantq
+
+        return tenantq.Settings(
+            kafka_bootstrap_servers=self.bootstrap_servers,
+            database_url=self.create_database(prefix),
+            topic_prefix=f"{prefix}{uuid.uuid4().hex[:12]}",
+            metrics_port=0,
+            **fields,
+        )
+
     # -- faults ----------------------------------------------------------------------------
 
     @property

@@ -36,14 +36,11 @@ WORKERS = 2
 
 
 def test_workers_ride_out_a_postgres_kill_9(private_stack: PrivateStack, tmp_path: Path) -> None:
-    database_url = private_stack.create_database("restart")
-    settings = tenantq.Settings(
-        kafka_bootstrap_servers=private_stack.bootstrap_servers,
-        database_url=database_url,
-        topic_prefix=f"r{uuid.uuid4().hex[:12]}",
+    settings = private_stack.settings(
+        "restart",
         queues={"default": QueueSettings(partitions=4, retry_delays_seconds=(1.0, 3.0, 10.0))},
-        metrics_port=0,
     )
+    database_url = settings.require_database_url()
     ensure_topics(settings)
     workers = [
         LoggedWorkerProcess(
@@ -153,13 +150,10 @@ def test_a_worker_past_its_outage_limit_exits_with_status_3(
 ) -> None:
     """``database_outage_limit_seconds``: past it, the worker gives up (status 3, one log line
     saying how long the database was away) instead of waiting on."""
-    settings = tenantq.Settings(
-        kafka_bootstrap_servers=private_stack.bootstrap_servers,
-        database_url=private_stack.create_database("limit"),
-        topic_prefix=f"l{uuid.uuid4().hex[:12]}",
+    settings = private_stack.settings(
+        "limit",
         queues={"default": QueueSettings(partitions=2)},
         worker={"database_outage_limit_seconds": 3},
-        metrics_port=0,
     )
     ensure_topics(settings)
     worker = LoggedWorkerProcess(

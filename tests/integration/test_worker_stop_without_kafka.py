@@ -11,7 +11,6 @@ Runs on a private stack (``private_stack`` marker): it kills the broker."""
 from __future__ import annotations
 
 import time
-import uuid
 from pathlib import Path
 
 import psycopg
@@ -34,14 +33,11 @@ EXIT_WITHIN_SECONDS = 60.0
 def test_a_worker_told_to_stop_exits_with_its_broker_gone(
     private_stack: PrivateStack, tmp_path: Path
 ) -> None:
-    database_url = private_stack.create_database("nokafka")
-    settings = tenantq.Settings(
-        kafka_bootstrap_servers=private_stack.bootstrap_servers,
-        database_url=database_url,
-        topic_prefix=f"k{uuid.uuid4().hex[:12]}",
+    settings = private_stack.settings(
+        "nokafka",
         queues={"default": QueueSettings(partitions=4, retry_delays_seconds=(1.0, 3.0, 10.0))},
-        metrics_port=0,
     )
+    database_url = settings.require_database_url()
     ensure_topics(settings)
     worker = LoggedWorkerProcess(
         settings_environment(settings),
