@@ -475,13 +475,8 @@ class Worker:
         def runnable(item: WorkItem) -> bool:
             return not (lane_full if item.lane else main_full) and self._type_has_room(item)
 
-        chosen: list[WorkItem] = []
-        while len(chosen) < free:
-            item = self.dispatcher.pop(runnable)
-            if item is None:
-                break
-            self._reserve(item)
-            chosen.append(item)
+        # Each is reserved as it is chosen: that counts it in flight for the next choice.
+        chosen = self.dispatcher.pop_many(free, runnable, self._reserve)
         if chosen:
             self._claiming += len(chosen)
             self.intake.claim(chosen)

@@ -61,6 +61,8 @@ class WorkerMetrics(WorkerEvents):
         self._read_delay: dict[tuple[str, str], Any] = {}
         #: What job_started and job_finished record, written at ``flush`` (the poll thread).
         self._tally = MetricTally()
+        #: The results-waiting gauge's value as last written (-1: never).
+        self._results_waiting = -1
         for spec in names.SPECS:
             if spec.source == "worker":
                 self._families[spec.name] = _build(spec, self.registry)
@@ -240,8 +242,12 @@ class WorkerMetrics(WorkerEvents):
         self._family(names.DATABASE_UP).set(1 if up else 0)
 
     def results_waiting(self, count: int) -> None:
-        """``count`` writes wait for PostgreSQL."""
-        self._family(names.WORKER_RESULTS_WAITING).set(max(0, count))
+        """``count`` writes wait for PostgreSQL (the poll thread, once per round: written
+        only when it changed, as a multiprocess gauge's ``set`` is a locked file write)."""
+        count = max(0, count)
+        if count != self._results_waiting:
+            self._results_waiting = count
+            self._family(names.WORKER_RESULTS_WAITING).set(count)
 
     def committed_message_age(self, queue: str, seconds: float) -> None:
         """The message at the committed offset of ``queue`` was produced ``seconds`` ago."""

@@ -131,3 +131,18 @@ def test_lease_dependency_and_consumer_events_are_recorded() -> None:
     assert get("tenantq_worker_utilization_ratio") == 0
     with pytest.raises(ValueError, match="unknown breaker state"):
         worker.breaker_state("smtp", "ajar")
+
+
+def test_results_waiting_gauge_follows_the_count() -> None:
+    """Written only when the count changes; the scrape shows the latest count each time,
+    negative counts as 0."""
+    registry = CollectorRegistry()
+    worker = WorkerMetrics(registry)
+
+    def shown() -> float | None:
+        return registry.get_sample_value("tenantq_worker_results_waiting")
+
+    assert shown() == 0.0
+    for count, expected in ((0, 0.0), (5, 5.0), (5, 5.0), (2, 2.0), (-3, 0.0), (0, 0.0), (7, 7.0)):
+        worker.results_waiting(count)
+        assert shown() == expected
