@@ -20,6 +20,14 @@ from tenantq.errors import DatabaseUnavailable
 from tenantq.settings import Settings
 from tenantq.states import JobState
 from tenantq.store import placement, statements
+from tenantq.store.binary_arrays import (
+    BigintArray,
+    BoolArray,
+    ByteaArray,
+    Float8Array,
+    TextArray,
+    UuidArray,
+)
 from tenantq.store.engine import connect
 from tenantq.store.transient import (
     TRANSIENT_RETRIES,
@@ -107,11 +115,21 @@ JOB_ROW_COLUMNS: dict[str, str] = {
 }
 
 
-def job_row_arrays(requests: Sequence[ClaimRequest]) -> dict[str, list[Any]]:
+#: How each column of ``JOB_ROW_COLUMNS`` is sent (``binary_arrays``; the timestamps as
+#: psycopg's lists).
+_JOB_ROW_ARRAYS: tuple[Callable[[Sequence[Any]], Any], ...] = (
+    UuidArray, TextArray, TextArray, TextArray, TextArray, ByteaArray, ByteaArray, BigintArray,
+    TextArray, TextArray, BigintArray, BigintArray, list,
+)  # fmt: skip
+
+
+def job_row_arrays(requests: Sequence[ClaimRequest]) -> dict[str, Any]:
     """The columns of ``requests`` as the arrays the batch statements ``unnest``."""
-    if not requests:
-        return {parameter: [] for parameter in JOB_ROW_COLUMNS}
-    return dict(zip(JOB_ROW_COLUMNS, map(list, zip(*requests, strict=True)), strict=True))
+    columns = zip(*requests, strict=True) if requests else ((),) * len(JOB_ROW_COLUMNS)
+    return {
+        parameter: array(column)
+        for parameter, array, column in zip(JOB_ROW_COLUMNS, _JOB_ROW_ARRAYS, columns, strict=True)
+    }
 
 
 class Lease(NamedTuple):
@@ -262,7 +280,7 @@ class JobStore:
             "lease_seconds": lease_seconds,
             "stale_owner_seconds": stale_owner_seconds,
             "crash_budget": crash_budget,
-            "adoptable": list(adoptable),
+            "adoptable": UuidArray(list(adoptable)),
         }
 
         def work(cursor: psycopg.Cursor[Any]) -> dict[uuid.UUID, Lease]:
@@ -339,15 +357,15 @@ class JobStore:
         if not results:
             return set()
         parameters = {
-            "ids": [r.job_id for r in results],
-            "attempts": [r.attempt for r in results],
-            "outcomes": [r.outcome for r in results],
-            "states": [r.state.value for r in results],
-            "error_classes": [printable(r.error_class, 200) for r in results],
-            "error_messages": [printable(r.error_message) for r in results],
-            "delays": [_bounded_delay(r.delay_seconds) for r in results],
-            "give_backs": [r.give_back for r in results],
-            "durations": [r.duration_ms for r in results],
+            "ids": UuidArray([r.job_id for r in results]),
+            "attempts": BigintArray([r.attempt for r in results]),
+            "outcomes": TextArray([r.outcome for r in results]),
+            "states": TextArray([r.state.value for r in results]),
+            "error_classes": TextArray([printable(r.error_class, 200) for r in results]),
+            "error_messages": TextArray([printable(r.error_message) for r in results]),
+            "delays": Float8Array([_bounded_delay(r.delay_seconds) for r in results]),
+            "give_backs": BoolArray([r.give_back for r in results]),
+            "durations": BigintArray([r.duration_ms for r in results]),
             "started_ats": [r.started_at for r in results],
             "owner": self.owner,
         }

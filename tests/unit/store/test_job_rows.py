@@ -6,8 +6,10 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import uuid
+from typing import Any
 
 from tenantq.schemas.envelope import Envelope
+from tenantq.store.binary_arrays import ArrayParameter
 from tenantq.store.job_store import JOB_ROW_COLUMNS, ClaimRequest, job_row_arrays
 
 
@@ -34,11 +36,17 @@ def test_every_array_carries_its_field_in_request_order() -> None:
     arrays = job_row_arrays(requests)
     assert list(arrays) == list(JOB_ROW_COLUMNS)
     for parameter, field in JOB_ROW_COLUMNS.items():
-        assert arrays[parameter] == [getattr(request, field) for request in requests]
+        assert _values(arrays[parameter]) == [getattr(request, field) for request in requests]
 
 
 def test_no_requests_are_empty_arrays() -> None:
-    assert job_row_arrays([]) == {parameter: [] for parameter in JOB_ROW_COLUMNS}
+    arrays = job_row_arrays([])
+    assert list(arrays) == list(JOB_ROW_COLUMNS)
+    assert all(_values(array) == [] for array in arrays.values())
+
+
+def _values(array: Any) -> list[Any]:
+    return list(array.values if isinstance(array, ArrayParameter) else array)
 
 
 def test_a_claim_request_of_an_envelope_carries_each_field_by_name() -> None:

@@ -1,0 +1,174 @@
+"""Array parameters of the hot batch statements, dumped to Postgres's binary array format in one
+pass per array.
+
+The claim and the completion send each column of their batch as an array (23 per job between
+them). psycopg's generic list dumper handles any element type and any depth, and pays for that
+per element: a dumper call, a length packed in a call of its own, two appends, about 0.37 us
+whatever the type, 4.7 us per claimed job (measured on the claim's 13 columns at 128 rows).
+These wrappers name the element type of a one-dimensional column, so its dumper makes each
+element's bytes in one expression of a list comprehension (0.1-0.2 us) and joins them.
+
+The format (``array_send`` / ``array_recv`` in Postgres's ``arrayfuncs.c``): dimensions,
+a has-nulls flag and the element type's oid, then per dimension its size and lower bound
+(1), then per element its length (-1 for NULL) and its bytes in the type's binary form. Only
+the types whose binary form is simple are here (uuid, text, bytea, int8, float8, bool);
+timestamps stay with psycopg. Integers go as ``int8``: the statements cast them to their
+column type, so a value out of range fails as it did (a refused statement), never in Python.
+
+A unit test reads every wrapper back through a real Postgres, NULLs and edge values included.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import adapters
+from psycopg.adapt import Buffer, Dumper
+from psycopg.postgres import types
+from psycopg.pq import Format
+
+_HEAD = struct.Struct(">iiIii").pack  # one dimension: ndim, has nulls, oid, size, lower bound
+_EMPTY = struct.Struct(">iiI").pack  # no dimension: ndim 0, no nulls, oid
+_LENGTH = struct.Struct(">i").pack
+_INT8 = struct.Struct(">iq").pack
+_FLOAT8 = struct.Struct(">id").pack
+_NULL = _LENGTH(-1)
+_TRUE = _LENGTH(1) + b"\x01"
+_FALSE = _LENGTH(1) + b"\x00"
+_UUID_LENGTH = _LENGTH(16)
+
+
+class ArrayParameter:
+    """A one-dimensional array parameter whose elements are of the type its class names
+    (or None: NULL)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: Sequence[Any]) -> None:
+        self.values = values
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({list(self.values)!r})"
+
+
+class UuidArray(ArrayParameter):
+    """``uuid[]`` of ``uuid.UUID`` values."""
+
+    __slots__ = ()
+
+
+class TextArray(ArrayParameter):
+    """``text[]`` of ``str`` values."""
+
+    __slots__ = ()
+
+
+class ByteaArray(ArrayParameter):
+    """``bytea[]`` of ``bytes`` values."""
+
+    __slots__ = ()
+
+
+class BigintArray(ArrayParameter):
+    """``int8[]`` of ``int`` values."""
+
+    __slots__ = ()
+
+
+class Float8Array(ArrayParameter):
+    """``float8[]`` of ``float`` values."""
+
+    __slots__ = ()
+
+
+class BoolArray(ArrayParameter):
+    """``bool[]`` of ``bool`` values."""
+
+    __slots__ = ()
+
+
+class _ArrayDumper(Dumper):
+    format = Format.BINARY
+    #: The element type's name (``psycopg.postgres.types``); its oid and its array's are
+    #: looked up once per class.
+    element_type = ""
+    _element_oid = 0
+
+    def __init_subclass__(cls) -> None:
+        info = types.get(cls.element_type)
+        assert info is not None and info.array_oid
+        cls.oid = info.array_oid
+        cls._element_oid = info.oid
+
+    def dump(self, obj: ArrayParameter) -> Buffer:
+        values = obj.values
+        if not values:
+            return _EMPTY(0, 0, self._element_oid)
+        parts = self.elements(values)
+        # A NULL is the only element that is exactly these 4 bytes (a length is >= 0).
+        head = _HEAD(1, _NULL in parts, self._element_oid, len(parts), 1)
+        return head + b"".join(parts)
+
+    def elements(self, values: Sequence[Any]) -> list[bytes]:
+        raise NotImplementedError
+
+
+class _UuidArrayDumper(_ArrayDumper):
+    element_type = "uuid"
+
+    def elements(self, values: Sequence[Any]) -> list[bytes]:
+        return [
+            _NULL if value is None else _UUID_LENGTH + value.int.to_bytes(16, "big")
+            for value in values
+        ]
+
+
+class _TextArrayDumper(_ArrayDumper):
+    element_type = "text"
+
+    def elements(self, values: Sequence[Any]) -> list[bytes]:
+        return [
+            _NULL if value is None else _LENGTH(len(data := value.encode())) + data
+            for value in values
+        ]
+
+
+class _ByteaArrayDumper(_ArrayDumper):
+    element_type = "bytea"
+
+    def elements(self, values: Sequence[Any]) -> list[bytes]:
+        return [_NULL if value is None else _LENGTH(len(value)) + value for value in values]
+
+
+class _BigintArrayDumper(_ArrayDumper):
+    element_type = "int8"
+
+    def elements(self, values: Sequence[Any]) -> list[bytes]:
+        return [_NULL if value is None else _INT8(8, value) for value in values]
+
+
+class _Float8ArrayDumper(_ArrayDumper):
+    element_type = "float8"
+
+    def elements(self, values: Sequence[Any]) -> list[bytes]:
+        return [_NULL if value is None else _FLOAT8(8, value) for value in values]
+
+
+class _BoolArrayDumper(_ArrayDumper):
+    element_type = "bool"
+
+    def elements(self, values: Sequence[Any]) -> list[bytes]:
+        return [_NULL if value is None else _TRUE if value else _FALSE for value in values]
+
+
+for _parameter, _dumper in (
+    (UuidArray, _UuidArrayDumper),
+    (TextArray, _TextArrayDumper),
+    (ByteaArray, _ByteaArrayDumper),
+    (BigintArray, _BigintArrayDumper),
+    (Float8Array, _Float8ArrayDumper),
+    (BoolArray, _BoolArrayDumper),
+):
+    adapters.register_dumper(_parameter, _dumper)
