@@ -153,10 +153,11 @@ class ProcessExecutor:
     def submit(self, tasks: Sequence[Task]) -> None:
         if not tasks:
             return
+        started = time.monotonic()  # handed over together
         with self._lock:
             specs = []
             for task in tasks:
-                task.started = time.monotonic()
+                task.started = started
                 spec = _spec(task)
                 self._running[spec[0]] = task
                 if task.deadline < self._next_deadline:

@@ -523,6 +523,8 @@ class Worker:
         stopping = self._stop_requested.is_set()
         room = self.slots - self.executor.busy
         starting: list[Task] = []
+        # One reading of the clocks for the jobs started together.
+        monotonic, wall = time.monotonic(), time.time()
         while ready and (stopping or len(starting) < room):
             item = ready.popleft()
             if stopping or not self.partitions.owns(item.topic, item.partition):
@@ -542,8 +544,10 @@ class Worker:
                 self.completer.add(Completion(item, verdict, 0.0))
                 continue
             assert job_type is not None
-            starting.append(self._task(item, job_type))
-        self.executor.submit(starting)
+            starting.append(self._task(item, job_type, monotonic, wall))
+        if starting:
+            self.stats["executed"] += len(starting)
+            self.executor.submit(starting)
 
     def _release_ready(self, which: Callable[[WorkItem], bool], reason: str) -> None:
         """Give back the leases of claimed-ahead jobs that have not started."""
@@ -611,7 +615,8 @@ class Worker:
             return False
         return not job_type.dependencies or self.guard.ready(job_type.dependencies)
 
-    def _task(self, item: WorkItem, job_type: JobType) -> Task:
+    def _task(self, item: WorkItem, job_type: JobType, monotonic: float, wall: float) -> Task:
+        """The task of a leased job starting now (``monotonic`` and ``wall``: the clocks)."""
         lease = item.lease
         assert lease is not None
         timeout = job_type.timeout or self.settings.worker.default_timeout_seconds
@@ -625,7 +630,7 @@ class Worker:
             item.tenant_id,
             lease.attempt,
             lease.max_attempts,
-            time.monotonic() + timeout,  # deadline
+            monotonic + timeout,  # deadline
             lease.progress,
             lease.replays,
             item.envelope.idempotency_key,
@@ -637,8 +642,7 @@ class Worker:
         )
         task = Task(job_type, item.envelope.payload, context, context.deadline, item)
         self._tasks[job_id] = task
-        self.stats["executed"] += 1
-        wait = time.time() - item.envelope.created_at.timestamp() if lease.attempt == 1 else None
+        wait = wall - item.envelope.created_at.timestamp() if lease.attempt == 1 else None
         self.events.job_started(item.queue, item.job_type, item.tenant_id, wait)
         return task
 
@@ -750,10 +754,12 @@ class Worker:
     def _run_again(self, tasks: list[Task]) -> None:
         """Start crashed attempts again, same lease and attempt (their crash was not theirs)."""
         fresh = []
+        monotonic, wall = time.monotonic(), time.time()
         for task in tasks:
             item: WorkItem = task.item
             self._tasks.pop(item.job_id, None)
-            fresh.append(self._task(item, task.job_type))
+            fresh.append(self._task(item, task.job_type, monotonic, wall))
+        self.stats["executed"] += len(fresh)
         self.executor.submit(fresh)
 
     # -- leases --------------------------------------------------------------------------------
