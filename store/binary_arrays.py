@@ -15,7 +15,8 @@ the types whose binary form is simple are here (uuid, text, bytea, int8, float8,
 timestamps stay with psycopg. Integers go as ``int8``: the statements cast them to their
 column type, so a value out of range fails as it did (a refused statement), never in Python.
 
-A unit test reads every wrapper back through a real Postgres, NULLs and edge values included.
+An integration test (``tests/integration/test_binary_arrays.py``) reads every wrapper back
+through a real Postgres, NULLs and edge values included.
 """
 
 from __future__ import annotations

@@ -115,20 +115,31 @@ JOB_ROW_COLUMNS: dict[str, str] = {
 }
 
 
-#: How each column of ``JOB_ROW_COLUMNS`` is sent (``binary_arrays``; the timestamps as
-#: psycopg's lists).
-_JOB_ROW_ARRAYS: tuple[Callable[[Sequence[Any]], Any], ...] = (
-    UuidArray, TextArray, TextArray, TextArray, TextArray, ByteaArray, ByteaArray, BigintArray,
-    TextArray, TextArray, BigintArray, BigintArray, list,
-)  # fmt: skip
+#: How each array parameter of ``JOB_ROW_COLUMNS`` is sent, by name (``binary_arrays``; the
+#: timestamps as psycopg's lists).
+_JOB_ROW_ARRAYS: dict[str, Callable[[Sequence[Any]], Any]] = {
+    "ids": UuidArray,
+    "queues": TextArray,
+    "job_types": TextArray,
+    "tenant_ids": TextArray,
+    "partition_keys": TextArray,
+    "payloads": ByteaArray,
+    "payload_hashes": ByteaArray,
+    "max_attempts": BigintArray,
+    "idempotency_keys": TextArray,
+    "origin_topics": TextArray,
+    "origin_partitions": BigintArray,
+    "origin_offsets": BigintArray,
+    "enqueued_ats": list,
+}
 
 
 def job_row_arrays(requests: Sequence[ClaimRequest]) -> dict[str, Any]:
     """The columns of ``requests`` as the arrays the batch statements ``unnest``."""
     columns = zip(*requests, strict=True) if requests else ((),) * len(JOB_ROW_COLUMNS)
     return {
-        parameter: array(column)
-        for parameter, array, column in zip(JOB_ROW_COLUMNS, _JOB_ROW_ARRAYS, columns, strict=True)
+        parameter: _JOB_ROW_ARRAYS[parameter](column)
+        for parameter, column in zip(JOB_ROW_COLUMNS, columns, strict=True)
     }
 
 
