@@ -10,11 +10,13 @@ bytes and job id, which the worker's claim deduplicates should both copies exist
 
 from __future__ import annotations
 
+import _thread
 import logging
 import uuid
 from collections.abc import Callable
 from concurrent.futures import InvalidStateError
-from typing import TYPE_CHECKING, Any, NamedTuple
+from concurrent.futures._base import FINISHED, PENDING
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from confluent_kafka import KafkaError, KafkaException
 from tenantq.errors import EnqueueFailed
@@ -145,47 +147,91 @@ class Resender:
 
 class DeliveryFuture(JobFuture[JobRef]):
     """The future of one job, and its own ``on_delivery`` callback: one object per job
-    instead of a future plus a callback object (the cyclic GC counts every one). It keeps the
-    job id as its integer until someone asks: the ``UUID`` is made for the ``JobRef``.
+    instead of a future plus a callback object (the cyclic GC counts every one).
+
+    A delivery records only the offset; the ``JobRef`` (a tuple and a ``UUID``, two more
+    objects the GC would track for as long as the future lives) is made when ``result`` is
+    first called, so a caller that only checks for errors never pays for it. Topic and
+    partition are the ones the job was produced to (the producer always names the
+    partition). The futures of one ``enqueue_many`` call share one lock (``JobFuture``).
 
     With a ``resender``, a delivery without an offset sends the job again (module docstring).
     """
 
-    __slots__ = ("_job_int", "_job", "_resender", "_sent_again")
+    __slots__ = ("_job_int", "_job", "_partition", "_ref", "_resender", "_sent_again", "_topic")
 
     def __init__(
         self,
         job_int: int,
         job: EncodedJob | None = None,
         resender: Resender | None = None,
+        lock: _thread.RLock | None = None,
+        *,
+        topic: str | None = None,
+        partition: int = -1,
     ) -> None:
-        super().__init__()
+        super().__init__(lock)
         self._job_int = job_int
         self._job = job if resender is not None else None
         self._resender = resender
         #: Resends so far.
         self._sent_again = 0
+        self._topic = job.topic if job is not None else topic
+        self._partition = job.partition if job is not None else partition
+        self._ref: JobRef | None = None
 
     @property
     def job_id(self) -> uuid.UUID:
         return uuid_of_int(self._job_int)
 
+    def result(self, timeout: float | None = None) -> JobRef:
+        """The ``JobRef`` of the acknowledged job (``Future.result``)."""
+        offset = cast(int, super().result(timeout))
+        ref = self._ref
+        if ref is None:
+            # Two threads may both make it: equal values, and either may be kept.
+            ref = self._ref = JobRef(self.job_id, cast(str, self._topic), self._partition, offset)
+        return ref
+
+    def __repr__(self) -> str:
+        state = self._state
+        if state == FINISHED and self._exception is None:
+            return f"<DeliveryFuture at {id(self):#x} state=finished returned JobRef>"
+        return f"<DeliveryFuture at {id(self):#x} state={state.lower()}>"
+
     def __call__(self, error: KafkaError | None, message: Any) -> None:
-        try:
-            if error is None:
-                offset = message.offset()
-                if offset is None:
-                    job, resender = self._job, self._resender
-                    if job is not None and resender is not None:
-                        self._sent_again += 1
-                        if resender.again(job, self, self._sent_again - 1):
-                            return
-                    self.set_exception(unconfirmed_failure(self.job_id, message.topic()))
-                    return
+        if error is None:
+            offset = message.offset()
+            if offset is not None:
                 self._job = None
-                self.set_result(JobRef(self.job_id, message.topic(), message.partition(), offset))
-            else:
-                topic = message.topic() if message is not None else "?"
-                self.set_exception(enqueue_failure(error, self.job_id, topic))
+                self._deliver(offset)
+                return
+            job, resender = self._job, self._resender
+            if job is not None and resender is not None:
+                self._sent_again += 1
+                if resender.again(job, self, self._sent_again - 1):
+                    return
+            failure = unconfirmed_failure(self.job_id, message.topic())
+        else:
+            topic = message.topic() if message is not None else "?"
+            failure = enqueue_failure(error, self.job_id, topic)
+        try:
+            self.set_exception(failure)
         except InvalidStateError:
             pass  # cancelled by its owner, or already failed by close(): the first outcome stands
+
+    def _deliver(self, offset: int) -> None:
+        """``set_result(offset)``, ignoring a future already settled (cancelled by its owner,
+        or failed by ``close()``: the first outcome stands)."""
+        with self._lock:
+            if self._state != PENDING:
+                return
+            # Future keeps its result in ``_result``: here the offset (``result``).
+            self._result = offset  # type: ignore[assignment]
+            self._state = FINISHED
+            if self._waiter_list:
+                for waiter in self._waiter_list:
+                    waiter.add_result(self)
+            self.notify_all()
+        if self._callback_list:
+            self._invoke_callbacks()

@@ -3,10 +3,12 @@
 A stock ``Future`` builds a ``threading.Condition`` (an RLock, a deque and five bound methods)
 and two lists, about a dozen objects the cyclic GC tracks; a producer holding the futures of
 50,000 unacknowledged jobs had every collection walk all of them, which cost more than
-everything else per job. A pending ``JobFuture`` is two tracked objects, itself and its lock:
+everything else per job. A pending ``JobFuture`` is one tracked object of its own:
 
-* it is its own condition (``_condition`` gives the future itself): one reentrant lock in a
-  slot, and a list of waiting threads only once a thread waits on it;
+* it is its own condition (``_condition`` gives the future itself): a reentrant lock in a
+  slot, which the futures of one batch may share (``lock``; the lock is itself tracked, so
+  one per batch instead of one per job), and a list of waiting threads only once a thread
+  waits on it;
 * the lists of ``wait``/``as_completed`` waiters and of done-callbacks are made on first use
   (``_waiters`` and ``_done_callbacks`` make them; the code that resolves a future reads the
   slots and does not);
@@ -42,9 +44,14 @@ class JobFuture(Future[T]):
         "_sleepers",
     )  # fmt: skip
 
-    def __init__(self) -> None:
+    def __init__(self, lock: _thread.RLock | None = None) -> None:
+        """``lock``: a ``_thread.RLock`` shared with other futures (default: one of its own).
+
+        Sharing is safe because the lock is only ever held for a few steps (never while a
+        thread sleeps in ``wait``, which releases it), and it is reentrant, so
+        ``concurrent.futures.wait`` may take it once per future it holds."""
         # Future.__init__ minus the threading.Condition and the two lists; same meaning.
-        self._lock = _thread.RLock()
+        self._lock = _thread.RLock() if lock is None else lock
         self._state = PENDING
         self._result = None
         self._exception = None

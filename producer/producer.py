@@ -8,6 +8,7 @@ reports; ``close()`` flushes and fails (never drops) the futures of jobs it coul
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import datetime as dt
 import itertools
@@ -349,7 +350,8 @@ class Producer:
     def _publish(self, outgoing: list[EncodedJob]) -> list[Future[JobRef]]:
         """One ``DeliveryFuture`` per job; after a full buffer, the rest fail with ``QueueFull``."""
         resender = self._resender
-        futures = [DeliveryFuture(message.job_int, message, resender) for message in outgoing]
+        lock = _thread.RLock()  # one for the call's futures (``JobFuture``)
+        futures = [DeliveryFuture(message.job_int, message, resender, lock) for message in outgoing]
 
         def refused(index: int, failure: EnqueueFailed) -> None:
             futures[index].set_exception(failure)
