@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from concurrent.futures import InvalidStateError
-from concurrent.futures._base import FINISHED, PENDING
+from concurrent.futures._base import FINISHED
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from confluent_kafka import KafkaError, KafkaException
@@ -204,7 +204,11 @@ class DeliveryFuture(JobFuture[JobRef]):
             offset = message.offset()
             if offset is not None:
                 self._job = None
-                self._deliver(offset)
+                try:
+                    # Future keeps its result in ``_result``: here the offset (``result``).
+                    self._resolve(offset, None, "add_result")  # type: ignore[arg-type]
+                except InvalidStateError:
+                    pass  # cancelled by its owner, or failed by close(): the first outcome stands
                 return
             job, resender = self._job, self._resender
             if job is not None and resender is not None:
@@ -219,19 +223,3 @@ class DeliveryFuture(JobFuture[JobRef]):
             self.set_exception(failure)
         except InvalidStateError:
             pass  # cancelled by its owner, or already failed by close(): the first outcome stands
-
-    def _deliver(self, offset: int) -> None:
-        """``set_result(offset)``, ignoring a future already settled (cancelled by its owner,
-        or failed by ``close()``: the first outcome stands)."""
-        with self._lock:
-            if self._state != PENDING:
-                return
-            # Future keeps its result in ``_result``: here the offset (``result``).
-            self._result = offset  # type: ignore[assignment]
-            self._state = FINISHED
-            if self._waiter_list:
-                for waiter in self._waiter_list:
-                    waiter.add_result(self)
-            self.notify_all()
-        if self._callback_list:
-            self._invoke_callbacks()
