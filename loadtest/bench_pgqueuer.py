@@ -129,6 +129,10 @@ class PgqueuerSide:
         with psycopg.connect(self.url, autocommit=True) as connection:
             connection.execute("TRUNCATE pgqueuer, pgqueuer_log, pgqueuer_statistics")
             _enqueue(connection, options.jobs)
+            # Statistics as a running deployment has them (autovacuum's): fresh from the
+            # TRUNCATE they say the table is empty, and at 150,000 jobs PgQueuer's dequeue
+            # then ran 7,074 jobs/s at 101 us of Postgres per job against 12,540 and 45.
+            connection.execute("ANALYZE pgqueuer")
         monitor = monitor_connection(self.url)
         enqueuer = psycopg.connect(self.url, autocommit=True, application_name="bench-enqueue")
         command = [sys.executable, str(HERE / "pgqueuer_app.py")]
