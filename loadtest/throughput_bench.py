@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1, help="rounds of every configuration")
     parser.add_argument(
         "--tenantq",
-        default="default,128x1,128x2,128x2t",
+        default="default,128x1,512x1,512x2t",
         help="worker configurations, CONCURRENCYxPROCESSES, comma-separated ('default': no "
         "flags; a 't' at the end: handlers in threads, without the handler process)",
     )
