@@ -58,7 +58,7 @@ from tenantq.consumer.ledger import (
     Ledger,
     SettleWaiting,
 )
-from tenantq.consumer.outcomes import Verdict, crashed_too_often
+from tenantq.consumer.outcomes import BreakerSignal, Verdict, crashed_too_often
 from tenantq.consumer.partitions import Partitions
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.runner import Task
@@ -682,6 +682,26 @@ class Worker:
             self.events.dependency_call(name, task.duration)
             self.events.breaker_state(name, state)
 
+    def _end_dependencies(self, task: Task, signal: BreakerSignal) -> None:
+        """A task that ended without its handler's answer (it crashed its process, or was
+        abandoned): its dependencies hear ``signal`` in its place. Unheard, a half-open
+        breaker's probe permit stayed out for good, and every later job of the dependency
+        was deferred as "dependency busy", in this worker, until it restarted."""
+        task.breaker = signal
+        self._record_dependencies(task)
+
+    def _abandon(self, tasks: list[Task]) -> list[WorkItem]:
+        """Leave behind the handlers of ``tasks`` still running (revoked, or shutting down):
+        their slots and dependency permits are free again. Returns their items, whose leases
+        the caller gives back."""
+        abandoned: list[WorkItem] = []
+        for task in tasks:
+            if self.executor.abandon(task):
+                self._task_done(task.item)
+                self._end_dependencies(task, "neutral")
+                abandoned.append(task.item)
+        return abandoned
+
     def _task_done(self, item: WorkItem) -> None:
         self._tasks.pop(item.job_id, None)
         self._unreserve(item)
@@ -702,6 +722,7 @@ class Worker:
             innocent = [task for task in tasks if task is not culprit]
             if culprit is not None:
                 self._task_done(culprit.item)
+                self._end_dependencies(culprit, "failure")
                 self.completer.add(
                     Completion(culprit.item, self._crash_verdict(culprit, how), culprit.duration)
                 )
@@ -731,6 +752,7 @@ class Worker:
             # these run out, and their offsets stay unfinished, so they run again.
             for task in operation.context:
                 self._task_done(task.item)
+                self._end_dependencies(task, "neutral")
                 self._release_hold(task.context.job_id)
             return
         crashes = operation.answer
@@ -741,10 +763,12 @@ class Worker:
             if count is None:
                 # No longer ours (the lease moved on meanwhile): nothing to run or write.
                 self._task_done(task.item)
+                self._end_dependencies(task, "neutral")
                 self._release_hold(task.context.job_id)
                 self.mark_done(task.item)
             elif count >= budget:
                 self._task_done(task.item)
+                self._end_dependencies(task, "failure")
                 verdict = Verdict.dead("PoisonJob", crashed_too_often(count, budget))
                 self.completer.add(Completion(task.item, verdict, task.duration))
             else:
@@ -897,9 +921,7 @@ class Worker:
         unfinished = [t for t in self.executor.running() if ours(t.item)]
         for task in unfinished:
             self.executor.cancel(task, "revoked")
-        abandoned = [t.item for t in unfinished if self.executor.abandon(t)]
-        for item in abandoned:
-            self._task_done(item)
+        abandoned = self._abandon(unfinished)
         self.release_leases(abandoned, "partition revoked" if not lost else "partition lost")
         if not lost:
             self.completer.flush(now=True)
@@ -937,9 +959,7 @@ class Worker:
             self.executor.cancel(task, "shutdown")
         time.sleep(0.2 if self.executor.busy else 0)
         self._collect_finished()
-        abandoned = [t.item for t in self.executor.running() if self.executor.abandon(t)]
-        for item in abandoned:
-            self._task_done(item)
+        abandoned = self._abandon(self.executor.running())
         self.release_leases(abandoned, "worker shut down before the job finished")
         for _ in range(3):
             self.completer.flush(now=True)

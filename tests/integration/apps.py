@@ -96,3 +96,19 @@ def poison_after(ctx: tenantq.JobContext, payload: Work) -> None:
     time.sleep(payload.seconds)
     record(ctx, "exit")
     os._exit(1)
+
+
+#: A downstream dependency whose breaker opens after two failed calls, for one second.
+APP.dependency("ledger-api", failure_rate=0.5, minimum_calls=2, window=2, open_seconds=1.0)
+
+
+@APP.job("ledger_call", max_attempts=1, timeout=30, dependencies=["ledger-api"])
+def ledger_call(ctx: tenantq.JobContext, payload: Work) -> None:
+    """A call to ``ledger-api``: ``n`` 0 succeeds, 1 fails, 2 kills the handler's process."""
+    if payload.n == 1:
+        record(ctx, "failed")
+        raise ConnectionError("ledger-api 503")
+    if payload.n == 2:
+        record(ctx, "exit")
+        os._exit(1)
+    record(ctx, "done")
