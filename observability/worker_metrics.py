@@ -9,6 +9,7 @@ a ``BoundedLabel``, so neither tenant count nor exception variety can blow up a 
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -28,6 +29,14 @@ BREAKER_STATES: dict[str, int] = {"closed": 0, "open": 1, "half_open": 2}
 
 #: Distinct error classes / dead-letter reasons kept per process before ``other``.
 ERROR_LABEL_LIMIT = 50
+
+
+def multiprocess_mode() -> bool:
+    """Whether prometheus-client writes this process's samples to a shared folder (it decides
+    so from the environment, as the process imports it)."""
+    return bool(
+        os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir")
+    )
 
 
 def _non_negative(value: float) -> float:
@@ -217,9 +226,16 @@ class WorkerMetrics(WorkerEvents):
 
     def partition_revoked(self, topic: str, partition: int) -> None:
         """Forget the lag of a partition this worker no longer owns, so its series does not
-        linger at the last value after a rebalance."""
+        linger at the last value after a rebalance (the new owner's and this one's would
+        add up). In prometheus-client's multiprocess mode (``tenantq worker``: members write
+        to files the supervisor serves) a series cannot be removed: the file keeps the last
+        value. There this member's series of the partition is set to 0 instead."""
+        family = self._family(names.CONSUMER_LAG)
+        if multiprocess_mode():
+            family.labels(topic, str(partition)).set(0)
+            return
         try:
-            self._family(names.CONSUMER_LAG).remove(topic, str(partition))
+            family.remove(topic, str(partition))
         except KeyError:
             pass
 

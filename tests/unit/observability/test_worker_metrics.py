@@ -3,6 +3,11 @@ the tenants and error classes."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from tenantq.observability.labels import OTHER
@@ -146,3 +151,43 @@ def test_results_waiting_gauge_follows_the_count() -> None:
     for count, expected in ((0, 0.0), (5, 5.0), (5, 5.0), (2, 2.0), (-3, 0.0), (0, 0.0), (7, 7.0)):
         worker.results_waiting(count)
         assert shown() == expected
+
+
+_MULTIPROCESS_SCRIPT = """
+import warnings
+warnings.simplefilter("error")  # prometheus-client's "not implemented" warning fails the run
+from prometheus_client import CollectorRegistry
+from prometheus_client.multiprocess import MultiProcessCollector
+from tenantq.observability.worker_metrics import WorkerMetrics
+
+worker = WorkerMetrics(CollectorRegistry())
+worker.consumer_lag("tenantq.default", 3, 42)
+worker.consumer_lag("tenantq.default", 4, 7)
+worker.partition_revoked("tenantq.default", 3)
+served = CollectorRegistry()
+MultiProcessCollector(served)  # what the supervisor serves: the members' files
+for family in served.collect():
+    for sample in family.samples:
+        if sample.name == "tenantq_consumer_lag_messages":
+            print(sample.labels["partition"], sample.value)
+"""
+
+
+def test_a_revoked_partition_reads_zero_lag_from_a_member_in_multiprocess_mode(
+    tmp_path: Path,
+) -> None:
+    # prometheus-client picks its file-backed values at import: a fresh interpreter.
+    environment = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", _MULTIPROCESS_SCRIPT],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    served = dict(line.split() for line in done.stdout.splitlines())
+    # The revoked partition's series is this member's no more: 0, not its last value (the
+    # new owner's lag and a lingering 42 would add up on the dashboard).
+    assert served == {"3": "0.0", "4": "7.0"}
