@@ -10,7 +10,8 @@ temporary directory, on free ports, torn down at the end): the suite kills and s
 and the shared dev stack serves everyone else's tests. Each scenario gets a fresh database and
 a fresh topic prefix (queue ``default``, 12 partitions, retry tiers 1 s, 3 s, 10 s).
 
-A scenario: ``--workers`` (3) ``tenantq worker fault_app:APP --concurrency 8`` processes, each
+A scenario: ``--workers`` (3) ``tenantq worker fault_app:APP`` processes at the worker's default
+concurrency (``--concurrency N`` passes one on), each
 in a process group of its own; a producer enqueues a Zipf multi-tenant workload (tenants and
 work times from ``tenantq.demo.plan``, fixed seed) at a steady rate; the fault is injected
 ``repeat`` times, ``interval`` seconds apart, after a warm-up; then the suite waits for every
@@ -301,8 +302,16 @@ class Workers:
     """``count`` worker slots, each ``tenantq worker`` in a process group of its own;
     remembers which exits the suite caused and every group it started."""
 
-    def __init__(self, environment: dict[str, str], count: int, log_dir: Path) -> None:
+    def __init__(
+        self,
+        environment: dict[str, str],
+        count: int,
+        log_dir: Path,
+        concurrency: int | None = None,
+    ) -> None:
         self.environment = environment
+        #: Extra CLI flags of every worker: none by default, as a user starts it.
+        self.flags = [] if concurrency is None else ["--concurrency", str(concurrency)]
         self.log_dir = log_dir
         self.slots: list[LoggedWorkerProcess] = []
         #: pid -> what the suite did to it ("killed", "stopped gracefully").
@@ -319,8 +328,7 @@ class Workers:
         worker = LoggedWorkerProcess(
             self.environment,
             APP_REFERENCE,
-            "--concurrency",
-            "8",
+            *self.flags,
             log_path=self.log_dir / f"worker{slot}-{self.generation}.log",
             new_session=True,
         )
@@ -439,6 +447,7 @@ class Run:
         stack: PrivateStack,
         *,
         workers: int,
+        concurrency: int | None = None,
         seed: int,
         tenants: int,
         report_dir: Path,
@@ -466,7 +475,7 @@ class Run:
         environment = settings_environment(self.settings)
         environment["PYTHONPATH"] = str(HERE)
         self.worker_count = workers
-        self.workers = Workers(environment, workers, self.log_dir)
+        self.workers = Workers(environment, workers, self.log_dir, concurrency)
         self.workload = plan_workload(max(scenario.jobs, 10), max(tenants, 3), seed)
         self.light = [t for t, c in self.workload.tenant_classes.items() if c == "light"]
         self.enqueued: list[Enqueued] = []
@@ -718,6 +727,7 @@ def run_scenario(
     stack: PrivateStack,
     *,
     workers: int,
+    concurrency: int | None = None,
     seed: int,
     tenants: int,
     report_dir: Path,
@@ -725,7 +735,15 @@ def run_scenario(
 ) -> ScenarioResult:
     # The suite's producers warn on every reconnect while a broker is down, by design.
     logging.getLogger("tenantq.producer").setLevel(logging.ERROR)
-    run = Run(scenario, stack, workers=workers, seed=seed, tenants=tenants, report_dir=report_dir)
+    run = Run(
+        scenario,
+        stack,
+        workers=workers,
+        concurrency=concurrency,
+        seed=seed,
+        tenants=tenants,
+        report_dir=report_dir,
+    )
     task = (
         progress.add_task(f"{scenario.name}: starting", total=scenario.jobs) if progress else None
     )
@@ -1280,6 +1298,7 @@ def run_suite(
     repeat: int | None = None,
     interval: float | None = None,
     workers: int = 3,
+    concurrency: int | None = None,
     seed: int = 7,
     tenants: int = 40,
     report_dir: Path,
@@ -1305,6 +1324,7 @@ def run_suite(
             "started": started,
             "seed": seed,
             "workers": workers,
+            "concurrency": concurrency or "default",
             "tenants": tenants,
             "kafka": stack.bootstrap_servers,
             "postgres": stack.server_url,
@@ -1327,6 +1347,7 @@ def run_suite(
                     scenario,
                     stack,
                     workers=workers,
+                    concurrency=concurrency,
                     seed=seed,
                     tenants=tenants,
                     report_dir=report_dir,
@@ -1355,6 +1376,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, help="faults per scenario (default: the scenario's)")
     parser.add_argument("--interval", type=float, help="seconds between faults")
     parser.add_argument("--workers", type=int, default=3, help="tenantq worker processes")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="each worker's --concurrency (default: none passed, the worker's own default)",
+    )
     parser.add_argument("--tenants", type=int, default=40, help="tenants of the Zipf workload")
     parser.add_argument("--seed", type=int, default=7, help="seed of the workload")
     parser.add_argument("--report-dir", type=Path, help="default: reports/faults-<time>")
@@ -1376,6 +1403,7 @@ def main(argv: list[str] | None = None) -> int:
         repeat=args.repeat,
         interval=args.interval,
         workers=args.workers,
+        concurrency=args.concurrency,
         seed=args.seed,
         tenants=args.tenants,
         report_dir=report_dir,
