@@ -44,7 +44,7 @@ from bench_run import (
     worker_labeler,
 )
 from bench_topics import bench_settings
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 from pydantic import SecretStr
 from tenantq.demo.pool import stop_process, worker_environment
@@ -146,13 +146,23 @@ def url_of(servers: Servers, name: str) -> str:
 
 
 class GroupProgress:
-    """The completion check: the workers' committed offsets of the main topic."""
+    """The completion check: the workers' committed offsets of the main topic, read by a
+    consumer of their group that never subscribes (the admin client's
+    ``list_consumer_group_offsets`` can abort the process in librdkafka 2.16 when the broker
+    is not ready, see ``tenantq.observability.consumer_lag``)."""
 
     def __init__(self, settings: tenantq.Settings, topic: str) -> None:
         self.topic = topic
-        self.group = consumer_group(settings.topic_prefix, QUEUE)
         self.partitions = settings.queue(QUEUE).partitions
-        self.admin = AdminClient(settings.kafka_client_config(**{"client.id": "throughput-bench"}))
+        config = settings.kafka_client_config(**{"client.id": "throughput-bench"})
+        self.admin = AdminClient(config)
+        self.reader = Consumer(
+            {
+                **config,
+                "group.id": consumer_group(settings.topic_prefix, QUEUE),
+                "enable.auto.commit": False,
+            }
+        )
 
     def ends(self) -> dict[int, int]:
         asked = {TopicPartition(self.topic, p): _LATEST for p in range(self.partitions)}
@@ -160,14 +170,12 @@ class GroupProgress:
         return {tp.partition: int(f.result(10).offset) for tp, f in futures.items()}
 
     def reached(self, ends: dict[int, int]) -> bool:
-        request = ConsumerGroupTopicPartitions(
-            self.group, [TopicPartition(self.topic, p) for p in ends]
-        )
-        answer = self.admin.list_consumer_group_offsets([request], request_timeout=10)
-        committed = {
-            tp.partition: tp.offset for tp in answer[self.group].result(10).topic_partitions or ()
-        }
+        answer = self.reader.committed([TopicPartition(self.topic, p) for p in ends], timeout=10)
+        committed = {tp.partition: tp.offset for tp in answer if tp.error is None}
         return all(committed.get(p, -1) >= end for p, end in ends.items())
+
+    def close(self) -> None:
+        self.reader.close()
 
 
 def enqueue(settings: tenantq.Settings, count: int, rate: float | None = None) -> float:
@@ -266,7 +274,10 @@ class TenantqSide:
             topic = f"{settings.topic_prefix}.{QUEUE}"
             enqueue(settings, options.jobs)
             progress = GroupProgress(settings, topic)
-            measured = self._measure(config, settings, progress, tag, user_kafka_config)
+            try:
+                measured = self._measure(config, settings, progress, tag, user_kafka_config)
+            finally:
+                progress.close()
             rate = raw_consume_rate(settings, topic, options.jobs) if raw else None
         return measured, rate
 

@@ -1,9 +1,12 @@
 """What Kafka still holds for a queue: consumer lag of the main topic, the depth of each retry
 tier, the size of the dead-letter topic, and whether the broker answers at all.
 
-Read with an ``AdminClient`` only: committed offsets of the workers' group come from
-``list_consumer_group_offsets`` and partition ends from ``list_offsets``, so the probe never
-joins (or disturbs) the group and one request serves every topic of a queue. A tier's
+Partition ends and starts come from an ``AdminClient`` (``list_offsets``: one request serves
+every topic of a queue). Committed offsets of the workers' group come from a ``Consumer`` of
+that group that never subscribes (``committed``), so the probe never joins (or disturbs) the
+group. Not the admin client's ``list_consumer_group_offsets``: in librdkafka 2.16 a broker
+that restarts while that request is in flight can abort the whole process (an assertion in
+``rd_kafka_enq_once_del_source_return``), and a console must outlive its broker. A tier's
 depth is its lag: messages written to it that the group has not committed past yet (waiting
 for their due time, or not read yet). Every read is bounded by ``timeout`` seconds: a broker
 that is down makes the numbers ``None`` with a reason, never a hang.
@@ -17,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 from tenantq.settings import Settings
 from tenantq.topics import QueueTopics, consumer_group
@@ -76,9 +79,10 @@ class BrokerHealth:
 
 
 class BacklogProbe:
-    """Reads ``QueueBacklog`` and ``BrokerHealth``; one admin client, safe across threads.
+    """Reads ``QueueBacklog`` and ``BrokerHealth``; one admin client and one group reader per
+    queue, safe across threads.
 
-    ``close()`` when done. The client is created lazily so a console can start while the
+    ``close()`` when done. The clients are created lazily so a console can start while the
     broker is down and show that, instead of failing to start.
     """
 
@@ -87,6 +91,8 @@ class BacklogProbe:
         self.timeout = timeout
         self._lock = threading.Lock()
         self._admin: AdminClient | None = None
+        #: Per consumer group, a consumer that only reads the group's committed offsets.
+        self._readers: dict[str, Consumer] = {}
 
     def health(self) -> BrokerHealth:
         """One metadata round trip."""
@@ -114,9 +120,7 @@ class BacklogProbe:
             ends = self._offsets(admin, everything, _LATEST)
             starts = self._offsets(admin, everything, _EARLIEST)
             # The DLQ has no consumer group: all of it is its backlog.
-            committed = self._committed(
-                admin, group, [tp for tp in everything if tp.topic != topics.dlq]
-            )
+            committed = self._committed(group, [tp for tp in everything if tp.topic != topics.dlq])
         except (KafkaException, ValueError, LookupError, TimeoutError) as error:
             return QueueBacklog(queue, error=_reason(error))
 
@@ -131,9 +135,13 @@ class BacklogProbe:
         )
 
     def close(self) -> None:
-        """Drop the admin client (it has no close; its threads end when it is collected)."""
+        """Close the group readers and drop the admin client (it has no close; its threads
+        end when it is collected)."""
         with self._lock:
             self._admin = None
+            readers, self._readers = list(self._readers.values()), {}
+        for reader in readers:
+            reader.close()  # never subscribed: no group to leave, nothing to commit
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -167,19 +175,39 @@ class BacklogProbe:
             for tp, future in futures.items()
         }
 
+    def _reader(self, group: str) -> Consumer:
+        with self._lock:
+            reader = self._readers.get(group)
+            if reader is None:
+                reader = Consumer(
+                    self.settings.kafka_client_config(
+                        **{
+                            "group.id": group,
+                            "enable.auto.commit": False,
+                            "enable.auto.offset.store": False,
+                            "client.id": "tenantq-web",
+                        }
+                    )
+                )
+                self._readers[group] = reader
+            return reader
+
     def _committed(
-        self, admin: AdminClient, group: str, partitions: list[TopicPartition]
+        self, group: str, partitions: list[TopicPartition]
     ) -> dict[tuple[str, int], int]:
-        request = ConsumerGroupTopicPartitions(
-            group, [TopicPartition(tp.topic, tp.partition) for tp in partitions]
+        """The group's committed offsets (partitions without one are left out). An offset the
+        broker could not give for a partition fails the whole read: a lag missing one
+        partition would look smaller than it is."""
+        answer = self._reader(group).committed(
+            [TopicPartition(tp.topic, tp.partition) for tp in partitions], timeout=self.timeout
         )
-        futures = admin.list_consumer_group_offsets([request], request_timeout=self.timeout)
-        answer = futures[group].result(timeout=self.timeout)
-        return {
-            (tp.topic, tp.partition): int(tp.offset)
-            for tp in answer.topic_partitions or ()
-            if tp.offset >= 0
-        }
+        committed: dict[tuple[str, int], int] = {}
+        for tp in answer:
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+            if tp.offset >= 0:
+                committed[(tp.topic, tp.partition)] = int(tp.offset)
+        return committed
 
 
 def _topic_backlog(
