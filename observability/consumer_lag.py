@@ -196,11 +196,9 @@ class BacklogProbe:
         self, group: str, partitions: list[TopicPartition]
     ) -> dict[tuple[str, int], int]:
         """The group's committed offsets (partitions without one are left out). An offset the
-        broker could not give for a partition fails the whole read: a lag missing one
-        partition would look smaller than it is."""
-        answer = self._reader(group).committed(
-            [TopicPartition(tp.topic, tp.partition) for tp in partitions], timeout=self.timeout
-        )
+        broker could not give for a partition fails the whole read, rather than counting
+        that partition as if nothing of it were committed."""
+        answer = self._reader(group).committed(partitions, timeout=self.timeout)
         committed: dict[tuple[str, int], int] = {}
         for tp in answer:
             if tp.error is not None:

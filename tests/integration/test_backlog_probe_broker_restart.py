@@ -23,7 +23,7 @@ import pytest
 import tenantq
 from confluent_kafka import Consumer, TopicPartition
 from private_stack import PrivateStack
-from support import settings_environment, wait_for
+from support import end_offsets, settings_environment, wait_for
 from tenantq.producer.producer import EnqueueRequest, Producer
 from tenantq.settings import QueueSettings
 from tenantq.topic_admin import ensure_topics
@@ -88,15 +88,7 @@ def _enqueue(settings: tenantq.Settings) -> dict[int, int]:
             [EnqueueRequest("noop", f"tenant-{n % 8}", {"n": n}) for n in range(JOBS)]
         ).result(30)
     assert len(refs) == JOBS
-    topic = f"{settings.topic_prefix}.default"
-    reader = Consumer(settings.kafka_client_config(**{"group.id": "probe-test-ends"}))
-    try:
-        return {
-            p: reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in range(PARTITIONS)
-        }
-    finally:
-        reader.close()
+    return end_offsets(settings, f"{settings.topic_prefix}.default")
 
 
 def _commit(settings: tenantq.Settings, offsets: dict[int, int]) -> None:
