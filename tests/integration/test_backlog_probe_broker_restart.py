@@ -61,14 +61,14 @@ def test_backlog_probe_outlives_broker_restarts(
             stderr=subprocess.STDOUT,
         )
     try:
-        seen = 0
+        _wait_for_true_lag(output, probe, lag, after=0)
         for _ in range(RESTARTS):
-            seen = _wait_for_true_lag(output, probe, lag, after=seen)
             private_stack.kill_kafka()
             # Down long enough for requests in flight to fail and new ones to wait.
             time.sleep(2.0)
             private_stack.restart()
-        seen = _wait_for_true_lag(output, probe, lag, after=seen)
+            # Only a reading written after the restart counts as recovered.
+            _wait_for_true_lag(output, probe, lag, after=len(_readings(output)))
         stop_file.touch()
         assert probe.wait(30) == 0, _tail(output)
     finally:
@@ -116,9 +116,9 @@ def _readings(output: Path) -> list[dict[str, object]]:
 
 def _wait_for_true_lag(
     output: Path, probe: subprocess.Popen[bytes], lag: int, *, after: int
-) -> int:
-    """Wait for a reading past the first ``after`` with the true lag and no error; returns how
-    many readings there are by then. Fails at once if the probe process has ended."""
+) -> None:
+    """Wait for a reading past the first ``after`` with the true lag and no error. Fails at
+    once if the probe process has ended."""
 
     def answered() -> bool:
         assert probe.poll() is None, (
@@ -128,7 +128,6 @@ def _wait_for_true_lag(
         return any(r.get("lag") == lag and not r.get("error") for r in fresh)
 
     wait_for(answered, timeout=90, interval=0.2, what=f"a reading of lag {lag}")
-    return len(_readings(output))
 
 
 def _tail(output: Path) -> str:
