@@ -280,21 +280,30 @@ SELECT id FROM released
 #: keeps its time until the next beat, far inside ``lease_seconds``. Whether a job is still
 #: ours, and whether it was asked to cancel, is read from the statement's snapshot, so a
 #: skipped job is not reported lost; a takeover that commits meanwhile shows at the next beat.
+#:
+#: Every row is found by its key (``id = ANY``) and nothing is joined: the state and owner are
+#: compared with ``IS NOT DISTINCT FROM``, which no index serves, so a generic plan cannot pick
+#: the owner index and join the leases to themselves. It did (the owner's estimate was one row
+#: on a ledger of finished jobs): nested loops whose cost grew with the square of the leases
+#: held, 190 ms for 1,000 of them, up to 1.3 s under load, while the rows it had locked held up
+#: the worker's own result batch. Now 11-14 ms for 1,000 and 53-83 ms for 5,000.
 LEASE_RENEW = """
 WITH ours AS (
-    SELECT id, cancel_requested FROM tenantq_jobs
-    WHERE id = ANY(%(ids)b::uuid[]) AND state = 'leased' AND lease_owner = %(owner)b
+    SELECT x.id, x.cancel_requested FROM tenantq_jobs x
+    WHERE x.id = ANY(%(ids)b::uuid[])
+      AND x.state IS NOT DISTINCT FROM 'leased' AND x.lease_owner IS NOT DISTINCT FROM %(owner)b
 ),
 free AS (
     SELECT x.id FROM tenantq_jobs x
-    WHERE x.id IN (SELECT id FROM ours) AND x.state = 'leased' AND x.lease_owner = %(owner)b
+    WHERE x.id = ANY(%(ids)b::uuid[])
+      AND x.state IS NOT DISTINCT FROM 'leased' AND x.lease_owner IS NOT DISTINCT FROM %(owner)b
     FOR NO KEY UPDATE SKIP LOCKED
 ),
 renewed AS (
     UPDATE tenantq_jobs j
     SET lease_until = now() + make_interval(secs => %(lease_seconds)b), heartbeat_at = now()
-    FROM free f
-    WHERE j.id = f.id AND j.state = 'leased' AND j.lease_owner = %(owner)b
+    WHERE j.id = ANY(ARRAY(SELECT id FROM free))
+      AND j.state IS NOT DISTINCT FROM 'leased' AND j.lease_owner IS NOT DISTINCT FROM %(owner)b
 ),
 registry AS (
     UPDATE tenantq_workers

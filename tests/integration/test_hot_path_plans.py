@@ -14,7 +14,7 @@ import pytest
 import tenantq
 from support import migrated_database
 from tenantq.store import statements
-from tenantq.store.engine import connect
+from tenantq.store.engine import connect, psycopg_url
 
 #: What the worker's ledger, heartbeat and handler connections run per batch or per job.
 HOT_PATH = {
@@ -71,3 +71,50 @@ def test_hot_path_reaches_jobs_by_primary_key_on_a_new_table(empty_database: str
     )
     # The result batch finds each job by its key (not by a scan of the leased rows either).
     assert "Index Scan using pk_tenantq_jobs" in plans["JOB_COMPLETE_BATCH"]
+
+
+#: Finished jobs, as a deployment's ledger holds them, analysed: the planner then believes
+#: that almost no row has an owner.
+FINISHED_JOBS = """
+INSERT INTO tenantq_jobs (id, queue, job_type, tenant_id, partition_key, state, attempts,
+                          max_attempts, finished_at)
+SELECT gen_random_uuid(), 'history', 'noop', 'acme', 'acme', 'succeeded', 1, 3, now()
+FROM generate_series(1, %(count)s)
+"""
+LEASED_JOBS = """
+INSERT INTO tenantq_jobs (id, queue, job_type, tenant_id, partition_key, state, attempts,
+                          max_attempts, lease_owner, lease_until)
+SELECT gen_random_uuid(), 'default', 'noop', 'acme', 'acme', 'leased', 1, 3, %(owner)s,
+       now() + interval '30 seconds'
+FROM generate_series(1, %(count)s)
+RETURNING id
+"""
+
+
+def test_lease_renewal_finds_each_lease_by_key_and_joins_nothing(empty_database: str) -> None:
+    """The heartbeat's renewal, generic plan, on a ledger of finished jobs with 1,000 leases
+    held: each access to the job table is by primary key, and no join compares leases with
+    leases (it did: nested loops whose cost grew with the square of the leases held)."""
+    owner = "w-plans"
+    with psycopg.connect(psycopg_url(empty_database), autocommit=True) as db:
+        db.execute(FINISHED_JOBS, {"count": 20_000})
+        db.execute("VACUUM ANALYZE tenantq_jobs")
+        held = [row[0] for row in db.execute(LEASED_JOBS, {"owner": owner, "count": 1_000})]
+    settings = tenantq.Settings(database_url=empty_database)
+    with connect(settings, autocommit=True, generic_plans=True) as connection:
+        generic_plan(connection, "LEASE_RENEW", statements.LEASE_RENEW)
+        listed = "{" + ",".join(str(job_id) for job_id in held) + "}"
+        rows = connection.execute(
+            f"EXPLAIN (ANALYZE) EXECUTE lease_renew('{listed}', '{owner}', 30, 1, 4)"
+        ).fetchall()
+        plan = "\n".join(row[0] for row in rows)
+        renewed = connection.execute(
+            "SELECT count(*) FROM tenantq_jobs WHERE lease_until > now() + interval '29 seconds'"
+            " AND heartbeat_at IS NOT NULL"
+        ).fetchone()
+    assert "Join" not in plan and "Nested Loop" not in plan, plan
+    # By key: an index scan of the primary key, or a bitmap of it (either is linear).
+    assert "Seq Scan on tenantq_jobs" not in plan, plan
+    assert not re.search(r"\bix_tenantq_jobs", plan), plan  # no other index of the table
+    assert plan.count("Index Cond: (id = ANY") == 3, plan
+    assert renewed == (1_000,)
