@@ -11,10 +11,8 @@ host's: the CPU samples are taken with the same wall clock (``time.time()``).
 from __future__ import annotations
 
 import bisect
-import os
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,6 +29,7 @@ from bench_cpu import (
     ProcessTree,
     SingleProcess,
 )
+from exit_with_parent import exiting_with_this_process
 
 #: Group names, in the order the report shows them.
 WORKER = "worker"
@@ -344,33 +343,14 @@ def monitor_connection(url: str) -> psycopg.Connection[Any]:
     )
 
 
-#: The first program of every process the benchmark starts: it asks the kernel to send it
-#: SIGTERM when the benchmark's process dies (``PR_SET_PDEATHSIG``, Linux; it outlives the
-#: ``exec``), then becomes the command. A benchmark killed by a signal or a crash in a client
-#: library ran no cleanup, and its workers, in sessions of their own, went on draining
-#: topics and skewing the next run's figures. Started from the main thread only: the signal
-#: is sent when the thread that started the process ends.
-EXIT_WITH_PARENT = """
-import ctypes, os, signal, sys
-try:
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
-except AttributeError:
-    pass  # no prctl here: the process outlives a benchmark that dies, as before
-if os.getppid() != int(sys.argv[1]):
-    sys.exit("the benchmark ended before this process started")
-os.execvp(sys.argv[2], sys.argv[2:])
-"""
-
-
 def start_process(
     command: list[str], environment: dict[str, str], log_path: Path
 ) -> subprocess.Popen[bytes]:
     """Start ``command`` in a session of its own, its output appended to ``log_path``; it
-    gets SIGTERM if the benchmark's process dies (``EXIT_WITH_PARENT``)."""
-    launcher = [sys.executable, "-c", EXIT_WITH_PARENT, str(os.getpid())]
+    gets SIGTERM if the benchmark's process dies (``exiting_with_this_process``)."""
     with log_path.open("ab") as log:
         return subprocess.Popen(
-            launcher + command,
+            exiting_with_this_process(command),
             env=environment,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -59,6 +59,7 @@ sys.path.insert(0, str(HERE))
 
 import psycopg  # noqa: E402
 import tenantq  # noqa: E402
+from exit_with_parent import exiting_with_this_process  # noqa: E402
 from hot_partition_app import JOB_TYPE, QUEUE_VARIABLE, STARTS_VARIABLE  # noqa: E402
 from hot_partition_report import (  # noqa: E402
     COLD,
@@ -290,14 +291,16 @@ def worker_environment(
 class WorkerProcess:
     """``tenantq worker hot_partition_app:APP --processes 1`` in a session of its own (a
     Ctrl-C at the terminal reaches the tool, which stops the workers once, gracefully), its
-    output in a log file of the report folder."""
+    output in a log file of the report folder; SIGTERM if the tool's process dies."""
 
     def __init__(self, environment: dict[str, str], log_path: Path) -> None:
         self.log_path = log_path
         self._log: IO[bytes] = log_path.open("ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tenantq.cli", "worker", "hot_partition_app:APP"]
-            + ["--processes", "1"],
+            exiting_with_this_process(
+                [sys.executable, "-m", "tenantq.cli", "worker", "hot_partition_app:APP"]
+                + ["--processes", "1"]
+            ),
             env=environment,
             stdout=self._log,
             stderr=subprocess.STDOUT,
