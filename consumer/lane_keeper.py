@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from tenantq.background import ServiceLoop
+from tenantq.group_reader import group_reader
 from tenantq.settings import Settings
 from tenantq.store.engine import LazyConnection
 from tenantq.store.placement import lane_release
@@ -85,14 +86,8 @@ class LaneKeeper(ServiceLoop):
 
     def _kafka(self) -> Consumer:
         if self._consumer is None:
-            self._consumer = Consumer(
-                self._settings.kafka_client_config(
-                    **{
-                        "group.id": self._group,
-                        "enable.auto.commit": False,
-                        "client.id": f"tenantq-lane-keeper-{uuid.uuid4().hex[:6]}",
-                    }
-                )
+            self._consumer = group_reader(
+                self._settings, self._group, f"tenantq-lane-keeper-{uuid.uuid4().hex[:6]}"
             )
         return self._consumer
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from tenantq.dlq.reader import DeadLetterReader
 from tenantq.dlq.records import DeadLetter
+from tenantq.group_reader import group_reader
 from tenantq.settings import Settings
 
 
@@ -21,11 +22,7 @@ class LagProbe:
     """Samples the consumer group's lag per partition and the DLQ's message count."""
 
     def __init__(self, settings: Settings, main_topic: str, dlq_topic: str, group: str) -> None:
-        self._consumer = Consumer(
-            settings.kafka_client_config(
-                **{"group.id": group, "enable.auto.commit": False, "client.id": "tenantq-demo"}
-            )
-        )
+        self._consumer = group_reader(settings, group, "tenantq-demo")
         self._main = _partitions(self._consumer, main_topic)
         self._dlq = _partitions(self._consumer, dlq_topic)
         self._last_lag: dict[int, int] = {}

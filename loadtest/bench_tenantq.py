@@ -44,10 +44,11 @@ from bench_run import (
     worker_labeler,
 )
 from bench_topics import bench_settings
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 from pydantic import SecretStr
 from tenantq.demo.pool import stop_process, worker_environment
+from tenantq.group_reader import group_reader
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.producer import BatchFuture, EnqueueRequest, Producer
 from tenantq.store import migrate
@@ -147,21 +148,14 @@ def url_of(servers: Servers, name: str) -> str:
 
 class GroupProgress:
     """The completion check: the workers' committed offsets of the main topic, read by a
-    consumer of their group that never subscribes (the admin client's
-    ``list_consumer_group_offsets`` can abort the process in librdkafka 2.16 when the broker
-    is not ready, see ``tenantq.observability.consumer_lag``)."""
+    consumer of their group that never subscribes (``tenantq.group_reader``)."""
 
     def __init__(self, settings: tenantq.Settings, topic: str) -> None:
         self.topic = topic
         self.partitions = settings.queue(QUEUE).partitions
-        config = settings.kafka_client_config(**{"client.id": "throughput-bench"})
-        self.admin = AdminClient(config)
-        self.reader = Consumer(
-            {
-                **config,
-                "group.id": consumer_group(settings.topic_prefix, QUEUE),
-                "enable.auto.commit": False,
-            }
+        self.admin = AdminClient(settings.kafka_client_config(**{"client.id": "throughput-bench"}))
+        self.reader = group_reader(
+            settings, consumer_group(settings.topic_prefix, QUEUE), "throughput-bench"
         )
 
     def ends(self) -> dict[int, int]:

@@ -22,6 +22,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+from tenantq.group_reader import group_reader
 from tenantq.settings import Settings
 from tenantq.topics import QueueTopics, consumer_group
 
@@ -179,16 +180,7 @@ class BacklogProbe:
         with self._lock:
             reader = self._readers.get(group)
             if reader is None:
-                reader = Consumer(
-                    self.settings.kafka_client_config(
-                        **{
-                            "group.id": group,
-                            "enable.auto.commit": False,
-                            "enable.auto.offset.store": False,
-                            "client.id": "tenantq-web",
-                        }
-                    )
-                )
+                reader = group_reader(self.settings, group, "tenantq-web")
                 self._readers[group] = reader
             return reader
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from confluent_kafka import OFFSET_INVALID, Consumer, TopicPartition
 from tenantq.errors import LatencyBudgetExceeded
+from tenantq.group_reader import group_reader
 from tenantq.settings import Settings
 from tenantq.topics import consumer_group, main_topic
 
@@ -81,15 +82,10 @@ class CommittedOffsetAgeProbe:
     def _consumer(self, queue: str) -> Consumer:
         consumer = self._consumers.get(queue)
         if consumer is None:
-            consumer = Consumer(
-                self._settings.kafka_client_config(
-                    **{
-                        "group.id": consumer_group(self._settings.topic_prefix, queue),
-                        "client.id": f"tenantq-latency-probe-{uuid.uuid4().hex[:8]}",
-                        "enable.auto.commit": False,
-                        "enable.auto.offset.store": False,
-                    }
-                )
+            consumer = group_reader(
+                self._settings,
+                consumer_group(self._settings.topic_prefix, queue),
+                f"tenantq-latency-probe-{uuid.uuid4().hex[:8]}",
             )
             self._consumers[queue] = consumer
         return consumer
