@@ -65,20 +65,41 @@ def _read_plain(data: bytes) -> Envelope | None:
     size = len(data)
     if size <= _JOB_ID_END or data[HEADER_LENGTH] != _JOB_ID_LENGTH:
         return None
+    # The plain shape ends in the default tail, right after ``created_at``.
+    tail_start = size - _TAIL_LENGTH
+    if data[tail_start:] != DEFAULT_TAIL:
+        return None
     try:
         job_id = _job_id(data[HEADER_LENGTH + 1 : _JOB_ID_END])
         names, position = _names(data, size)
         start, end = _field(data, position, size)
+        if end >= tail_start:
+            return None
         payload = data[start:end]
-        micros, position = _read_long(data, end)
-        created_at = EPOCH + _timedelta(microseconds=micros)
+        stamp = data[end:tail_start]
+        created_at = _CREATED.get(stamp)
+        if created_at is None:
+            micros, position = _read_long(data, end)
+            if position != tail_start:
+                return None
+            created_at = EPOCH + _timedelta(microseconds=micros)
+            if len(_CREATED) >= CREATED_REMEMBERED:
+                _CREATED.clear()
+            _CREATED[stamp] = created_at
     except (IndexError, ValueError, OverflowError):  # UnicodeDecodeError is a ValueError
-        return None
-    if data[position:] != DEFAULT_TAIL:
         return None
     queue, job_type, tenant_id, partition_key = names
     return _plain_envelope(job_id, queue, job_type, tenant_id, partition_key, payload, created_at)
 
+
+_TAIL_LENGTH = len(DEFAULT_TAIL)
+#: ``created_at`` by its encoded bytes: a producer stamps one time on every job of a batch
+#: (``RequestPreparer.prepare_all``), so a poll holds few distinct ones. A hit costs a slice
+#: and a lookup instead of reading an 8-byte varint in Python and adding a timedelta to the
+#: epoch (1.5 us of an envelope's 5). Identical bytes read alike, and an entry is only made
+#: for bytes that read to exactly the tail. Cleared when full: the times move on.
+_CREATED: dict[bytes, dt.datetime] = {}
+CREATED_REMEMBERED = 1_024
 
 #: The four names after the job id (queue, job type, tenant id, partition key) by their
 #: encoded bytes: the same few recur in every poll. A hit costs one slice and one lookup

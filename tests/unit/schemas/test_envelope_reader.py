@@ -172,3 +172,42 @@ def test_names_read_again_are_the_same_objects_and_the_same_envelope() -> None:
     assert len(envelope_reader._NAMES) == remembered
     with pytest.raises(EnvelopeError):
         read_envelope(bytes(broken), max_bytes=MAX_BYTES)
+
+
+def test_a_creation_time_read_again_is_the_same_object_and_damage_is_still_seen() -> None:
+    generator = random.Random(17)
+    created = dt.datetime(2026, 12, 4, 22, 40, 1, 123456, tzinfo=dt.UTC)
+    batch = [
+        DEFAULT_CODEC.encode_record(random_record(generator, plain=True) | {"created_at": created})
+        for _ in range(50)
+    ]
+    read = [envelope_reader._read_plain(data) for data in batch]
+    assert all(envelope is not None for envelope in read)
+    assert [envelope.created_at for envelope in read if envelope is not None] == [created] * 50
+    assert len({id(envelope.created_at) for envelope in read if envelope is not None}) == 1
+    assert read == [decode_envelope(data, max_bytes=MAX_BYTES) for data in batch]
+    # With the time remembered, any damage to its bytes or to the tail is judged as fastavro
+    # judges it: the remembered bytes are only ever a whole varint ending at the tail.
+    tail = len(envelope_reader.DEFAULT_TAIL)
+    for data in batch[:20]:
+        stamp_end = len(data) - tail
+        for position in range(stamp_end - 8, len(data)):
+            for bit in range(8):
+                damaged = bytearray(data)
+                damaged[position] ^= 1 << bit
+                assert fast_outcome(bytes(damaged)) == outcome(bytes(damaged))
+        assert fast_outcome(data[:-1]) == outcome(data[:-1])
+        assert fast_outcome(data + b"\x00") == outcome(data + b"\x00")
+
+
+def test_the_creation_times_remembered_are_bounded() -> None:
+    generator = random.Random(18)
+    base = dt.datetime(2026, 12, 4, tzinfo=dt.UTC)
+    for step in range(envelope_reader.CREATED_REMEMBERED + 10):
+        created = base + dt.timedelta(microseconds=step)
+        data = DEFAULT_CODEC.encode_record(
+            random_record(generator, plain=True) | {"created_at": created}
+        )
+        envelope = envelope_reader._read_plain(data)
+        assert envelope is not None and envelope.created_at == created
+        assert len(envelope_reader._CREATED) <= envelope_reader.CREATED_REMEMBERED
