@@ -11,9 +11,11 @@ element's bytes in one expression of a list comprehension (0.1-0.2 us) and joins
 The format (``array_send`` / ``array_recv`` in Postgres's ``arrayfuncs.c``): dimensions,
 a has-nulls flag and the element type's oid, then per dimension its size and lower bound
 (1), then per element its length (-1 for NULL) and its bytes in the type's binary form. Only
-the types whose binary form is simple are here (uuid, text, bytea, int8, float8, bool);
-timestamps stay with psycopg. Integers go as ``int8``: the statements cast them to their
-column type, so a value out of range fails as it did (a refused statement), never in Python.
+the types whose binary form is simple are here (uuid, text, bytea, int8, float8, bool, and
+timestamptz, each distinct time of an array dumped once by psycopg's own dumper, as a batch's
+jobs share their creation and start times). Integers go as ``int8``: the statements cast them
+to their column type, so a value out of range fails as it did (a refused statement), never in
+Python.
 
 An integration test (``tests/integration/test_binary_arrays.py``) reads every wrapper back
 through a real Postgres, NULLs and edge values included.
@@ -21,12 +23,13 @@ through a real Postgres, NULLs and edge values included.
 
 from __future__ import annotations
 
+import datetime as dt
 import struct
 from collections.abc import Sequence
 from typing import Any
 
 from psycopg import adapters
-from psycopg.adapt import Buffer, Dumper
+from psycopg.adapt import Buffer, Dumper, PyFormat
 from psycopg.postgres import types
 from psycopg.pq import Format
 
@@ -86,6 +89,13 @@ class Float8Array(ArrayParameter):
 
 class BoolArray(ArrayParameter):
     """``bool[]`` of ``bool`` values."""
+
+    __slots__ = ()
+
+
+class TimestamptzArray(ArrayParameter):
+    """``timestamptz[]`` of aware ``datetime`` values (a naive one is refused: which zone it
+    means would depend on the session's)."""
 
     __slots__ = ()
 
@@ -164,6 +174,32 @@ class _BoolArrayDumper(_ArrayDumper):
         return [_NULL if value is None else _TRUE if value else _FALSE for value in values]
 
 
+#: psycopg's own binary timestamptz dumper (C where psycopg's binary build is installed):
+#: 0.1 us a time, and a naive datetime is its TypeError.
+_TIMESTAMPTZ = adapters.get_dumper(dt.datetime, PyFormat.BINARY)(dt.datetime).dump
+_TIMESTAMPTZ_LENGTH = _LENGTH(8)
+
+
+class _TimestamptzArrayDumper(_ArrayDumper):
+    element_type = "timestamptz"
+
+    def elements(self, values: Sequence[Any]) -> list[bytes]:
+        made: dict[dt.datetime, bytes] = {}
+        parts: list[bytes] = []
+        append = parts.append
+        for value in values:
+            if value is None:
+                append(_NULL)
+                continue
+            part = made.get(value)
+            if part is None:
+                dumped = _TIMESTAMPTZ(value)
+                assert dumped is not None  # a dumper gives None only for SQL NULL
+                part = made[value] = _TIMESTAMPTZ_LENGTH + dumped
+            append(part)
+        return parts
+
+
 for _parameter, _dumper in (
     (UuidArray, _UuidArrayDumper),
     (TextArray, _TextArrayDumper),
@@ -171,5 +207,6 @@ for _parameter, _dumper in (
     (BigintArray, _BigintArrayDumper),
     (Float8Array, _Float8ArrayDumper),
     (BoolArray, _BoolArrayDumper),
+    (TimestamptzArray, _TimestamptzArrayDumper),
 ):
     adapters.register_dumper(_parameter, _dumper)

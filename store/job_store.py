@@ -26,6 +26,7 @@ from tenantq.store.binary_arrays import (
     ByteaArray,
     Float8Array,
     TextArray,
+    TimestamptzArray,
     UuidArray,
 )
 from tenantq.store.engine import connect
@@ -115,8 +116,7 @@ JOB_ROW_COLUMNS: dict[str, str] = {
 }
 
 
-#: How each array parameter of ``JOB_ROW_COLUMNS`` is sent, by name (``binary_arrays``; the
-#: timestamps as psycopg's lists).
+#: How each array parameter of ``JOB_ROW_COLUMNS`` is sent, by name (``binary_arrays``).
 _JOB_ROW_ARRAYS: dict[str, Callable[[Sequence[Any]], Any]] = {
     "ids": UuidArray,
     "queues": TextArray,
@@ -130,7 +130,7 @@ _JOB_ROW_ARRAYS: dict[str, Callable[[Sequence[Any]], Any]] = {
     "origin_topics": TextArray,
     "origin_partitions": BigintArray,
     "origin_offsets": BigintArray,
-    "enqueued_ats": list,
+    "enqueued_ats": TimestamptzArray,
 }
 
 
@@ -379,7 +379,7 @@ class JobStore:
             "delays": Float8Array([_bounded_delay(r.delay_seconds) for r in results]),
             "give_backs": BoolArray([r.give_back for r in results]),
             "durations": BigintArray([r.duration_ms for r in results]),
-            "started_ats": [r.started_at for r in results],
+            "started_ats": TimestamptzArray([r.started_at for r in results]),
             "owner": self.owner,
         }
 

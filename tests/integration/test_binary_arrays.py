@@ -4,6 +4,7 @@ values, and the same bytes as psycopg's own list dumper."""
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from typing import Any
 
@@ -16,8 +17,11 @@ from tenantq.store.binary_arrays import (
     ByteaArray,
     Float8Array,
     TextArray,
+    TimestamptzArray,
     UuidArray,
 )
+
+_NOW = dt.datetime(2026, 12, 4, 22, 50, 1, 123456, tzinfo=dt.UTC)
 
 CASES: list[tuple[type[ArrayParameter], str, list[Any]]] = [
     (UuidArray, "uuid[]", [uuid.uuid4(), uuid.UUID(int=0), uuid.UUID(int=2**128 - 1), None]),
@@ -26,6 +30,20 @@ CASES: list[tuple[type[ArrayParameter], str, list[Any]]] = [
     (BigintArray, "bigint[]", [0, -1, 1, 2**63 - 1, -(2**63), None]),
     (Float8Array, "double precision[]", [0.0, -0.5, 1e300, float("inf"), None]),
     (BoolArray, "boolean[]", [True, False, None]),
+    (
+        TimestamptzArray,
+        "timestamp with time zone[]",
+        [
+            _NOW,
+            _NOW,  # the same time twice: made once, sent twice
+            _NOW.astimezone(dt.timezone(dt.timedelta(hours=-5, minutes=-30))),
+            dt.datetime(2000, 1, 1, tzinfo=dt.UTC),
+            dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC),
+            dt.datetime(1, 1, 1, tzinfo=dt.UTC),
+            dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC),
+            None,
+        ],
+    ),
 ]
 
 
@@ -65,3 +83,8 @@ def test_the_statements_casts_refuse_what_their_columns_cannot_hold(
     assert db.execute(
         "SELECT %b::job_state[]::text[]", [TextArray(["leased", "succeeded"])]
     ).fetchone() == (["leased", "succeeded"],)
+
+
+def test_a_naive_time_is_refused_before_anything_is_sent(db: psycopg.Connection[Any]) -> None:
+    with pytest.raises(TypeError, match="naive"):
+        db.execute("SELECT %b", [TimestamptzArray([_NOW, dt.datetime(2026, 1, 1)])])
