@@ -22,6 +22,18 @@ def test_a_fetch_carries_a_bounded_slice_of_each_partition() -> None:
     assert config["fetch.wait.max.ms"] == 50
 
 
+def test_librdkafka_fetches_ahead_about_one_read_ahead_window() -> None:
+    config = consumer_config(settings(), "g", "w")
+    assert config["queued.min.messages"] == 1_000 == Settings().worker.read_ahead_per_partition
+    assert config["fetch.queue.backoff.ms"] == 5
+    wider = Settings(
+        kafka_bootstrap_servers="127.0.0.1:1",
+        database_url="postgresql://u@127.0.0.1/x",
+        worker={"read_ahead_per_partition": 5_000},
+    )
+    assert consumer_config(wider, "g", "w")["queued.min.messages"] == 5_000
+
+
 def test_the_users_keys_win_over_the_defaults_but_not_over_correctness(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
