@@ -7,14 +7,23 @@ import asyncio
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tenantq.errors import JobCanceled
 
 #: Guards the lazy cancellation event of every context (taken only to wait or to cancel).
 _EVENT_LOCK = threading.Lock()
+
+
+class LeaseKeeper(Protocol):
+    """What extends and saves the leases of a process's running jobs: the member's heartbeat,
+    or a handler process's own connection. One per process, shared by every context (a
+    context used to carry two closures of its own, made for every job)."""
+
+    def renew_one(self, job_id: uuid.UUID) -> bool: ...
+
+    def checkpoint(self, job_id: uuid.UUID, attempt: int, progress: Any) -> bool: ...
 
 
 @dataclass
@@ -42,8 +51,7 @@ class JobContext:
     _cancel: threading.Event | None = field(default=None, repr=False)
     _cancel_reason: str | None = field(default=None, repr=False)
     _cancelled_at: float | None = field(default=None, repr=False)
-    _heartbeat: Callable[[], bool] | None = field(default=None, repr=False)
-    _checkpoint: Callable[[Any], bool] | None = field(default=None, repr=False)
+    _leases: LeaseKeeper | None = field(default=None, repr=False)
 
     # -- cancellation -------------------------------------------------------------------------
 
@@ -108,17 +116,17 @@ class JobContext:
     def heartbeat(self) -> bool:
         """Extend this job's lease now (the worker also does it on an interval). False when the
         lease is no longer ours: stop, the result will be refused."""
-        if self._heartbeat is None:
+        if self._leases is None:
             return True
-        return self._heartbeat()
+        return self._leases.renew_one(self.job_id)
 
     def checkpoint(self, progress: Any) -> bool:
         """Save JSON-serialisable progress; a later attempt reads it as ``ctx.progress``.
         False when the lease is no longer ours."""
-        if self._checkpoint is None:
+        if self._leases is None:
             self.progress = progress
             return True
-        saved = self._checkpoint(progress)
+        saved = self._leases.checkpoint(self.job_id, self.attempt, progress)
         if saved:
             self.progress = progress
         return saved

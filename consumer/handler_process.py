@@ -238,14 +238,13 @@ def _task(app: Any, spec: TaskSpec, leases: _ChildLeases) -> Task:
     job_type = app.job_type(spec.job_type)
     raw_id = spec.job_id
     job_id = uuid_of_int(int.from_bytes(raw_id, "big"))  # uuid.UUID(bytes=...), a third the cost
-    attempt = spec.attempt
     deadline = time.monotonic() + spec.timeout
     context = JobContext(
         job_id,
         spec.queue,
         spec.job_type,
         spec.tenant,
-        attempt,
+        spec.attempt,
         spec.max_attempts,
         deadline,
         spec.progress,
@@ -254,8 +253,7 @@ def _task(app: Any, spec: TaskSpec, leases: _ChildLeases) -> Task:
         None,  # _cancel: made when a handler first waits for it
         None,  # _cancel_reason
         None,  # _cancelled_at
-        lambda: leases.renew(job_id),
-        lambda progress: leases.checkpoint(job_id, attempt, progress),
+        leases,
     )
     return Task(job_type, spec.payload, context, deadline, raw_id)
 
@@ -319,7 +317,7 @@ class _ChildLeases:
         self._store = JobStore.open(settings, worker_id, role="handlers")
         self._lock = threading.Lock()
 
-    def renew(self, job_id: uuid.UUID) -> bool:
+    def renew_one(self, job_id: uuid.UUID) -> bool:
         from tenantq.errors import DatabaseUnavailable
 
         try:

@@ -37,7 +37,7 @@ from tenantq.store.transient import (
 )
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Task:
     """One attempt being run."""
 

@@ -637,8 +637,7 @@ class Worker:
             None,  # _cancel: made when a handler first waits for it
             None,  # _cancel_reason
             None,  # _cancelled_at
-            lambda: self.heartbeat.renew_one(job_id),
-            lambda progress: self.heartbeat.checkpoint(job_id, lease.attempt, progress),
+            self.heartbeat,
         )
         task = Task(job_type, item.envelope.payload, context, context.deadline, item)
         self._tasks[job_id] = task

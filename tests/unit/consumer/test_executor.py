@@ -66,7 +66,7 @@ def test_the_handler_process_reads_the_spec_back_into_its_task_and_answers_in_fi
     spec = TaskSpec(job_id.bytes, "export", "q", "acme", b"{}", 2, 5, 30.0, {"p": 1}, 1, "key-1")
     renewed: list[uuid.UUID] = []
     leases = SimpleNamespace(
-        renew=lambda made_id: renewed.append(made_id) or True,
+        renew_one=lambda made_id: renewed.append(made_id) or True,
         checkpoint=lambda made_id, attempt, progress: (made_id, attempt, progress),
     )
     task = handler_process._task(app, spec, leases)  # type: ignore[arg-type]
