@@ -107,7 +107,8 @@ class WorkerSettings(BaseModel):
         1_000,
         ge=1,
         le=1_000_000,
-        description="Messages read ahead of the commit point per partition.",
+        description="Messages read ahead of the commit point per partition; librdkafka "
+        "fetches about as many ahead of what the worker has taken (queued.min.messages).",
     )
     poll_batch: int = Field(500, ge=1, le=100_000, description="Messages taken per poll.")
     claim_ahead_limit: int | None = Field(
