@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from psycopg import adapters
@@ -100,6 +100,21 @@ class TimestamptzArray(ArrayParameter):
     __slots__ = ()
 
 
+def _each_distinct_once(values: Sequence[Any], element: Callable[[Any], bytes]) -> list[bytes]:
+    """The elements' bytes, ``element`` called once per distinct value other than NULL: for
+    columns whose values repeat across a batch."""
+    made: dict[Any, bytes] = {None: _NULL}
+    for value in set(values):
+        if value is not None:
+            made[value] = element(value)
+    return [made[value] for value in values]
+
+
+def _text_element(value: str) -> bytes:
+    data = value.encode()
+    return _LENGTH(len(data)) + data
+
+
 class _ArrayDumper(Dumper):
     format = Format.BINARY
     #: The element type's name (``psycopg.postgres.types``); its oid and its array's are
@@ -140,15 +155,10 @@ class _TextArrayDumper(_ArrayDumper):
     element_type = "text"
 
     def elements(self, values: Sequence[Any]) -> list[bytes]:
-        # Each distinct value encoded once: a batch's queue, job type, topic, outcome and
-        # state are one value in every row, its tenants a few (0.03 us per element instead
-        # of 0.13; 0.24 when every value differs, as error messages do, which are rare).
-        made: dict[str | None, bytes] = {None: _NULL}
-        for value in set(values):
-            if value is not None:
-                data = value.encode()
-                made[value] = _LENGTH(len(data)) + data
-        return [made[value] for value in values]
+        # A batch's queue, job type, topic, outcome and state are one value in every row, its
+        # tenants a few (0.03 us per element instead of 0.13; 0.26 when every value differs,
+        # as error messages do, which are rare).
+        return _each_distinct_once(values, _text_element)
 
 
 class _ByteaArrayDumper(_ArrayDumper):
@@ -185,24 +195,19 @@ _TIMESTAMPTZ = adapters.get_dumper(dt.datetime, PyFormat.BINARY)(dt.datetime).du
 _TIMESTAMPTZ_LENGTH = _LENGTH(8)
 
 
+def _timestamptz_element(value: dt.datetime) -> bytes:
+    dumped = _TIMESTAMPTZ(value)
+    assert dumped is not None  # a dumper gives None only for SQL NULL
+    return _TIMESTAMPTZ_LENGTH + dumped
+
+
 class _TimestamptzArrayDumper(_ArrayDumper):
     element_type = "timestamptz"
 
     def elements(self, values: Sequence[Any]) -> list[bytes]:
-        made: dict[dt.datetime, bytes] = {}
-        parts: list[bytes] = []
-        append = parts.append
-        for value in values:
-            if value is None:
-                append(_NULL)
-                continue
-            part = made.get(value)
-            if part is None:
-                dumped = _TIMESTAMPTZ(value)
-                assert dumped is not None  # a dumper gives None only for SQL NULL
-                part = made[value] = _TIMESTAMPTZ_LENGTH + dumped
-            append(part)
-        return parts
+        # A batch's jobs share their creation time (one producer batch) or start time (one
+        # claim).
+        return _each_distinct_once(values, _timestamptz_element)
 
 
 for _parameter, _dumper in (
