@@ -250,7 +250,11 @@ class TenantqSide:
         options = self.options
         with psycopg.connect(psycopg_url(self.url), autocommit=True) as connection:
             # The previous run's jobs go, the history stays; statistics as a deployment's.
-            connection.execute("DELETE FROM tenantq_jobs WHERE queue = %s", (QUEUE,))
+            connection.execute(
+                "WITH gone AS (DELETE FROM tenantq_jobs WHERE queue = %s RETURNING id) "
+                "DELETE FROM tenantq_job_attempts a USING gone WHERE a.job_id = gone.id",
+                (QUEUE,),
+            )
             connection.execute("DELETE FROM tenantq_workers")
             connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_job_attempts")
         # The benchmark's own clients log librdkafka warnings only (not its info lines about

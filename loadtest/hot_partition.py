@@ -594,9 +594,13 @@ def handler_start_gap(
 
 
 def remove_rows(connection: psycopg.Connection[Any], queue: str) -> None:
-    """The run's job rows (their attempts go with them) and its placements: the run's queue
+    """The run's job rows with their attempts, and its placements: the run's queue
     is its own, so nobody else's rows match."""
-    connection.execute("DELETE FROM tenantq_jobs WHERE queue = %s", (queue,))
+    connection.execute(
+        "WITH gone AS (DELETE FROM tenantq_jobs WHERE queue = %s RETURNING id) "
+        "DELETE FROM tenantq_job_attempts a USING gone WHERE a.job_id = gone.id",
+        (queue,),
+    )
     connection.execute("DELETE FROM tenantq_tenant_placement WHERE queue = %s", (queue,))
 
 

@@ -143,12 +143,9 @@ job_attempts = Table(
     "tenantq_job_attempts",
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
-    Column(
-        "job_id",
-        UUID(as_uuid=True),
-        ForeignKey("tenantq_jobs.id", ondelete="CASCADE"),
-        nullable=False,
-    ),
+    # No foreign key to the job (migration 0007): the statements that write attempt rows
+    # keep them to existing jobs, and retention deletes them with their jobs.
+    Column("job_id", UUID(as_uuid=True), nullable=False),
     Column("attempt", Integer, nullable=False),
     Column("worker_id", Text, nullable=False),
     Column("outcome", String(32), nullable=False),

@@ -179,7 +179,10 @@ _ATTEMPT_ROWS = """attempt_rows AS (
            CASE WHEN r.id IN (SELECT id FROM applied) THEN r.outcome ELSE 'stale' END,
            r.error_class, r.error_message, r.started_at, r.duration_ms
     FROM results r
-    WHERE EXISTS (SELECT 1 FROM tenantq_jobs x WHERE x.id = r.id)
+    -- An applied result's job is locked by its update; a stale one's job is locked here, so
+    -- retention cannot delete it under its new attempt row (there is no foreign key).
+    WHERE (r.id IN (SELECT id FROM applied)
+           OR EXISTS (SELECT 1 FROM tenantq_jobs x WHERE x.id = r.id FOR KEY SHARE))
 """
 
 #: Write a batch of results in one statement, each fenced by (job id, attempt, owner), with

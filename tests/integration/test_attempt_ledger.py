@@ -79,4 +79,8 @@ def test_worker_labels_the_busiest_tenants_first(
             wait_for(lambda: hasattr(worker, "consumer"), timeout=30, what="worker started")
             assert worker.observability.metrics.tenants.labelled() == {"whale", "dolphin"}
     finally:
-        db.execute("DELETE FROM tenantq_jobs WHERE queue = %s", (queue,))
+        db.execute(
+            "WITH gone AS (DELETE FROM tenantq_jobs WHERE queue = %s RETURNING id) "
+            "DELETE FROM tenantq_job_attempts a USING gone WHERE a.job_id = gone.id",
+            (queue,),
+        )

@@ -80,7 +80,11 @@ def queue(db: psycopg.Connection[Any]) -> Iterator[str]:
     name = f"q{uuid.uuid4().hex[:10]}"
     _insert(db, name, JOBS)
     yield name
-    db.execute("DELETE FROM tenantq_jobs WHERE queue = %s", (name,))
+    db.execute(
+        "WITH gone AS (DELETE FROM tenantq_jobs WHERE queue = %s RETURNING id) "
+        "DELETE FROM tenantq_job_attempts a USING gone WHERE a.job_id = gone.id",
+        (name,),
+    )
 
 
 @pytest.fixture

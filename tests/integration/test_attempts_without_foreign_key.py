@@ -1,0 +1,103 @@
+"""Guarantee: attempt rows only ever belong to jobs that exist, without a foreign key
+(migration 0007). A result for a job that is not there writes nothing, and a stale result
+for a job that retention is deleting waits for the deletion and then writes nothing either,
+instead of leaving an attempt row behind."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import threading
+import uuid
+from typing import Any
+
+import psycopg
+import tenantq
+from support import wait_for
+from tenantq.states import JobState
+from tenantq.store.engine import psycopg_url
+from tenantq.store.job_store import ClaimRequest, JobStore, Result
+
+PAYLOAD = b'{"n": 1}'
+
+
+def _finished_job(store: JobStore, queue: str) -> uuid.UUID:
+    """A job claimed and succeeded through the store, as a worker leaves it."""
+    job_id = uuid.uuid4()
+    request = ClaimRequest(
+        job_id, queue, "noop", "tenant-a", "tenant-a", PAYLOAD,
+        hashlib.sha256(PAYLOAD).digest(), 3, None, "topic", 0, 0, dt.datetime.now(dt.UTC),
+    )  # fmt: skip
+    lease = store.claim_batch([request], 30.0, 15.0, 3)[job_id]
+    applied = store.complete_batch(
+        [Result(job_id, lease.attempt, "succeeded", JobState.SUCCEEDED, duration_ms=1)]
+    )
+    assert applied == {job_id}
+    return job_id
+
+
+def _attempt_rows(db: psycopg.Connection[Any], job_id: uuid.UUID) -> list[tuple[Any, ...]]:
+    return db.execute(
+        "SELECT attempt, outcome FROM tenantq_job_attempts WHERE job_id = %s ORDER BY id",
+        (job_id,),
+    ).fetchall()
+
+
+def test_a_result_for_a_job_that_is_not_there_writes_no_attempt_row(
+    settings: tenantq.Settings, db: psycopg.Connection[Any]
+) -> None:
+    store = JobStore.open(settings, f"w-{uuid.uuid4().hex[:8]}")
+    try:
+        missing = uuid.uuid4()
+        applied = store.complete_batch([Result(missing, 1, "succeeded", JobState.SUCCEEDED)])
+        assert applied == set()
+        assert _attempt_rows(db, missing) == []
+    finally:
+        store.close()
+
+
+def test_a_stale_result_waits_for_the_prune_deleting_its_job_and_writes_nothing(
+    settings: tenantq.Settings, db: psycopg.Connection[Any], database_url: str
+) -> None:
+    queue = f"q{uuid.uuid4().hex[:10]}"
+    store = JobStore.open(settings, f"w-{uuid.uuid4().hex[:8]}")
+    try:
+        job_id = _finished_job(store, queue)
+        assert _attempt_rows(db, job_id) == [(1, "succeeded")]
+        with psycopg.connect(psycopg_url(database_url)) as prune:
+            # What retention's JOB_PRUNE_BATCH does, held open mid-way: the job is locked
+            # FOR UPDATE and its attempt rows are gone.
+            prune.execute("SELECT id FROM tenantq_jobs WHERE id = %s FOR UPDATE", (job_id,))
+            prune.execute("DELETE FROM tenantq_job_attempts WHERE job_id = %s", (job_id,))
+            outcome: dict[str, Any] = {}
+            stale = Result(job_id, 1, "succeeded", JobState.SUCCEEDED, duration_ms=1)
+            writer = threading.Thread(
+                target=lambda: outcome.setdefault("applied", store.complete_batch([stale]))
+            )
+            writer.start()
+            # The stale result's statement waits on the job's row lock.
+            wait_for(
+                lambda: (
+                    db.execute(
+                        "SELECT count(*) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                    ).fetchone()
+                    == (1,)
+                ),
+                timeout=30,
+                what="the stale result to wait for the prune's lock",
+            )
+            assert writer.is_alive()
+            prune.execute("DELETE FROM tenantq_jobs WHERE id = %s", (job_id,))
+            prune.commit()
+        writer.join(30)
+        assert not writer.is_alive()
+        assert outcome["applied"] == set()
+        assert _attempt_rows(db, job_id) == []
+    finally:
+        store.close()
+        db.execute(
+            "WITH gone AS (DELETE FROM tenantq_jobs WHERE queue = %s RETURNING id) "
+            "DELETE FROM tenantq_job_attempts a USING gone WHERE a.job_id = gone.id",
+            (queue,),
+        )
