@@ -53,6 +53,7 @@ from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.producer import BatchFuture, EnqueueRequest, Producer
 from tenantq.store import migrate
 from tenantq.store.engine import psycopg_url
+from tenantq.store.statements import QUEUE_JOBS_DELETE
 from tenantq.topics import consumer_group
 from throughput_app import APP, JOB_TYPE, QUEUE
 
@@ -250,11 +251,7 @@ class TenantqSide:
         options = self.options
         with psycopg.connect(psycopg_url(self.url), autocommit=True) as connection:
             # The previous run's jobs go, the history stays; statistics as a deployment's.
-            connection.execute(
-                "WITH gone AS (DELETE FROM tenantq_jobs WHERE queue = %s RETURNING id) "
-                "DELETE FROM tenantq_job_attempts a USING gone WHERE a.job_id = gone.id",
-                (QUEUE,),
-            )
+            connection.execute(QUEUE_JOBS_DELETE, {"queue": QUEUE})
             connection.execute("DELETE FROM tenantq_workers")
             connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_job_attempts")
         # The benchmark's own clients log librdkafka warnings only (not its info lines about

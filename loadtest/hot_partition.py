@@ -105,6 +105,7 @@ from tenantq.settings import (  # noqa: E402
 )
 from tenantq.store import migrate  # noqa: E402
 from tenantq.store.engine import create_sqlalchemy_engine, psycopg_url  # noqa: E402
+from tenantq.store.statements import QUEUE_JOBS_DELETE  # noqa: E402
 from tenantq.topic_admin import declared_topics, delete_topics, ensure_topics  # noqa: E402
 from tenantq.topics import consumer_group  # noqa: E402
 
@@ -596,11 +597,7 @@ def handler_start_gap(
 def remove_rows(connection: psycopg.Connection[Any], queue: str) -> None:
     """The run's job rows with their attempts, and its placements: the run's queue
     is its own, so nobody else's rows match."""
-    connection.execute(
-        "WITH gone AS (DELETE FROM tenantq_jobs WHERE queue = %s RETURNING id) "
-        "DELETE FROM tenantq_job_attempts a USING gone WHERE a.job_id = gone.id",
-        (queue,),
-    )
+    connection.execute(QUEUE_JOBS_DELETE, {"queue": queue})
     connection.execute("DELETE FROM tenantq_tenant_placement WHERE queue = %s", (queue,))
 
 

@@ -377,3 +377,11 @@ WORKER_STOP = """
 UPDATE tenantq_workers SET stopped_at = now(), running_jobs = 0, heartbeat_at = now()
 WHERE id = %(id)s
 """
+
+#: Delete every job of a queue, whatever its state, with its attempt rows (which have no
+#: foreign key to cascade from, migration 0007): for a throwaway queue of a benchmark or a
+#: test, never a deployment's.
+QUEUE_JOBS_DELETE = """
+WITH gone AS (DELETE FROM tenantq_jobs WHERE queue = %(queue)s RETURNING id)
+DELETE FROM tenantq_job_attempts a USING gone WHERE a.job_id = gone.id
+"""

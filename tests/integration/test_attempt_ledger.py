@@ -13,6 +13,7 @@ import psycopg
 import tenantq
 from support import all_in, running_worker, wait_for
 from tenantq.states import Outcome
+from tenantq.store.statements import QUEUE_JOBS_DELETE
 
 
 def test_the_database_accepts_exactly_the_declared_outcomes(db: psycopg.Connection[Any]) -> None:
@@ -79,8 +80,4 @@ def test_worker_labels_the_busiest_tenants_first(
             wait_for(lambda: hasattr(worker, "consumer"), timeout=30, what="worker started")
             assert worker.observability.metrics.tenants.labelled() == {"whale", "dolphin"}
     finally:
-        db.execute(
-            "WITH gone AS (DELETE FROM tenantq_jobs WHERE queue = %s RETURNING id) "
-            "DELETE FROM tenantq_job_attempts a USING gone WHERE a.job_id = gone.id",
-            (queue,),
-        )
+        db.execute(QUEUE_JOBS_DELETE, {"queue": queue})

@@ -17,6 +17,7 @@ from support import wait_for
 from tenantq.states import JobState
 from tenantq.store.engine import psycopg_url
 from tenantq.store.job_store import ClaimRequest, JobStore, Result
+from tenantq.store.statements import QUEUE_JOBS_DELETE
 
 PAYLOAD = b'{"n": 1}'
 
@@ -96,8 +97,4 @@ def test_a_stale_result_waits_for_the_prune_deleting_its_job_and_writes_nothing(
         assert _attempt_rows(db, job_id) == []
     finally:
         store.close()
-        db.execute(
-            "WITH gone AS (DELETE FROM tenantq_jobs WHERE queue = %s RETURNING id) "
-            "DELETE FROM tenantq_job_attempts a USING gone WHERE a.job_id = gone.id",
-            (queue,),
-        )
+        db.execute(QUEUE_JOBS_DELETE, {"queue": queue})

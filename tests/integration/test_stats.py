@@ -20,6 +20,7 @@ from tenantq.observability.queue_stats import QueueStatsCollector
 from tenantq.observability.server import serve_metrics
 from tenantq.store import stats
 from tenantq.store.engine import connect
+from tenantq.store.statements import QUEUE_JOBS_DELETE
 from typer.testing import CliRunner
 
 INSERT_JOB = """
@@ -80,11 +81,7 @@ def queue(db: psycopg.Connection[Any]) -> Iterator[str]:
     name = f"q{uuid.uuid4().hex[:10]}"
     _insert(db, name, JOBS)
     yield name
-    db.execute(
-        "WITH gone AS (DELETE FROM tenantq_jobs WHERE queue = %s RETURNING id) "
-        "DELETE FROM tenantq_job_attempts a USING gone WHERE a.job_id = gone.id",
-        (name,),
-    )
+    db.execute(QUEUE_JOBS_DELETE, {"queue": name})
 
 
 @pytest.fixture
