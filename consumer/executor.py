@@ -88,8 +88,7 @@ class ThreadExecutor:
         pass
 
     def submit(self, tasks: Sequence[Task]) -> None:
-        for task in tasks:
-            self._runner.submit(task)
+        self._runner.submit_many(tasks)
 
     def cancel(self, task: Task, reason: str) -> None:
         task.context.signal_cancel(reason)

@@ -213,11 +213,13 @@ def main(connection: Any, spec: HandlerProcessSpec) -> None:
                 os._exit(0)  # the member is gone: nobody would take the results
             kind = message[0]
             if kind == "run":
+                tasks = []
                 for row in message[1]:
                     task_spec = TaskSpec._make(row)
                     task = _task(app, task_spec, leases)
                     contexts[task_spec.job_id] = task.context
-                    runner.submit(task)
+                    tasks.append(task)
+                runner.submit_many(tasks)
             elif kind == "cancel":
                 context = contexts.get(message[1])
                 if context is not None:

@@ -15,13 +15,12 @@ handler process (``tenantq.consumer.handler_process``) alike.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +52,8 @@ class Task:
     #: Set when the attempt ends: what becomes of the job, and what it says of dependencies.
     verdict: Verdict | None = None
     breaker: BreakerSignal = "neutral"
-    _future: concurrent.futures.Future[Any] | None = field(default=None, repr=False)
+    #: The asyncio task of an async handler's attempt (made and cancelled in the loop's thread).
+    _future: asyncio.Task[None] | None = field(default=None, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
 
     @property
@@ -145,14 +145,27 @@ class HandlerRunner:
             return list(self._running)
 
     def submit(self, task: Task) -> None:
+        self.submit_many((task,))
+
+    def submit_many(self, tasks: Sequence[Task]) -> None:
+        """Start ``tasks``: sync handlers in the threads, async ones on the event loop, all
+        of a call's async ones handed to the loop in one wake-up (a wake-up per job, as
+        ``run_coroutine_threadsafe`` makes, cost more than the jobs of a no-op handler)."""
         with self._lock:
-            self._running.add(task)
-            if task.deadline < self._next_deadline:
-                self._next_deadline = task.deadline
-        if task.job_type.is_async:
-            task._future = asyncio.run_coroutine_threadsafe(self._run_async(task), self._loop)
-        else:
-            self._work.put(task)
+            running = self._running
+            for task in tasks:
+                running.add(task)
+                if task.deadline < self._next_deadline:
+                    self._next_deadline = task.deadline
+        coroutines: list[Task] = []
+        put = self._work.put
+        for task in tasks:
+            if task.job_type.is_async:
+                coroutines.append(task)
+            else:
+                put(task)
+        if coroutines:
+            self._loop.call_soon_threadsafe(self._start_coroutines, coroutines)
 
     def expire(self, now: float | None = None) -> list[Task]:
         """Give up on tasks past their deadline; returns them (already handed over)."""
@@ -168,8 +181,8 @@ class HandlerRunner:
         for task in expired:
             task.context.signal_cancel("timeout")
             if self._finish(task, None, timed_out=True):
-                if task._future is not None:
-                    task._future.cancel()
+                if task.job_type.is_async:
+                    self._cancel_coroutine(task)
                 elif task._thread is not None:
                     with self._lock:
                         self._abandoned.add(task._thread)
@@ -185,8 +198,8 @@ class HandlerRunner:
             self._running.discard(task)
             if task._thread is not None:
                 self._abandoned.add(task._thread)
-        if task._future is not None:
-            task._future.cancel()
+        if task.job_type.is_async:
+            self._cancel_coroutine(task)
         elif task._thread is not None:
             self._spawn_thread()
         return True
@@ -209,6 +222,22 @@ class HandlerRunner:
             self._loop.close()
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _start_coroutines(self, tasks: list[Task]) -> None:
+        """In the loop's thread: an asyncio task per attempt. One timed out or abandoned
+        before the loop came here has its cancel queued behind this call, so it is
+        cancelled before its first step."""
+        create_task = self._loop.create_task
+        for task in tasks:
+            task._future = create_task(self._run_async(task))
+
+    def _cancel_coroutine(self, task: Task) -> None:
+        """Any thread: cancel an async attempt in the loop's thread (an asyncio task is not
+        thread-safe). Queued behind the call that starts it, so it finds it started."""
+        try:
+            self._loop.call_soon_threadsafe(_cancel_in_loop, task)
+        except RuntimeError:
+            pass  # the loop is closed: the runner stopped, and its attempt with it
 
     def _finish(self, task: Task, error: BaseException | None, *, timed_out: bool = False) -> bool:
         with self._lock:
@@ -295,3 +324,8 @@ class HandlerRunner:
             and not task.context.cancelled
             and is_transient_database_error(error)
         )
+
+
+def _cancel_in_loop(task: Task) -> None:
+    if task._future is not None:
+        task._future.cancel()
