@@ -55,7 +55,7 @@ from tenantq.store import migrate
 from tenantq.store.engine import psycopg_url
 from tenantq.store.statements import QUEUE_JOBS_DELETE
 from tenantq.topics import consumer_group
-from throughput_app import APP, JOB_TYPE, QUEUE
+from throughput_app import APP, ASYNC_HANDLER_VARIABLE, JOB_TYPE, QUEUE
 
 HERE = Path(__file__).resolve().parent
 TENANTS = 200
@@ -65,23 +65,28 @@ DEFAULT_METRICS_PORT = int(tenantq.Settings.model_fields["metrics_port"].default
 
 @dataclass(frozen=True)
 class TenantqConfig:
-    """``--concurrency`` (None: the default) and ``--processes`` of ``tenantq worker``, and
-    whether handlers run in threads of the member instead of a handler process."""
+    """``--concurrency`` (None: the default) and ``--processes`` of ``tenantq worker``,
+    whether handlers run in threads of the member instead of a handler process, and whether
+    the no-op handler is ``async def``."""
 
     concurrency: int | None
     processes: int
     threads: bool = False
+    asynchronous: bool = False
 
     @classmethod
     def parse(cls, text: str) -> TenantqConfig:
         """``32x1`` (concurrency x processes), ``128x2``; ``default`` for no flags; a ``t``
-        at the end (``128x2t``) runs handlers in threads (``TENANTQ_WORKER__HANDLER_PROCESS=
-        false``): what the handler process's crash isolation costs."""
+        (``128x2t``) runs handlers in threads (``TENANTQ_WORKER__HANDLER_PROCESS=false``):
+        what the handler process's crash isolation costs; an ``a`` at the end (``128x2a``,
+        ``128x2ta``) makes the no-op an ``async def`` handler, as PgQueuer's is."""
         if text == "default":
             return cls(None, 1)
+        asynchronous = text.endswith("a")
+        text = text.removesuffix("a")
         threads = text.endswith("t")
         concurrency, _, processes = text.removesuffix("t").partition("x")
-        return cls(int(concurrency), int(processes or 1), threads)
+        return cls(int(concurrency), int(processes or 1), threads, asynchronous)
 
     def label(self, default_concurrency: int) -> str:
         """``tenantq c32 p1 (defaults)``; the default concurrency is the settings' (the
@@ -90,8 +95,10 @@ class TenantqConfig:
         defaults = concurrency == default_concurrency and self.processes == 1
         label = f"tenantq c{concurrency} p{self.processes}"
         if self.threads:
-            return label + " threads"
-        return label + (" (defaults)" if defaults else "")
+            label += " threads"
+        if self.asynchronous:
+            return label + ", async handler"
+        return label + (" (defaults)" if defaults and not self.threads else "")
 
     def arguments(self) -> list[str]:
         flags = [] if self.concurrency is None else ["--concurrency", str(self.concurrency)]
@@ -289,6 +296,8 @@ class TenantqSide:
         environment["PYTHONPATH"] = str(HERE)
         if config.threads:
             environment["TENANTQ_WORKER__HANDLER_PROCESS"] = "false"
+        if config.asynchronous:
+            environment[ASYNC_HANDLER_VARIABLE] = "1"
         command = [
             sys.executable,
             "-m",

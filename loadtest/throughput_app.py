@@ -8,6 +8,7 @@ queue's own cost per job: consume, claim, dispatch to the handler process, compl
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import tenantq
@@ -19,6 +20,17 @@ JOB_TYPE = "noop"
 APP = tenantq.App()
 
 
-@APP.job(JOB_TYPE, queue=QUEUE)
+#: Set (by ``--tenantq ...a``) in the worker's environment: the no-op is an ``async def``
+#: handler, run on the handler runner's event loop instead of a thread of its own.
+ASYNC_HANDLER_VARIABLE = "THROUGHPUT_ASYNC_HANDLER"
+
+
 def noop(ctx: object, payload: dict[str, Any]) -> None:
     return None
+
+
+async def noop_async(ctx: object, payload: dict[str, Any]) -> None:
+    return None
+
+
+APP.job(JOB_TYPE, queue=QUEUE)(noop_async if os.environ.get(ASYNC_HANDLER_VARIABLE) else noop)

@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         "--tenantq",
         default="default,512x1,512x2t,2048x2t",
         help="worker configurations, CONCURRENCYxPROCESSES, comma-separated ('default': no "
-        "flags; a 't' at the end: handlers in threads, without the handler process)",
+        "flags; a 't' after it: handlers in threads, without the handler process; an 'a' at "
+        "the end: the no-op is an async def handler, as PgQueuer's is)",
     )
     parser.add_argument(
         "--pgqueuer",
@@ -214,7 +215,10 @@ def main(argv: list[str] | None = None) -> int:
         for round_number in range(1, arguments.runs + 1):
             for index, config in enumerate(tenantq_configs):
                 concurrency = config.concurrency or "default"
-                tag = f"r{round_number}-tenantq-c{concurrency}-p{config.processes}"
+                tag = (
+                    f"r{round_number}-tenantq-c{concurrency}-p{config.processes}"
+                    f"{'t' if config.threads else ''}{'a' if config.asynchronous else ''}"
+                )
                 want_raw = round_number == 1 and index == 0 and not arguments.no_raw
                 measured, rate = tenantq_side.run(config, tag, raw=want_raw)
                 measured.round_number = round_number
