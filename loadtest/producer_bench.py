@@ -32,6 +32,7 @@ from concurrent.futures import Future, wait
 from typing import Any
 
 import confluent_kafka
+import machine_speed
 import tenantq
 from bench_topics import bench_settings
 from tenantq.partitioner.placement_book import PlacementBook
@@ -262,10 +263,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     arguments = parser.parse_args(argv)
 
+    print(machine_speed.measure().describe("at the start"))
     with bench_settings(
         "bench", QUEUE, arguments.partitions, keep_topics=arguments.keep_topics
     ) as settings:
         compare(settings, arguments)
+    print(machine_speed.measure().describe("at the end"))
     return 0
 
 

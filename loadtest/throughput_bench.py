@@ -41,6 +41,7 @@ import time
 import uuid
 from pathlib import Path
 
+import machine_speed
 import psycopg
 import tenantq
 from bench_pgqueuer import MISSING, PgqueuerConfig, PgqueuerOptions, PgqueuerSide
@@ -163,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     header = [
         f"{arguments.jobs:,} no-op jobs per run, {arguments.runs} round(s); Kafka "
         f"{servers.bootstrap_servers}, PostgreSQL {servers.database_url.rsplit('@', 1)[-1]}",
+        machine_speed.measure().describe("at the start"),
     ]
     if servers.kafka_pid is None:
         header.append("Kafka CPU not counted: the broker is not the dev stack's (no pid here).")
@@ -262,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{median(background) * 1000:,.0f} ms of CPU per second: background that tenantq's "
             f"Kafka figure holds too."
         )
+    footer.append(machine_speed.measure().describe("at the end"))
     footer.append(
         "CPU µs/job: worker = the worker's processes (tenantq: supervisor, members, handler "
         "processes); Postgres = this run's database's backends + the server's own processes "
