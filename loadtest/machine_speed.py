@@ -35,16 +35,19 @@ def reference_work(steps: int) -> int:
 
 @dataclass(frozen=True)
 class MachineSpeed:
-    """One reading: the fastest pass's time per step, and the machine it was taken on."""
+    """One reading: the fastest pass's time per step, how it was taken, and on what machine."""
 
     step_micros: float
+    steps: int
+    passes: int
     cpu: str
     cores: int
 
     def describe(self, when: str) -> str:
         return (
             f"Machine speed {when}: {self.step_micros:.3f} µs per reference Python step "
-            f"(best of {PASSES} × {STEPS:,}; lower is faster; loadtest/machine_speed.py), "
+            f"(best of {self.passes} × {self.steps:,}; lower is faster; "
+            f"loadtest/machine_speed.py), "
             f"{self.cores} cores, {self.cpu}"
         )
 
@@ -68,4 +71,4 @@ def measure(steps: int = STEPS, passes: int = PASSES) -> MachineSpeed:
         started = time.perf_counter()
         reference_work(steps)
         best = min(best, time.perf_counter() - started)
-    return MachineSpeed(best / steps * 1e6, cpu_model(), os.cpu_count() or 0)
+    return MachineSpeed(best / steps * 1e6, steps, passes, cpu_model(), os.cpu_count() or 0)
