@@ -114,27 +114,24 @@ def prepare_database(servers: Servers, name: str) -> str:
     return url
 
 
-#: Finished jobs of another queue, with their attempt rows: the ledger a running deployment
-#: has (``TENANTQ_RETENTION__SUCCEEDED`` keeps a day of them), so that the planner sees a
-#: table of a real size rather than an empty one. (The worker's own plans no longer depend on
-#: it: they are made without sequential scans, ``tenantq.store.engine.connect``; a run with
+#: Finished jobs of another queue, each with its success recorded as a worker records it (on
+#: the job row, migration 0008): the ledger a running deployment has
+#: (``TENANTQ_RETENTION__SUCCEEDED`` keeps a day of them), so that the planner sees a table of
+#: a real size rather than an empty one. (The worker's own plans no longer depend on it: they
+#: are made without sequential scans, ``tenantq.store.engine.connect``; a run with
 #: ``--history 0`` measures a new deployment.)
 HISTORY_JOBS = """
 INSERT INTO tenantq_jobs (
     id, queue, job_type, tenant_id, partition_key, state, payload, payload_sha256, attempts,
     max_attempts, origin_topic, origin_partition, origin_offset, enqueued_at, started_at,
-    finished_at, created_at, updated_at)
+    finished_at, created_at, updated_at, success_worker_id, success_started_at,
+    success_duration_ms)
 SELECT gen_random_uuid(), 'history', 'noop', 'tenant-' || mod(i, 200), 'tenant-' || mod(i, 200),
        'succeeded', decode('00', 'hex'), sha256(decode('00', 'hex')), 1, 25, 'history',
        mod(i, 12), i, now() - interval '1 hour', now() - interval '1 hour',
-       now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour'
+       now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour',
+       'history', now() - interval '1 hour', 0
 FROM generate_series(1, %(count)s) AS i
-"""
-HISTORY_ATTEMPTS = """
-INSERT INTO tenantq_job_attempts (job_id, attempt, worker_id, outcome, started_at, finished_at,
-                                  duration_ms)
-SELECT id, 1, 'history', 'succeeded', started_at, finished_at, 0
-FROM tenantq_jobs WHERE queue = 'history'
 """
 
 
@@ -143,8 +140,7 @@ def seed_history(url: str, count: int) -> None:
     with psycopg.connect(psycopg_url(url), autocommit=True) as connection:
         if count:
             connection.execute(HISTORY_JOBS, {"count": count})
-            connection.execute(HISTORY_ATTEMPTS)
-        connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_job_attempts")
+        connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_attempt_log")
 
 
 def url_of(servers: Servers, name: str) -> str:
@@ -260,7 +256,7 @@ class TenantqSide:
             # The previous run's jobs go, the history stays; statistics as a deployment's.
             connection.execute(QUEUE_JOBS_DELETE, {"queue": QUEUE})
             connection.execute("DELETE FROM tenantq_workers")
-            connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_job_attempts")
+            connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_attempt_log")
         # The benchmark's own clients log librdkafka warnings only (not its info lines about
         # a purged queue at close); the workers get the user's configuration untouched.
         user_kafka_config = tenantq.load_settings().kafka_config

@@ -87,6 +87,12 @@ jobs = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("started_at", DateTime(timezone=True), nullable=True),
     Column("finished_at", DateTime(timezone=True), nullable=True),
+    # The attempt that succeeded, written by the result that ended the job (migration 0008):
+    # its worker, when its lease was taken (database clock) and how long its handler ran.
+    # Every other attempt is a row of ``tenantq_attempt_log``.
+    Column("success_worker_id", Text, nullable=True),
+    Column("success_started_at", DateTime(timezone=True), nullable=True),
+    Column("success_duration_ms", Integer, nullable=True),
     CheckConstraint("attempts >= 0", name="attempts_not_negative"),
     CheckConstraint("max_attempts >= 1", name="max_attempts_positive"),
     CheckConstraint("replays >= 0", name="replays_not_negative"),
@@ -100,6 +106,9 @@ jobs = Table(
         name="lease_exactly_when_leased",
     ),
     CheckConstraint("char_length(tenant_id) BETWEEN 1 AND 128", name="tenant_id_length"),
+    CheckConstraint(
+        "success_worker_id IS NULL OR state = 'succeeded'", name="success_only_when_succeeded"
+    ),
     # An idempotency key names one job per queue; jobs without a key have no entry.
     Index(
         "uq_tenantq_jobs_queue_idempotency_key",
@@ -139,8 +148,11 @@ jobs = Table(
     ),
 )
 
-job_attempts = Table(
-    "tenantq_job_attempts",
+#: Every attempt that did not succeed (and any written by a release before migration 0008),
+#: a row each. A succeeded attempt is recorded on its job row (``success_*``); the view
+#: ``tenantq_job_attempts`` (migration 0008, not modelled here) shows both as one history.
+attempt_log = Table(
+    "tenantq_attempt_log",
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
     # No foreign key to the job (migration 0007): the statements that write attempt rows
@@ -155,7 +167,7 @@ job_attempts = Table(
     Column("finished_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("duration_ms", Integer, nullable=True),
     CheckConstraint(f"outcome IN ({_outcome_list})", name="outcome_known"),
-    Index("ix_tenantq_job_attempts_job_id_attempt", "job_id", "attempt"),
+    Index("ix_tenantq_attempt_log_job_id_attempt", "job_id", "attempt"),
 )
 
 workers = Table(

@@ -26,7 +26,8 @@ _DOOMED = """
         OR (state = 'canceled' AND finished_at < now() - make_interval(secs => %(canceled)s)))
 """
 
-#: Delete one batch of finished jobs and their attempts; counts per state, and attempts.
+#: Delete one batch of finished jobs and their attempts; counts per state, and attempts (the
+#: log's rows, and the successes recorded on the job rows themselves, migration 0008).
 JOB_PRUNE_BATCH = f"""
 WITH doomed AS (
     {_DOOMED}
@@ -35,18 +36,21 @@ WITH doomed AS (
     FOR UPDATE SKIP LOCKED
 ),
 attempts AS (
-    DELETE FROM tenantq_job_attempts a USING doomed d WHERE a.job_id = d.id RETURNING 1
+    DELETE FROM tenantq_attempt_log a USING doomed d WHERE a.job_id = d.id RETURNING 1
 ),
 jobs AS (
     DELETE FROM tenantq_jobs j USING doomed d
     WHERE j.id = d.id AND j.state IN ('succeeded', 'dead', 'canceled')
-    RETURNING j.state::text AS state
+    RETURNING j.state::text AS state, j.success_worker_id IS NOT NULL AS success_on_row
 )
-SELECT state, count(*)::bigint, (SELECT count(*) FROM attempts)::bigint
+SELECT state, count(*)::bigint,
+       ((SELECT count(*) FROM attempts)
+        + (SELECT count(*) FROM jobs WHERE success_on_row))::bigint
 FROM jobs GROUP BY state
 """  # noqa: S608 - fixed text; every value is a parameter
 
-#: What ``JOB_PRUNE_BATCH`` would delete, all batches together (``--dry-run``, progress).
+#: What ``JOB_PRUNE_BATCH`` would delete, all batches together (``--dry-run``, progress). The
+#: attempts are counted through the view of migration 0008 (log rows and recorded successes).
 JOB_PRUNE_PREVIEW = f"""
 WITH doomed AS ({_DOOMED})
 SELECT d.state::text, count(*)::bigint,

@@ -165,6 +165,10 @@ _APPLIED = """applied AS (
                                 ELSE coalesce(r.error_class, j.last_error_class) END,
         last_error_message = CASE WHEN r.outcome = 'succeeded' THEN j.last_error_message
                                   ELSE coalesce(r.error_message, j.last_error_message) END,
+        -- A success is recorded here, not as an attempt row (migration 0008).
+        success_worker_id = CASE WHEN r.outcome = 'succeeded' THEN %(owner)b END,
+        success_started_at = CASE WHEN r.outcome = 'succeeded' THEN r.started_at END,
+        success_duration_ms = CASE WHEN r.outcome = 'succeeded' THEN r.duration_ms END,
         updated_at = now()
     FROM results r
     WHERE j.id = r.id AND j.attempts = r.attempt
@@ -173,22 +177,24 @@ _APPLIED = """applied AS (
 ),
 """
 _ATTEMPT_ROWS = """attempt_rows AS (
-    INSERT INTO tenantq_job_attempts (job_id, attempt, worker_id, outcome, error_class,
-                                      error_message, started_at, duration_ms)
+    INSERT INTO tenantq_attempt_log (job_id, attempt, worker_id, outcome, error_class,
+                                     error_message, started_at, duration_ms)
     SELECT r.id, r.attempt, %(owner)b,
            CASE WHEN r.id IN (SELECT id FROM applied) THEN r.outcome ELSE 'stale' END,
            r.error_class, r.error_message, r.started_at, r.duration_ms
     FROM results r
-    -- An applied result's job is locked by its update; a stale one's job is locked here, so
-    -- retention cannot delete it under its new attempt row (there is no foreign key).
-    WHERE (r.id IN (SELECT id FROM applied)
-           OR EXISTS (SELECT 1 FROM tenantq_jobs x WHERE x.id = r.id FOR KEY SHARE))
+    -- An applied success is recorded on its job row (``_APPLIED``): no row here. An applied
+    -- result's job is locked by its update; a stale one's job is locked here, so retention
+    -- cannot delete it under its new attempt row (there is no foreign key).
+    WHERE CASE WHEN r.id IN (SELECT id FROM applied) THEN r.outcome <> 'succeeded'
+               ELSE EXISTS (SELECT 1 FROM tenantq_jobs x WHERE x.id = r.id FOR KEY SHARE) END
 """
 
 #: Write a batch of results in one statement, each fenced by (job id, attempt, owner), with
-#: the attempt rows in the same statement. ``give_back`` returns the attempt (shutdown,
-#: revoke, snooze: they never consume one). Results of stale attempts match no job row: they
-#: are refused, recorded as 'stale' attempt rows, and reported back.
+#: the attempt records in the same statement: a success on its job row (``success_*``), any
+#: other outcome as a row of ``tenantq_attempt_log``. ``give_back`` returns the attempt
+#: (shutdown, revoke, snooze: they never consume one). Results of stale attempts match no job
+#: row: they are refused, recorded as 'stale' attempt rows, and reported back.
 JOB_COMPLETE_BATCH = (
     _RESULTS
     + _APPLIED
@@ -200,14 +206,21 @@ SELECT id FROM applied
 
 _ALREADY = """already AS (
     SELECT r.id FROM results r
-    JOIN tenantq_job_attempts a ON a.job_id = r.id AND a.attempt = r.attempt
+    JOIN tenantq_attempt_log a ON a.job_id = r.id AND a.attempt = r.attempt
      AND a.worker_id = %(owner)b AND a.outcome = r.outcome
+    UNION
+    -- A success is recorded on its job row.
+    SELECT r.id FROM results r
+    JOIN tenantq_jobs j ON j.id = r.id AND j.attempts = r.attempt
+     AND j.success_worker_id = %(owner)b
+    WHERE r.outcome = 'succeeded'
 ),
 """
 
 #: ``JOB_COMPLETE_BATCH`` once more, after the connection dropped while it ran: a result that
-#: was applied then has its attempt row already (same job, attempt, owner and outcome); it is
-#: reported as applied again and not written twice.
+#: was applied then has its attempt row already (same job, attempt, owner and outcome), or, a
+#: success, its record on the job row (same attempt, owner); it is reported as applied again
+#: and not written twice.
 JOB_COMPLETE_BATCH_AGAIN = (
     _RESULTS  # noqa: S608 (constant parts, no input)
     + _ALREADY
@@ -238,8 +251,8 @@ counted AS (
     RETURNING j.id, j.crashes
 ),
 attempt_rows AS (
-    INSERT INTO tenantq_job_attempts (job_id, attempt, worker_id, outcome, error_class,
-                                      error_message, started_at, duration_ms)
+    INSERT INTO tenantq_attempt_log (job_id, attempt, worker_id, outcome, error_class,
+                                     error_message, started_at, duration_ms)
     SELECT c.id, c.attempt, %(owner)b, 'crashed', 'ProcessCrashed', %(reason)b, c.started_at,
            c.duration_ms
     FROM crashed c JOIN counted USING (id)
@@ -264,8 +277,8 @@ released AS (
     RETURNING id, attempts + 1 AS attempt, started_at
 ),
 attempt_rows AS (
-    INSERT INTO tenantq_job_attempts (job_id, attempt, worker_id, outcome, error_class,
-                                      error_message)
+    INSERT INTO tenantq_attempt_log (job_id, attempt, worker_id, outcome, error_class,
+                                     error_message)
     SELECT id, attempt, %(id)s, 'crashed', 'ProcessCrashed', %(reason)s FROM released
 )
 SELECT id FROM released
@@ -360,10 +373,12 @@ SELECT id, queue, job_type, tenant_id, partition_key, state::text, attempts, max
 FROM tenantq_jobs WHERE id = %(id)s
 """
 
+#: A job's attempts, oldest first, through the view of migration 0008: the log's rows and the
+#: success recorded on the job row, which has no log id and comes last.
 ATTEMPT_LIST = """
 SELECT attempt, worker_id, outcome, error_class, error_message, started_at, finished_at,
        duration_ms
-FROM tenantq_job_attempts WHERE job_id = %(id)s ORDER BY id
+FROM tenantq_job_attempts WHERE job_id = %(id)s ORDER BY id NULLS LAST
 """
 
 WORKER_REGISTER = """
@@ -383,5 +398,5 @@ WHERE id = %(id)s
 #: test, never a deployment's.
 QUEUE_JOBS_DELETE = """
 WITH gone AS (DELETE FROM tenantq_jobs WHERE queue = %(queue)s RETURNING id)
-DELETE FROM tenantq_job_attempts a USING gone WHERE a.job_id = gone.id
+DELETE FROM tenantq_attempt_log a USING gone WHERE a.job_id = gone.id
 """

@@ -19,7 +19,7 @@ from tenantq.store.statements import QUEUE_JOBS_DELETE
 def test_the_database_accepts_exactly_the_declared_outcomes(db: psycopg.Connection[Any]) -> None:
     row = db.execute(
         "SELECT pg_get_constraintdef(oid) FROM pg_constraint "
-        "WHERE conname = 'ck_tenantq_job_attempts_outcome_known'"
+        "WHERE conname = 'ck_tenantq_attempt_log_outcome_known'"
     ).fetchone()
     assert row is not None
     assert set(re.findall(r"'([a-z_]+)'", row[0])) == {outcome.value for outcome in Outcome}

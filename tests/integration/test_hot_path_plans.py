@@ -64,7 +64,7 @@ def test_hot_path_reaches_jobs_by_primary_key_on_a_new_table(empty_database: str
         name: plan
         for name, plan in plans.items()
         if re.search(r"Seq Scan on tenantq_jobs\b", plan)
-        or re.search(r"Seq Scan on tenantq_job_attempts\b", plan)
+        or re.search(r"Seq Scan on tenantq_attempt_log\b", plan)
     }
     assert not whole_table_reads, "\n\n".join(
         f"{name}:\n{plan}" for name, plan in whole_table_reads.items()

@@ -57,12 +57,12 @@ def test_every_state_is_reachable_or_initial() -> None:
 
 def test_outcomes_are_one_closed_list_that_labels_and_sql_derive_from() -> None:
     from tenantq.observability.worker_metrics import JOB_OUTCOMES
-    from tenantq.store.models import job_attempts
+    from tenantq.store.models import attempt_log
 
     assert JOB_OUTCOMES == {outcome.value for outcome in DECIDED_OUTCOMES}
     assert set(Outcome) - DECIDED_OUTCOMES == {Outcome.STALE}
     (check,) = [
-        c for c in job_attempts.constraints if "outcome_known" in str(getattr(c, "name", ""))
+        c for c in attempt_log.constraints if "outcome_known" in str(getattr(c, "name", ""))
     ]
     listed = str(check.sqltext).split("IN (", 1)[1].rstrip(")").split(", ")  # type: ignore[attr-defined]
     assert [value.strip("'") for value in listed] == [outcome.value for outcome in Outcome]
