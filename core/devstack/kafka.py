@@ -125,11 +125,15 @@ def write_config(paths: KafkaPaths, ports: PortPair) -> None:
         # Tests create many groups; the default 3 s delay per new group adds up.
         "group.initial.rebalance.delay.ms": "0",
         # The consumer group protocol (KIP-848): a member that dies is noticed after 6 s
-        # (default 45 s) and assignments converge within a second, as a dev stack should.
+        # (default 45 s) and assignments converge within a second, as a dev stack should. A
+        # member that joins gets partitions another member gives up only in a heartbeat's
+        # answer: at 500 ms (the floor set here), the members a `tenantq worker --processes 2`
+        # starts together share the partitions half a second after the first one has them
+        # all (a second at 1,000 ms, 5 s at a broker's defaults).
         "group.consumer.min.session.timeout.ms": "6000",
         "group.consumer.session.timeout.ms": "6000",
         "group.consumer.min.heartbeat.interval.ms": "500",
-        "group.consumer.heartbeat.interval.ms": "1000",
+        "group.consumer.heartbeat.interval.ms": "500",
         # A misspelt topic is an error, not a new topic.
         "auto.create.topics.enable": "false",
         "num.network.threads": "2",
