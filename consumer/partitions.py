@@ -2,7 +2,12 @@
 
 A partition is paused when its read-ahead window is full (too many messages taken and not yet
 durably done) and resumed when half of it has drained, so a slow partition never makes the
-worker buffer without bound and the poll loop never blocks. A hot-lane partition has a small
+worker buffer without bound and the poll loop never blocks. The main-topic partitions share a
+read-ahead budget (their windows together): while some of them have nothing in flight, the
+ones that do may use the idle ones' share. A worker draining its last busy partition (the
+largest backlog, at the end of a drain) was held to one window in flight, well below what its
+slots could run; with its partitions all busy, each has its own window as before, so the
+bound on what a worker holds is unchanged. A hot-lane partition has a small
 window of its own: the lane's backlog is shared by every worker and read as slots free, and a
 large window only makes the worker read it in bursts that the other tenants' messages wait
 behind (the consumer hands out every partition's messages through one queue). Retry-tier
@@ -48,12 +53,23 @@ class PartitionState:
 
 class Partitions:
     def __init__(
-        self, window: int, lane_window: int | None = None, lane_topics: frozenset[str] = frozenset()
+        self,
+        window: int,
+        lane_window: int | None = None,
+        lane_topics: frozenset[str] = frozenset(),
+        main_topics: frozenset[str] = frozenset(),
     ) -> None:
         self.window = window
         self.lane_window = window if lane_window is None else lane_window
         self.lane_topics = lane_topics
+        #: Topics whose partitions share a read-ahead budget (the queues' main topics).
+        self.main_topics = main_topics
         self.states: dict[Key, PartitionState] = {}
+        #: The main-topic partitions assigned, and how many of them (not revoked) are owned
+        #: and have messages in flight, as ``apply_flow_control`` last counted.
+        self._main_keys: set[Key] = set()
+        self._main_owned = 0
+        self._main_busy = 0
         self._paused_all = False
         self._epochs = itertools.count(1)
         #: Paused as a whole while the database is away (``suspend``).
@@ -83,6 +99,8 @@ class Partitions:
             window = self.lane_window if p.topic in self.lane_topics else self.window
             self.states[key] = PartitionState(window=window, epoch=next(self._epochs))
             self._to_control.add(key)
+            if p.topic in self.main_topics:
+                self._main_keys.add(key)
         return fresh
 
     def owns(self, topic: str, partition: int) -> bool:
@@ -163,12 +181,38 @@ class Partitions:
             except KafkaException as error:
                 log.warning("resume of %s[%d] failed: %s", topic, partition, error)
 
+    def main_window(self) -> int:
+        """The read-ahead window of each busy main-topic partition: its own, or its share of
+        the budget of every main-topic partition owned when some have nothing in flight."""
+        if self._main_busy <= 0 or self._main_busy >= self._main_owned:
+            return self.window
+        return self.window * self._main_owned // self._main_busy
+
+    def _count_main(self) -> bool:
+        """Count the main-topic partitions owned and busy; True when the count changed."""
+        owned = busy = 0
+        states = self.states
+        for key in self._main_keys:
+            state = states[key]
+            if not state.revoked:
+                owned += 1
+                if state.offsets.in_flight:
+                    busy += 1
+        changed = (owned, busy) != (self._main_owned, self._main_busy)
+        self._main_owned, self._main_busy = owned, busy
+        return changed
+
     def apply_flow_control(self, consumer: Consumer) -> None:
         if self._paused_all or self._suspended:
             return
         pause: list[TopicPartition] = []
         resume: list[TopicPartition] = []
+        if self.main_topics and self._to_control and self._count_main():
+            # The shares moved: every main-topic partition is looked at again.
+            self._to_control.update(self._main_keys)
         changed, self._to_control = self._to_control, set()
+        main_window = self.main_window()
+        main_topics = self.main_topics
         for key in changed:
             state = self.states.get(key)
             if state is None or state.revoked:
@@ -177,10 +221,11 @@ class Partitions:
             in_flight = state.offsets.in_flight
             if state.waiting:
                 continue  # waiting for a retry to come due: the intake resumes it
-            if not state.paused_full and in_flight >= state.window:
+            window = main_window if topic in main_topics else state.window
+            if not state.paused_full and in_flight >= window:
                 state.paused_full = True
                 pause.append(TopicPartition(topic, partition))
-            elif state.paused_full and in_flight <= state.window // 2:
+            elif state.paused_full and in_flight <= window // 2:
                 state.paused_full = False
                 resume.append(TopicPartition(topic, partition))
         try:
@@ -323,6 +368,7 @@ class Partitions:
     def forget(self, keys: set[Key]) -> None:
         for key in keys:
             self.states.pop(key, None)
+            self._main_keys.discard(key)
 
 
 def _commit(consumer: Consumer, offsets: list[TopicPartition]) -> None:

@@ -172,6 +172,7 @@ class Worker:
             self.settings.worker.read_ahead_per_partition,
             self.settings.tenant_isolation.lane_read_ahead_per_partition,
             self.lane_topics,
+            frozenset(topics.main for topics in self.topics.values()),
         )
         self.intake = Intake(self)
         self._tasks: dict[uuid.UUID, Task] = {}

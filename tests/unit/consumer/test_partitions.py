@@ -122,3 +122,46 @@ def test_a_waiting_partition_whose_window_filled_is_paused_once_its_wait_ends() 
     # Nothing was taken or done since: flow control must still see the full window.
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
     assert consumer.paused == {("p.default.retry.0", 0)}
+
+
+def test_busy_main_partitions_share_the_window_of_idle_ones() -> None:
+    """Three main-topic partitions, a window of 100 each: while only one has messages in
+    flight it may hold the three windows (the last backlog of a drain), and it is held to its
+    own window again as soon as the others are busy. A retry tier's partition keeps its own."""
+    main = "p.default"
+    partitions = Partitions(100, 10, frozenset({"p.default.lane"}), frozenset({main}))
+    partitions.assigned(
+        [TopicPartition(main, n) for n in range(3)] + [TopicPartition("p.default.retry.0", 0)]
+    )
+    consumer = PausingConsumer()
+    epoch = 0
+    for offset in range(299):
+        epoch = partitions.take(main, 0, offset)
+    partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
+    assert consumer.paused == set()  # 299 of the three windows' 300
+    partitions.take(main, 0, 299)
+    partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
+    assert consumer.paused == {(main, 0)}
+    # Another partition gets busy: two share 300, 150 each; still paused (above half of 150).
+    partitions.take(main, 1, 0)
+    partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
+    assert partitions.main_window() == 150
+    for offset in range(224):
+        partitions.done(main, 0, offset, epoch)
+    partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
+    assert consumer.paused == {(main, 0)}  # 76 in flight: at half of 150 it reads again
+    partitions.done(main, 0, 224, epoch)
+    partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
+    assert consumer.paused == set()
+    # All three busy: each has its own window of 100.
+    partitions.take(main, 2, 0)
+    for offset in range(300, 326):
+        partitions.take(main, 0, offset)
+    partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
+    assert partitions.main_window() == 100
+    assert consumer.paused == {(main, 0)}  # 100 in flight
+    # A retry tier's partition is not part of the budget.
+    for offset in range(100):
+        partitions.take("p.default.retry.0", 0, offset)
+    partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
+    assert ("p.default.retry.0", 0) in consumer.paused
