@@ -40,6 +40,19 @@ class WorkerEvents:
         """An attempt ended with ``outcome`` after ``duration_seconds``; ``attempts`` is the
         job's attempt count."""
 
+    def jobs_started(self, started: list[tuple[str, str, str, float | None]]) -> None:
+        """Attempts started together: ``job_started`` of each (queue, job type, tenant, wait
+        seconds). A subscriber may record them in one go."""
+        for queue, job_type, tenant, wait_seconds in started:
+            self.job_started(queue, job_type, tenant, wait_seconds)
+
+    def jobs_finished(self, finished: list[tuple[str, str, str, Outcome, float, int]]) -> None:
+        """Attempts whose results were written together: ``job_finished`` of each (queue, job
+        type, tenant, outcome, duration seconds, attempts). A subscriber may record them in
+        one go."""
+        for queue, job_type, tenant, outcome, duration_seconds, attempts in finished:
+            self.job_finished(queue, job_type, tenant, outcome, duration_seconds, attempts)
+
     def messages_read(self, delays: list[tuple[str, str, float]]) -> None:
         """Messages of the main topics and hot lanes were read: (queue, source, seconds since
         each one's Kafka timestamp), one call per poll; the source is ``READ_FROM_MAIN`` or

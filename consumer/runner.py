@@ -35,6 +35,8 @@ from tenantq.store.transient import (
     is_transient_database_error,
 )
 
+_SUCCEEDED = Verdict.succeeded()
+
 
 @dataclass(eq=False, slots=True)
 class Task:
@@ -63,6 +65,12 @@ class Task:
     def judge(self, policy: RetryPolicy) -> None:
         """Decide the verdict of the attempt that just ended (error, timeout and cancel are
         set)."""
+        if self.error is None and not self.timed_out and self.context.cancel_reason is None:
+            # The handler returned, nobody asked it to stop: what ``classify`` and
+            # ``breaker_signal`` say of it, without their calls (0.6 us, once per job).
+            self.verdict = _SUCCEEDED
+            self.breaker = "success"
+            return
         self.verdict = classify(
             self.error,
             job_type=self.job_type,

@@ -35,6 +35,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from tenantq.app import App, JobType
@@ -80,6 +81,8 @@ log = logging.getLogger("tenantq.worker")
 FINAL_WRITE_SECONDS = 10.0
 #: The poll loop's wait while work is in flight (an answer ends it sooner).
 IN_FLIGHT_WAIT_SECONDS = 0.001
+#: What ``_release_holds`` returns when no lease was lost (shared: nobody changes it).
+_NONE_LOST: frozenset[uuid.UUID] = frozenset()
 
 
 class Worker:
@@ -229,8 +232,8 @@ class Worker:
             publisher=self.publisher,
             ledger=self.ledger,
             events=self.events,
-            release_hold=self._release_hold,
-            mark_done=self.mark_done,
+            release_holds=self._release_holds,
+            mark_done=self.mark_all_done,
             completing=self._completing_now,
             stats=self.stats,
         )
@@ -524,6 +527,7 @@ class Worker:
         stopping = self._stop_requested.is_set()
         room = self.slots - self.executor.busy
         starting: list[Task] = []
+        started: list[tuple[str, str, str, float | None]] = []
         # One reading of the clocks for the jobs started together.
         monotonic, wall = time.monotonic(), time.time()
         while ready and (stopping or len(starting) < room):
@@ -545,9 +549,10 @@ class Worker:
                 self.completer.add(Completion(item, verdict, 0.0))
                 continue
             assert job_type is not None
-            starting.append(self._task(item, job_type, monotonic, wall))
+            starting.append(self._task(item, job_type, monotonic, wall, started))
         if starting:
             self.stats["executed"] += len(starting)
+            self.events.jobs_started(started)
             self.executor.submit(starting)
 
     def _release_ready(self, which: Callable[[WorkItem], bool], reason: str) -> None:
@@ -616,8 +621,16 @@ class Worker:
             return False
         return not job_type.dependencies or self.guard.ready(job_type.dependencies)
 
-    def _task(self, item: WorkItem, job_type: JobType, monotonic: float, wall: float) -> Task:
-        """The task of a leased job starting now (``monotonic`` and ``wall``: the clocks)."""
+    def _task(
+        self,
+        item: WorkItem,
+        job_type: JobType,
+        monotonic: float,
+        wall: float,
+        started: list[tuple[str, str, str, float | None]],
+    ) -> Task:
+        """The task of a leased job starting now (``monotonic`` and ``wall``: the clocks); its
+        start event goes on ``started`` (reported for the batch, ``WorkerEvents.jobs_started``)."""
         lease = item.lease
         assert lease is not None
         timeout = job_type.timeout or self.settings.worker.default_timeout_seconds
@@ -643,7 +656,7 @@ class Worker:
         task = Task(job_type, item.envelope.payload, context, context.deadline, item)
         self._tasks[job_id] = task
         wait = wall - item.envelope.created_at.timestamp() if lease.attempt == 1 else None
-        self.events.job_started(item.queue, item.job_type, item.tenant_id, wait)
+        started.append((item.queue, item.job_type, item.tenant_id, wait))
         return task
 
     # -- results -------------------------------------------------------------------------------
@@ -779,11 +792,13 @@ class Worker:
         """Start crashed attempts again, same lease and attempt (their crash was not theirs)."""
         fresh = []
         monotonic, wall = time.monotonic(), time.time()
+        started: list[tuple[str, str, str, float | None]] = []
         for task in tasks:
             item: WorkItem = task.item
             self._tasks.pop(item.job_id, None)
-            fresh.append(self._task(item, task.job_type, monotonic, wall))
+            fresh.append(self._task(item, task.job_type, monotonic, wall, started))
         self.stats["executed"] += len(fresh)
+        self.events.jobs_started(started)
         self.executor.submit(fresh)
 
     # -- leases --------------------------------------------------------------------------------
@@ -792,6 +807,12 @@ class Worker:
         """The item's message is durably handled: its offset may be committed (if its
         partition is still held under the assignment it was read in)."""
         self.partitions.done(item.topic, item.partition, item.offset, item.record.epoch)
+
+    def mark_all_done(self, items: list[WorkItem]) -> None:
+        """``mark_done`` of each (the results of one statement)."""
+        done = self.partitions.done
+        for item in items:
+            done(item.topic, item.partition, item.offset, item.record.epoch)
 
     def hold(self, items: list[WorkItem]) -> None:
         """Leases now ours: heartbeated until their results are settled."""
@@ -809,6 +830,22 @@ class Worker:
                 return False
             already_lost = job_id in self._lost
             self._lost.discard(job_id)
+        return already_lost
+
+    def _release_holds(self, job_ids: list[uuid.UUID]) -> AbstractSet[uuid.UUID]:
+        """``_release_hold`` of each, under one lock; returns the jobs whose loss was reported
+        already."""
+        with self._held_lock:
+            forget = self._held.pop
+            completed = self._completing.discard
+            for job_id in job_ids:
+                forget(job_id, None)
+                completed(job_id)
+            lost = self._lost
+            if not lost:  # almost always
+                return _NONE_LOST
+            already_lost = {job_id for job_id in job_ids if job_id in lost}
+            lost.difference_update(already_lost)
         return already_lost
 
     def _held_ids(self) -> list[uuid.UUID]:

@@ -37,6 +37,21 @@ class MetricTally:
         else:
             values.append(value)
 
+    def count_many(self, counter: Any, amount: int) -> None:
+        """``counter.inc(amount)``, later."""
+        counts = self._counts
+        counts[counter] = counts.get(counter, 0) + amount
+
+    def observe_many(self, histogram: Any, values: list[float]) -> None:
+        """``observe`` of each of ``values`` (already checked: none is NaN)."""
+        if not values:
+            return
+        known = self._observations.get(histogram)
+        if known is None:
+            self._observations[histogram] = values
+        else:
+            known.extend(values)
+
     def flush(self) -> None:
         """Write everything gathered since the last flush."""
         if self._counts:

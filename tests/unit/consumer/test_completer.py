@@ -49,8 +49,8 @@ def completer(tmp_path: Path, lane: ResultsLane) -> Completer:
         publisher=SimpleNamespace(publish=lambda outgoing: [True] * len(outgoing)),  # type: ignore[arg-type]
         ledger=SimpleNamespace(results=lane),  # type: ignore[arg-type]
         events=SimpleNamespace(),  # type: ignore[arg-type]
-        release_hold=lambda job_id: False,
-        mark_done=lambda item: None,
+        release_holds=lambda job_ids: set(),
+        mark_done=lambda items: None,
         completing=lambda completions: None,
         stats={},
     )

@@ -69,6 +69,45 @@ def test_job_events_are_recorded() -> None:
         worker.job_finished("default", "export", "acme", "exploded", 1.0, 1)
 
 
+def _samples(registry: CollectorRegistry) -> str:
+    """The scrape without the series' creation times (they differ between registries)."""
+    lines = generate_latest(registry).decode().splitlines()
+    return "\n".join(line for line in lines if "_created" not in line)
+
+
+def test_batch_events_record_what_the_events_one_by_one_record() -> None:
+    """``jobs_started`` / ``jobs_finished`` (what the worker reports per batch) write the same
+    samples as ``job_started`` / ``job_finished`` of each, past the tenant label bound, with
+    negative and NaN timings counted as 0, and the same refusal of an unknown outcome."""
+    nan = float("nan")
+    started = [
+        ("default", "export", f"tenant-{index % 9}", wait)
+        for index, wait in enumerate([2.0, None, -0.2, 0.5, nan, 1.0] * 5)
+    ]
+    finished = [
+        ("default", "export", f"tenant-{index % 9}", outcome, duration, attempts)
+        for index, (outcome, duration, attempts) in enumerate(
+            [("succeeded", 0.5, 3), ("retrying", 1.5, 1), ("succeeded", -1.0, 0)] * 7
+        )
+    ]
+    one_by_one, batched = CollectorRegistry(), CollectorRegistry()
+    single = WorkerMetrics(one_by_one, top_tenants=4)
+    batch = WorkerMetrics(batched, top_tenants=4)
+    for event in started:
+        single.job_started(*event)
+    for ended in finished:
+        single.job_finished(*ended)  # type: ignore[arg-type]
+    batch.jobs_started(started[:10])
+    batch.jobs_started(started[10:])
+    batch.jobs_finished(finished)  # type: ignore[arg-type]
+    single.flush()
+    batch.flush()
+    assert _samples(batched) == _samples(one_by_one)
+    assert 'tenant="other"' in _samples(batched)
+    with pytest.raises(ValueError, match="unknown outcome"):
+        batch.jobs_finished([("default", "export", "acme", "exploded", 1.0, 1)])  # type: ignore[list-item]
+
+
 def test_read_delays_are_recorded_per_queue_and_source_at_flush() -> None:
     registry = CollectorRegistry()
     worker = WorkerMetrics(registry)
