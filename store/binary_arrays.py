@@ -121,6 +121,9 @@ class _ArrayDumper(Dumper):
     #: looked up once per class.
     element_type = ""
     _element_oid = 0
+    #: Look for one value throughout first: ``list.count`` compares in C for these types
+    #: (not for ``uuid.UUID``, whose ``__eq__`` is Python, and whose values never repeat).
+    _may_repeat = True
 
     def __init_subclass__(cls) -> None:
         info = types.get(cls.element_type)
@@ -132,6 +135,12 @@ class _ArrayDumper(Dumper):
         values = obj.values
         if not values:
             return _EMPTY(0, 0, self._element_oid)
+        size = len(values)
+        if self._may_repeat and values.count(first := values[0]) == size:
+            # One value in every row (a batch's queue, job type, outcome, state, no error):
+            # its bytes made once and repeated, no Python per element.
+            (part,) = self.elements([first])
+            return _HEAD(1, part == _NULL, self._element_oid, size, 1) + part * size
         parts = self.elements(values)
         # A NULL is the only element that is exactly these 4 bytes (a length is >= 0).
         head = _HEAD(1, _NULL in parts, self._element_oid, len(parts), 1)
@@ -143,6 +152,7 @@ class _ArrayDumper(Dumper):
 
 class _UuidArrayDumper(_ArrayDumper):
     element_type = "uuid"
+    _may_repeat = False
 
     def elements(self, values: Sequence[Any]) -> list[bytes]:
         return [

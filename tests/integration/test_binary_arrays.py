@@ -47,6 +47,19 @@ CASES: list[tuple[type[ArrayParameter], str, list[Any]]] = [
 ]
 
 
+#: One value in every element (each made once and repeated), NULL throughout included.
+CASES += [
+    (UuidArray, "uuid[]", [uuid.UUID(int=7)] * 3),
+    (TextArray, "text[]", ["default"] * 500),
+    (TextArray, "text[]", [None] * 4),
+    (ByteaArray, "bytea[]", [b"{}"] * 3),
+    (BigintArray, "bigint[]", [2**40] * 300),
+    (Float8Array, "double precision[]", [None] * 2),
+    (BoolArray, "boolean[]", [False] * 5),
+    (TimestamptzArray, "timestamp with time zone[]", [_NOW] * 4),
+]
+
+
 @pytest.mark.parametrize(("array", "type_name", "values"), CASES)
 def test_an_array_reads_back_as_its_values(
     db: psycopg.Connection[Any], array: type[ArrayParameter], type_name: str, values: list[Any]
