@@ -161,6 +161,8 @@ class Intake:
         #: Tenant ids that passed ``validate_tenant_id`` (the same few recur in every poll;
         #: the regex is checked once per id, not once per message). Bounded.
         self._valid_tenants: set[str] = set()
+        #: ``_max_attempts_of`` by job type (bounded like the tenants: types come from data).
+        self._type_attempts: dict[str, int] = {}
 
     # -- messages ----------------------------------------------------------------------------
 
@@ -320,11 +322,7 @@ class Intake:
                 self._divert(message, queue_name, envelope, routed)
                 return
             worker.partitions.note_tenant(topic, partition, offset, envelope.tenant_id)
-        max_attempts = resolve_max_attempts(
-            envelope.max_attempts,
-            worker.app.find(envelope.job_type),
-            worker.settings.worker.default_max_attempts,
-        )
+        max_attempts = envelope.max_attempts or self._max_attempts_of(envelope.job_type)
         # By position, in the order of WorkItem's fields (topic, partition, offset, key, value,
         # record, timestamp_ms, queue, envelope, max_attempts, tier, lane): once per message,
         # and a call by keyword costs more than twice as much.
@@ -344,6 +342,21 @@ class Intake:
                 lane,
             )
         )
+
+    def _max_attempts_of(self, job_type: str) -> int:
+        """Max attempts of a job of ``job_type`` that did not set its own: the type's, else
+        the worker's default (``resolve_max_attempts``), looked up once per type: the app's
+        job types and the settings do not change while the worker runs."""
+        known = self._type_attempts.get(job_type)
+        if known is None:
+            known = resolve_max_attempts(
+                None,
+                self.worker.app.find(job_type),
+                self.worker.settings.worker.default_max_attempts,
+            )
+            if len(self._type_attempts) < VALID_TENANTS_REMEMBERED:
+                self._type_attempts[job_type] = known
+        return known
 
     def _finish(self, routed: _Routed) -> None:
         worker = self.worker

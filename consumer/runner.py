@@ -273,10 +273,13 @@ class HandlerRunner:
                 break
             task._thread = me
             self._run_sync(task)
-            with self._lock:
-                if me in self._abandoned:
-                    self._abandoned.discard(me)
-                    break
+            # Read without the lock first (almost always empty): an abandonment that lands
+            # after this look is seen at the next task's end, as it was under the lock.
+            if self._abandoned:
+                with self._lock:
+                    if me in self._abandoned:
+                        self._abandoned.discard(me)
+                        break
         with self._lock:
             self._threads.discard(me)
 

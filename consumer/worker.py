@@ -530,20 +530,35 @@ class Worker:
         started: list[tuple[str, str, str, float | None]] = []
         # One reading of the clocks for the jobs started together.
         monotonic, wall = time.monotonic(), time.time()
+        # Looked up once per call: ownership and handlers do not change within it, and the
+        # jobs of a batch share a few partitions and job types.
+        owned: dict[tuple[str, int], bool] = {}
+        types: dict[str, JobType | None] = {}
+        owns = self.partitions.owns
         while ready and (stopping or len(starting) < room):
             item = ready.popleft()
-            if stopping or not self.partitions.owns(item.topic, item.partition):
+            key = (item.topic, item.partition)
+            ours = owned.get(key)
+            if ours is None:
+                ours = owned[key] = owns(*key)
+            if stopping or not ours:
                 # Claimed as the partition went away or the worker began to stop: give the
                 # lease back; the offset stays for the next owner.
                 self._unreserve(item)
                 self.completer.add(Completion(item, Verdict.released("not started"), 0.0))
                 continue
-            job_type = self.job_type_of(item.job_type)
-            verdict = (
-                self.intake.unknown_type_verdict(item)
-                if job_type is None
-                else self._dependency_deferral(job_type)
-            )
+            name = item.job_type
+            if name in types:
+                job_type = types[name]
+            else:
+                job_type = types[name] = self.job_type_of(name)
+            verdict: Verdict | None
+            if job_type is None:
+                verdict = self.intake.unknown_type_verdict(item)
+            elif job_type.dependencies:
+                verdict = self._dependency_deferral(job_type)
+            else:
+                verdict = None
             if verdict is not None:
                 self._unreserve(item)
                 self.completer.add(Completion(item, verdict, 0.0))
@@ -664,6 +679,8 @@ class Worker:
     def _collect_finished(self) -> None:
         count = 0
         add = self.completer.add
+        running = self._tasks
+        unreserve = self._unreserve
         while True:
             try:
                 tasks = self._finished.get_nowait()
@@ -672,10 +689,14 @@ class Worker:
             count += len(tasks)
             for task in tasks:
                 item: WorkItem = task.item
-                self._task_done(item)
-                self._record_dependencies(task)
-                assert task.verdict is not None
-                add(Completion(item, task.verdict, task.duration))
+                # ``_task_done`` and ``_record_dependencies``, inline: once per job.
+                running.pop(item.job_id, None)
+                unreserve(item)
+                if task.job_type.dependencies:
+                    self._record_dependencies(task)
+                verdict = task.verdict
+                assert verdict is not None
+                add(Completion(item, verdict, task.duration))
         self.claim_ahead.finished(count, time.monotonic())
         # Their slots are free: claimed-ahead jobs take them now, not a loop turn later.
         self._start_ready()
