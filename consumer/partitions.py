@@ -1,18 +1,23 @@
 """The partitions a worker owns: their offsets, read-ahead windows and pauses.
 
-A partition is paused when its read-ahead window is full (too many messages taken and not yet
-durably done) and resumed when half of it has drained, so a slow partition never makes the
-worker buffer without bound and the poll loop never blocks. The main-topic partitions share a
-read-ahead budget (their windows together): while some of them have nothing in flight, the
-ones that do may use the idle ones' share. A worker draining its last busy partition (the
-largest backlog, at the end of a drain) was held to one window in flight, well below what its
-slots could run; with its partitions all busy, each has its own window as before, so the
-bound on what a worker holds is unchanged. A hot-lane partition has a small
-window of its own: the lane's backlog is shared by every worker and read as slots free, and a
-large window only makes the worker read it in bursts that the other tenants' messages wait
-behind (the consumer hands out every partition's messages through one queue). Retry-tier
-partitions are also paused while their head message is not due (``waiting``), then resumed;
-the rest keep flowing.
+The main-topic partitions a worker owns share a read-ahead budget: their windows
+(``read_ahead_per_partition`` each) together. The worker reads no further than the budget
+allows (``read_room``: what it has taken and not yet durably done counts against it), so
+under a steady load the partitions share it without a pause. Each main-topic partition is
+paused only past twice its share (the budget over the busy ones: an idle partition lends
+its window to the others, so the one left with the largest backlog at the end of a drain is
+not held to one window), and resumed at its share: a partition whose messages crowd out the
+others', a flood, never holds more than that. Before, each partition was paused at its own
+window and resumed at half of it; under load a worker paused and resumed ~15 times a second,
+and every pause made librdkafka drop the messages it had fetched ahead for the partition, to
+fetch them again on the resume.
+
+A hot-lane partition has a small window of its own: the lane's backlog is shared by every
+worker and read as slots free, and a large window only makes the worker read it in bursts
+that the other tenants' messages wait behind (the consumer hands out every partition's
+messages through one queue). Retry-tier partitions are also paused while their head message
+is not due (``waiting``), then resumed; the rest keep flowing. Neither counts against the
+budget; each is paused at its window and resumed at half of it.
 """
 
 from __future__ import annotations
@@ -70,6 +75,7 @@ class Partitions:
         self._main_keys: set[Key] = set()
         self._main_owned = 0
         self._main_busy = 0
+        self._main_in_flight = 0
         self._paused_all = False
         self._epochs = itertools.count(1)
         #: Paused as a whole while the database is away (``suspend``).
@@ -182,24 +188,35 @@ class Partitions:
                 log.warning("resume of %s[%d] failed: %s", topic, partition, error)
 
     def main_window(self) -> int:
-        """The read-ahead window of each busy main-topic partition: its own, or its share of
-        the budget of every main-topic partition owned when some have nothing in flight."""
+        """The share of the budget of each busy main-topic partition: its own window, or
+        more while some of them have nothing in flight."""
         if self._main_busy <= 0 or self._main_busy >= self._main_owned:
             return self.window
         return self.window * self._main_owned // self._main_busy
 
+    def read_room(self) -> int | None:
+        """How many messages the worker may read now: what is left of the main-topic
+        partitions' budget (as ``apply_flow_control`` last counted). None while it owns no
+        main-topic partition (nothing to bound: the paused windows do)."""
+        if not self._main_owned:
+            return None
+        return max(0, self.window * self._main_owned - self._main_in_flight)
+
     def _count_main(self) -> bool:
-        """Count the main-topic partitions owned and busy; True when the count changed."""
-        owned = busy = 0
+        """Count the main-topic partitions owned and busy, and their messages in flight; True
+        when the busy ones' shares changed."""
+        owned = busy = in_flight = 0
         states = self.states
         for key in self._main_keys:
             state = states[key]
             if not state.revoked:
                 owned += 1
-                if state.offsets.in_flight:
+                taken = state.offsets.in_flight
+                if taken:
                     busy += 1
+                    in_flight += taken
         changed = (owned, busy) != (self._main_owned, self._main_busy)
-        self._main_owned, self._main_busy = owned, busy
+        self._main_owned, self._main_busy, self._main_in_flight = owned, busy, in_flight
         return changed
 
     def apply_flow_control(self, consumer: Consumer) -> None:
@@ -211,7 +228,9 @@ class Partitions:
             # The shares moved: every main-topic partition is looked at again.
             self._to_control.update(self._main_keys)
         changed, self._to_control = self._to_control, set()
-        main_window = self.main_window()
+        # A main-topic partition is paused past twice its share and resumed at its share;
+        # any other at its window and at half of it.
+        main_share = self.main_window()
         main_topics = self.main_topics
         for key in changed:
             state = self.states.get(key)
@@ -221,7 +240,7 @@ class Partitions:
             in_flight = state.offsets.in_flight
             if state.waiting:
                 continue  # waiting for a retry to come due: the intake resumes it
-            window = main_window if topic in main_topics else state.window
+            window = 2 * main_share if topic in main_topics else state.window
             if not state.paused_full and in_flight >= window:
                 state.paused_full = True
                 pause.append(TopicPartition(topic, partition))

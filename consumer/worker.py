@@ -81,6 +81,8 @@ log = logging.getLogger("tenantq.worker")
 FINAL_WRITE_SECONDS = 10.0
 #: The poll loop's wait while work is in flight (an answer ends it sooner).
 IN_FLIGHT_WAIT_SECONDS = 0.001
+#: How often the poll loop asks the client for a message while the read-ahead budget is full.
+READ_WHEN_FULL_SECONDS = 0.1
 #: What ``_release_holds`` returns when no lease was lost (shared: nobody changes it).
 _NONE_LOST: frozenset[uuid.UUID] = frozenset()
 
@@ -179,6 +181,8 @@ class Worker:
         )
         self.intake = Intake(self)
         self._tasks: dict[uuid.UUID, Task] = {}
+        #: When the poll loop last asked the client for messages (``time.monotonic``).
+        self._last_read = 0.0
         self._type_running: dict[str, int] = {}
         #: Running per (job type, tenant), for job types with a ``tenant_concurrency``.
         self._type_tenant_running: dict[tuple[str, str], int] = {}
@@ -391,6 +395,20 @@ class Worker:
         returns with the first message; the rest of what is already fetched follows
         without waiting."""
         batch = self.settings.worker.poll_batch
+        room = self.partitions.read_room()
+        if room is not None and room < batch:
+            if room <= 0:
+                # The read-ahead budget is full: nothing is read until results free some of
+                # it. The client is asked now and then all the same (for one message): a
+                # rebalance's callbacks are served there, and librdkafka drops a member that
+                # stops asking for longer than max.poll.interval.ms.
+                if time.monotonic() - self._last_read < READ_WHEN_FULL_SECONDS:
+                    if timeout > 0:
+                        self._wake.wait(min(timeout, IN_FLIGHT_WAIT_SECONDS))
+                    return []
+                room = 1
+            batch = room
+        self._last_read = time.monotonic()
         if 0 < timeout <= IN_FLIGHT_WAIT_SECONDS:
             # Work in flight: its answer wakes the loop at once, where a wait in Kafka would
             # sit out the timeout; the fetched messages are taken right after.

@@ -124,10 +124,11 @@ def test_a_waiting_partition_whose_window_filled_is_paused_once_its_wait_ends() 
     assert consumer.paused == {("p.default.retry.0", 0)}
 
 
-def test_busy_main_partitions_share_the_window_of_idle_ones() -> None:
-    """Three main-topic partitions, a window of 100 each: while only one has messages in
-    flight it may hold the three windows (the last backlog of a drain), and it is held to its
-    own window again as soon as the others are busy. A retry tier's partition keeps its own."""
+def test_main_partitions_share_a_budget_and_pause_only_past_twice_their_share() -> None:
+    """Three main-topic partitions, a window of 100 each: a budget of 300. One busy alone has
+    the three windows as its share and is paused past twice that (600), resumed at 300; with
+    two busy the share is 150 (paused at 300, resumed at 150); with three, 100 (paused at
+    200). The worker may read what the budget leaves. A retry tier keeps its own window."""
     main = "p.default"
     partitions = Partitions(100, 10, frozenset({"p.default.lane"}), frozenset({main}))
     partitions.assigned(
@@ -135,33 +136,38 @@ def test_busy_main_partitions_share_the_window_of_idle_ones() -> None:
     )
     consumer = PausingConsumer()
     epoch = 0
-    for offset in range(299):
+    for offset in range(599):
         epoch = partitions.take(main, 0, offset)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
-    assert consumer.paused == set()  # 299 of the three windows' 300
-    partitions.take(main, 0, 299)
+    assert partitions.main_window() == 300
+    assert consumer.paused == set()
+    assert partitions.read_room() == 0  # 599 taken of a budget of 300
+    partitions.take(main, 0, 599)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
     assert consumer.paused == {(main, 0)}
-    # Another partition gets busy: two share 300, 150 each; still paused (above half of 150).
+    # Another partition gets busy: two share 300, 150 each; paused until 150 in flight.
     partitions.take(main, 1, 0)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
     assert partitions.main_window() == 150
-    for offset in range(224):
+    for offset in range(449):
         partitions.done(main, 0, offset, epoch)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
-    assert consumer.paused == {(main, 0)}  # 76 in flight: at half of 150 it reads again
-    partitions.done(main, 0, 224, epoch)
+    assert consumer.paused == {(main, 0)}  # 151 in flight
+    partitions.done(main, 0, 449, epoch)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
     assert consumer.paused == set()
-    # All three busy: each has its own window of 100.
+    assert partitions.read_room() == 300 - 151
+    # All three busy: a share of 100 each, paused at 200.
     partitions.take(main, 2, 0)
-    for offset in range(300, 326):
+    for offset in range(600, 650):
         partitions.take(main, 0, offset)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
     assert partitions.main_window() == 100
-    assert consumer.paused == {(main, 0)}  # 100 in flight
-    # A retry tier's partition is not part of the budget.
+    assert consumer.paused == {(main, 0)}  # 200 in flight
+    assert partitions.read_room() == 300 - 202
+    # A retry tier's partition is no part of the budget: paused at its own window.
     for offset in range(100):
         partitions.take("p.default.retry.0", 0, offset)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
     assert ("p.default.retry.0", 0) in consumer.paused
+    assert partitions.read_room() == 300 - 202
