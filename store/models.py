@@ -48,7 +48,6 @@ job_state = Enum(
 
 _terminal_list = ", ".join(f"'{state.value}'" for state in sorted(TERMINAL_STATES))
 _leasable_list = "'pending', 'runnable', 'retrying'"
-_unfinished_list = "'pending', 'runnable', 'leased', 'retrying'"
 #: Every attempt outcome, in declaration order (the order migration 0001 wrote them in).
 _outcome_list = ", ".join(f"'{outcome.value}'" for outcome in Outcome)
 
@@ -124,15 +123,17 @@ jobs = Table(
         "run_after",
         postgresql_where=text(f"state IN ({_leasable_list})"),
     ),
-    # Heartbeats and release by owner.
+    # Heartbeats and release by owner; the leased jobs of the stats.
     Index("ix_tenantq_jobs_lease_owner", "lease_owner", postgresql_where=text("state = 'leased'")),
-    # Stats by queue/tenant/state and retention pruning of finished jobs.
+    # Stats of the waiting jobs by queue/tenant/state. Not of the leased ones (migration
+    # 0009): every claim inserted an entry here, a sixth of its Postgres time, for a stats
+    # query that finds the leased jobs, a worker's slots' worth, by the owner index.
     Index(
         "ix_tenantq_jobs_queue_tenant_state",
         "queue",
         "tenant_id",
         "state",
-        postgresql_where=text(f"state IN ({_unfinished_list})"),
+        postgresql_where=text(f"state IN ({_leasable_list})"),
     ),
     Index(
         "ix_tenantq_jobs_finished_at",

@@ -23,7 +23,8 @@ import psycopg
 OTHER_TENANT = "other"
 
 #: Counts per (queue, tenant-or-other, job_type). The three branches are split by state so
-#: each one matches a partial index's predicate; tenants are ranked per queue by volume
+#: each one matches a partial index's predicate (the waiting jobs by queue and tenant, the
+#: leased ones by owner, the finished ones by finish time); tenants are ranked per queue by volume
 #: (unfinished + died in the last hour + succeeded in the last minute, ties by id) and all
 #: but the top %(top)s are folded into 'other'.
 JOB_STATS_BY_TENANT = """
