@@ -81,6 +81,8 @@ log = logging.getLogger("tenantq.worker")
 FINAL_WRITE_SECONDS = 10.0
 #: The poll loop's wait while work is in flight (an answer ends it sooner).
 IN_FLIGHT_WAIT_SECONDS = 0.001
+#: Job type names whose limits ``Worker._limited`` remembers (names come from messages).
+LIMITED_TYPES_REMEMBERED = 10_000
 #: How often the poll loop asks the client for a message while the read-ahead budget is full.
 READ_WHEN_FULL_SECONDS = 0.1
 #: What ``_release_holds`` returns when no lease was lost (shared: nobody changes it).
@@ -186,6 +188,8 @@ class Worker:
         self._type_running: dict[str, int] = {}
         #: Running per (job type, tenant), for job types with a ``tenant_concurrency``.
         self._type_tenant_running: dict[tuple[str, str], int] = {}
+        #: ``_limited`` by job type name.
+        self._limited_types: dict[str, JobType | None] = {}
         #: Items chosen and handed to the claims lane, not answered yet (they hold slots).
         self._claiming = 0
         #: Leased items waiting for a free handler slot (claimed ahead), oldest first.
@@ -618,14 +622,37 @@ class Worker:
             reason=DelayReason.BREAKER,
         )
 
+    def _limited(self, name: str) -> JobType | None:
+        """The job type ``name`` if it limits how many of its jobs run (``concurrency``,
+        ``tenant_concurrency``) or names dependencies, else None: most types do neither,
+        and their jobs are neither counted nor checked (a few dictionary updates per job).
+        Looked up once per type: the app's job types do not change while the worker runs."""
+        limited = self._limited_types
+        if name in limited:
+            return limited[name]
+        job_type = self.app.find(name)
+        if job_type is not None and (
+            job_type.concurrency is None
+            and job_type.tenant_concurrency is None
+            and not job_type.dependencies
+        ):
+            job_type = None
+        if len(limited) < LIMITED_TYPES_REMEMBERED:
+            limited[name] = job_type
+        return job_type
+
     def _reserve(self, item: WorkItem) -> None:
         self.dispatcher.started(item)
+        if self._limited(item.job_type) is None:
+            return
         self._type_running[item.job_type] = self._type_running.get(item.job_type, 0) + 1
         key = (item.job_type, item.tenant_id)
         self._type_tenant_running[key] = self._type_tenant_running.get(key, 0) + 1
 
     def _unreserve(self, item: WorkItem) -> None:
         self.dispatcher.finished(item)
+        if self._limited(item.job_type) is None:
+            return
         self._type_running[item.job_type] = max(0, self._type_running.get(item.job_type, 1) - 1)
         key = (item.job_type, item.tenant_id)
         count = self._type_tenant_running.get(key, 1) - 1
@@ -640,7 +667,7 @@ class Worker:
         self._unreserve(item)
 
     def _type_has_room(self, item: WorkItem) -> bool:
-        job_type = self.app.find(item.job_type)
+        job_type = self._limited(item.job_type)
         if job_type is None:
             return True
         limit = job_type.concurrency

@@ -46,6 +46,7 @@ def worker_with(claims_pending: int, lane_claims_pending: int, waiting: list[Wor
     worker.claim_ahead = ClaimAhead(0, 0.0)
     worker._type_running = {}
     worker._type_tenant_running = {}
+    worker._limited_types = {}
     worker.app = SimpleNamespace(find=lambda name: None)
     worker.dispatcher = FairDispatcher(
         {"default": 1, f"default{HOT_LANE_SUFFIX}": 1}, lane_of=lambda i: i.dispatch_lane
