@@ -109,8 +109,9 @@ def decode_payload(job_type: JobType, payload: bytes) -> Any:
         raise PayloadValidationError(f"payload of {job_type.name!r} is not JSON: {error}") from None
 
 
-#: The scanner of a decoder with ``json.loads``'s defaults.
-_SCAN = json.JSONDecoder().scan_once
+#: The scanner of a decoder with ``json.loads``'s defaults (the C one where it is built;
+#: typeshed does not declare the attribute).
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def loads_json(payload: bytes) -> Any:
