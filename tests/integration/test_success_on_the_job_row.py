@@ -52,6 +52,19 @@ def _succeed(store: JobStore, lease: Lease, *, again: bool = False) -> set[uuid.
     return store.complete_batch([result], again=again)
 
 
+def _fail_then_succeed(store: JobStore, job_id: uuid.UUID) -> None:
+    """Attempt 1 fails (retrying, ``Boom``), attempt 2 succeeds."""
+    first = _claim(store, job_id)
+    failed = Result(
+        job_id, first.attempt, "retrying", JobState.RETRYING, "Boom", "first try",
+        delay_seconds=0.0, duration_ms=3, started_at=first.claimed_at,
+    )  # fmt: skip
+    assert store.complete_batch([failed]) == {job_id}
+    second = _claim(store, job_id)
+    assert second.attempt == 2
+    assert _succeed(store, second) == {job_id}
+
+
 def _history(db: psycopg.Connection[Any], job_id: uuid.UUID) -> list[tuple[Any, ...]]:
     return db.execute(
         "SELECT attempt, worker_id, outcome FROM tenantq_job_attempts WHERE job_id = %s "
@@ -100,15 +113,7 @@ def test_a_failed_attempt_is_a_log_row_and_the_success_comes_last(ledger: str) -
     store = JobStore.open(settings, "w-retry")
     try:
         job_id = uuid.uuid4()
-        first = _claim(store, job_id)
-        failed = Result(
-            job_id, first.attempt, "retrying", JobState.RETRYING, "Boom", "first try",
-            delay_seconds=0.0, duration_ms=3, started_at=first.claimed_at,
-        )  # fmt: skip
-        assert store.complete_batch([failed]) == {job_id}
-        second = _claim(store, job_id)
-        assert second.attempt == 2
-        assert _succeed(store, second) == {job_id}
+        _fail_then_succeed(store, job_id)
         with psycopg.connect(psycopg_url(ledger), autocommit=True) as db:
             assert _log_rows(db, job_id) == 1
             assert _history(db, job_id) == [
@@ -211,13 +216,7 @@ def test_a_downgrade_turns_recorded_successes_back_into_rows(ledger: str) -> Non
     store = JobStore.open(settings, "w-down")
     try:
         job_id = uuid.uuid4()
-        first = _claim(store, job_id)
-        failed = Result(
-            job_id, first.attempt, "retrying", JobState.RETRYING, "Boom", "first try",
-            delay_seconds=0.0, duration_ms=3, started_at=first.claimed_at,
-        )  # fmt: skip
-        assert store.complete_batch([failed]) == {job_id}
-        assert _succeed(store, _claim(store, job_id)) == {job_id}
+        _fail_then_succeed(store, job_id)
     finally:
         store.close()
     wanted = [(1, "w-down", "retrying"), (2, "w-down", "succeeded")]
