@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import InvalidStateError
 from typing import Any, overload
 
@@ -23,7 +23,7 @@ from tenantq.errors import BatchEnqueueFailed, EnqueueFailed
 from tenantq.job_ids import uuid_of_int
 from tenantq.producer.delivery import JobRef, Resender, enqueue_failure, unconfirmed_failure
 from tenantq.producer.job_future import JobFuture
-from tenantq.producer.request import EncodedJob
+from tenantq.producer.request import EncodedJob, PreparedJobs
 
 logger = logging.getLogger("tenantq.producer")
 
@@ -116,9 +116,17 @@ class BatchFuture(JobFuture[JobRefs]):
         self._resender = resender
         self._sent_again: dict[int, int] = {}
         # Columns rather than the messages: the envelopes can go once delivered.
-        self._job_ints = [message.job_int for message in outgoing]
-        self._topics = [message.topic for message in outgoing]
-        self._partitions = [message.partition for message in outgoing]
+        if isinstance(outgoing, PreparedJobs):
+            self._job_ints = list(outgoing.job_ints)
+            destinations = outgoing.destinations
+            self._topics = [destination.topic for destination in destinations]
+            self._partitions = [destination.partition for destination in destinations]
+            values: Sequence[bytes] = outgoing.values
+        else:
+            self._job_ints = [message.job_int for message in outgoing]
+            self._topics = [message.topic for message in outgoing]
+            self._partitions = [message.partition for message in outgoing]
+            values = [message.value for message in outgoing]
         self._size = len(outgoing)
         self._offsets: list[int] = [-1] * self._size
         self._failures: dict[int, EnqueueFailed] = {}
@@ -134,16 +142,18 @@ class BatchFuture(JobFuture[JobRefs]):
         # poller thread and by the enqueuing thread, and exactly one of them sees the last.
         self._settle = itertools.count(1 + len(existing)).__next__
         by_value: dict[bytes, Any] = {}
-        for index, message in enumerate(outgoing):
-            if index in existing:
-                continue
-            if by_value.setdefault(message.value, index) != index:
+        setdefault = by_value.setdefault
+        published: Iterable[tuple[int, bytes]] = (
+            enumerate(values)
+            if not existing
+            else ((index, value) for index, value in enumerate(values) if index not in existing)
+        )
+        for index, value in published:
+            if setdefault(value, index) != index:
                 # The same envelope twice (the same explicit job id and content): either
                 # delivery may stand for either job, so keep a stack of their indexes.
-                earlier = by_value[message.value]
-                by_value[message.value] = (
-                    [*earlier, index] if type(earlier) is list else [earlier, index]
-                )
+                earlier = by_value[value]
+                by_value[value] = [*earlier, index] if type(earlier) is list else [earlier, index]
         self._by_value = by_value
         if len(existing) == self._size:
             self.set_result(

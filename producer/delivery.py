@@ -13,18 +13,16 @@ from __future__ import annotations
 import _thread
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import InvalidStateError
-from concurrent.futures._base import FINISHED
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from concurrent.futures._base import FINISHED, PENDING
+from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException
 from tenantq.errors import EnqueueFailed
 from tenantq.job_ids import uuid_of_int
-from tenantq.producer.job_future import JobFuture
-
-if TYPE_CHECKING:
-    from tenantq.producer.request import EncodedJob
+from tenantq.producer.job_future import SETTLED, JobFuture
+from tenantq.producer.request import Destination, EncodedJob, PreparedJobs
 
 logger = logging.getLogger("tenantq.producer")
 
@@ -145,20 +143,55 @@ class Resender:
         return True
 
 
+class Resends:
+    """The jobs of one publication, for their futures to send again one acknowledged without
+    an offset (module docstring): one object for all of them, where a reference to its job
+    in each future was one more object per job for the cyclic GC to count."""
+
+    __slots__ = ("_counts", "_jobs", "_resender", "_values")
+
+    def __init__(self, jobs: Sequence[EncodedJob], resender: Resender) -> None:
+        self._jobs = jobs
+        self._resender = resender
+        #: The envelopes of ``jobs``, in order.
+        self._values: list[bytes] | None = None
+        #: Resends so far, by the callback of the job (one delivery outstanding at a time).
+        self._counts: dict[Callback, int] = {}
+
+    def again(self, envelope: bytes, on_delivery: Callback) -> bool:
+        """``Resender.again`` of the job whose envelope is ``envelope`` (the message of its
+        delivery report): rare, so found by a search rather than an index kept per job.
+        The same envelope twice in a publication is the same message either way."""
+        values = self._values
+        if values is None:
+            jobs = self._jobs
+            values = self._values = (
+                jobs.values if isinstance(jobs, PreparedJobs) else [job.value for job in self._jobs]
+            )
+        try:
+            index = values.index(envelope)
+        except ValueError:
+            return False
+        sent_again = self._counts.get(on_delivery, 0)
+        self._counts[on_delivery] = sent_again + 1
+        return self._resender.again(self._jobs[index], on_delivery, sent_again)
+
+
 class DeliveryFuture(JobFuture[JobRef]):
     """The future of one job, and its own ``on_delivery`` callback: one object per job
     instead of a future plus a callback object (the cyclic GC counts every one).
 
     A delivery records only the offset; the ``JobRef`` (a tuple and a ``UUID``, two more
     objects the GC would track for as long as the future lives) is made when ``result`` is
-    first called, so a caller that only checks for errors never pays for it. Topic and
-    partition are the ones the job was produced to (the producer always names the
-    partition). The futures of one ``enqueue_many`` call share one lock (``JobFuture``).
+    first called, and then kept in place of the offset, so a caller that only checks for
+    errors never pays for it. Topic and partition are the ones the job was produced to (the
+    producer always names the partition). The futures of one ``enqueue_many`` call share
+    one lock (``JobFuture``); the producer makes them with ``delivery_futures``.
 
     With a ``resender``, a delivery without an offset sends the job again (module docstring).
     """
 
-    __slots__ = ("_job_int", "_job", "_partition", "_ref", "_resender", "_sent_again", "_topic")
+    __slots__ = ("_destination", "_job_int", "_resends")
 
     def __init__(
         self,
@@ -172,13 +205,16 @@ class DeliveryFuture(JobFuture[JobRef]):
     ) -> None:
         super().__init__(lock)
         self._job_int = job_int
-        self._job = job if resender is not None else None
-        self._resender = resender
-        #: Resends so far.
-        self._sent_again = 0
-        self._topic = job.topic if job is not None else topic
-        self._partition = job.partition if job is not None else partition
-        self._ref: JobRef | None = None
+        self._resends = Resends([job], resender) if job is not None and resender else None
+        #: Where the job was produced to: only its topic and partition are read.
+        self._destination = Destination(
+            "",
+            "",
+            (job.topic if job is not None else topic) or "",
+            job.partition if job is not None else partition,
+            b"",
+            (),
+        )
 
     @property
     def job_id(self) -> uuid.UUID:
@@ -186,12 +222,15 @@ class DeliveryFuture(JobFuture[JobRef]):
 
     def result(self, timeout: float | None = None) -> JobRef:
         """The ``JobRef`` of the acknowledged job (``Future.result``)."""
-        offset = cast(int, super().result(timeout))
-        ref = self._ref
-        if ref is None:
-            # Two threads may both make it: equal values, and either may be kept.
-            ref = self._ref = JobRef(self.job_id, cast(str, self._topic), self._partition, offset)
-        return ref
+        value: Any = super().result(timeout)
+        if type(value) is not JobRef:
+            # The offset of the delivery, until now. Two threads may both make the ref:
+            # equal values, and either may be kept.
+            destination = self._destination
+            value = self._result = JobRef(
+                self.job_id, destination.topic, destination.partition, value
+            )
+        return value  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         state = self._state
@@ -203,18 +242,35 @@ class DeliveryFuture(JobFuture[JobRef]):
         if error is None:
             offset = message.offset()
             if offset is not None:
-                self._job = None
+                self._resends = None
+                # ``_resolve`` inlined, for a delivery report per job: the calls, the lookup
+                # of the waiters' method by name and ``with`` on the lock (slower than its
+                # acquire and release: 0.16 against 0.07 us) cost 0.35 us, this 0.24 (timeit).
+                # Future keeps its result in ``_result``: here the offset (``result``).
+                lock = self._lock
+                lock.acquire()
                 try:
-                    # Future keeps its result in ``_result``: here the offset (``result``).
-                    self._resolve(offset, None, "add_result")  # type: ignore[arg-type]
-                except InvalidStateError:
-                    pass  # cancelled by its owner, or failed by close(): the first outcome stands
+                    state = self._state
+                    if state is not PENDING and state in SETTLED:
+                        # Cancelled by its owner, or failed by close(): the first outcome
+                        # stands.
+                        return
+                    self._result = offset
+                    self._state = FINISHED
+                    waiters = self._waiter_list
+                    if waiters:
+                        for waiter in waiters:
+                            waiter.add_result(self)
+                    if self._sleepers:
+                        self.notify_all()
+                finally:
+                    lock.release()
+                if self._callback_list:
+                    self._invoke_callbacks()
                 return
-            job, resender = self._job, self._resender
-            if job is not None and resender is not None:
-                self._sent_again += 1
-                if resender.again(job, self, self._sent_again - 1):
-                    return
+            resends = self._resends
+            if resends is not None and resends.again(message.value(), self):
+                return
             failure = unconfirmed_failure(self.job_id, message.topic())
         else:
             topic = message.topic() if message is not None else "?"
@@ -223,3 +279,34 @@ class DeliveryFuture(JobFuture[JobRef]):
             self.set_exception(failure)
         except InvalidStateError:
             pass  # cancelled by its owner, or already failed by close(): the first outcome stands
+
+
+def delivery_futures(
+    job_ints: Sequence[int], destinations: Sequence[Destination], resends: Resends | None
+) -> list[DeliveryFuture]:
+    """The futures of one publication, sharing one lock, the ``i``-th for the ``i``-th job.
+
+    ``DeliveryFuture.__init__`` and ``JobFuture.__init__`` in one loop, slot by slot: the
+    two calls and their keyword arguments were 0.52 us a future, this is 0.13 (timeit,
+    10,000 futures). A unit test checks that the result equals a future made by the
+    constructor, slot for slot.
+    """
+    lock = _thread.RLock()
+    new = object.__new__
+    made = DeliveryFuture
+    futures: list[DeliveryFuture] = []
+    append = futures.append
+    for job_int, destination in zip(job_ints, destinations, strict=True):
+        future = new(made)
+        future._lock = lock
+        future._state = PENDING
+        future._result = None
+        future._exception = None
+        future._waiter_list = None
+        future._callback_list = None
+        future._sleepers = None
+        future._job_int = job_int
+        future._resends = resends
+        future._destination = destination
+        append(future)
+    return futures

@@ -33,7 +33,8 @@ T = TypeVar("T")
 
 logger = logging.getLogger("concurrent.futures")
 
-_SETTLED = frozenset({CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED})
+#: The states of a future that has an outcome (or was cancelled).
+SETTLED = frozenset({CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED})
 
 
 class JobFuture(Future[T]):
@@ -139,7 +140,7 @@ class JobFuture(Future[T]):
         """Finish with ``result`` or ``exception``, telling each ``wait``/``as_completed``
         waiter through its method ``report`` (``add_result`` or ``add_exception``)."""
         with self._lock:
-            if self._state in _SETTLED:
+            if self._state in SETTLED:
                 raise InvalidStateError(f"{self._state}: {self!r}")
             self._result = result
             self._exception = exception

@@ -8,7 +8,6 @@ reports; ``close()`` flushes and fails (never drops) the futures of jobs it coul
 
 from __future__ import annotations
 
-import _thread
 import asyncio
 import datetime as dt
 import itertools
@@ -16,9 +15,9 @@ import logging
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
+from operator import length_hint
 from types import TracebackType
 from typing import Any, cast
 
@@ -26,21 +25,34 @@ import confluent_kafka
 from tenantq import headers as header_names
 from tenantq.app import App
 from tenantq.errors import ConfigurationError, EnqueueFailed, QueueFull
-from tenantq.job_ids import new_job_id_ints
+from tenantq.job_ids import new_job_id_block, new_job_id_ints
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.admission import TenantAdmission
 from tenantq.producer.batch import BatchFuture, JobRefs
 from tenantq.producer.config import producer_config
-from tenantq.producer.delivery import UNCONFIRMED_ERROR, DeliveryFuture, JobRef, Resender
+from tenantq.producer.delivery import (
+    UNCONFIRMED_ERROR,
+    JobRef,
+    Resender,
+    Resends,
+    delivery_futures,
+)
 from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.pending_rows import PendingRecorder
-from tenantq.producer.request import EncodedJob, EnqueueRequest, RequestPreparer
+from tenantq.producer.request import (
+    Destination,
+    EnqueueRequest,
+    PreparedJobs,
+    RequestPreparer,
+)
 from tenantq.producer.unique import UniqueJobs
 from tenantq.settings import Settings, load_settings
 from tenantq.store.placement import PlacementReader, PlacementWatcher
 from tenantq.topics import lane_topic, main_topic
 
 Callback = Callable[[Any, Any], None]
+#: ``produce(topic, value, key, partition, callback, on_delivery, timestamp, headers)``.
+Produce = Callable[[str, bytes, bytes, int, Callback, None, int, list[Any]], None]
 
 __all__ = ["BatchFuture", "EnqueueRequest", "JobRef", "JobRefs", "Producer"]
 
@@ -48,6 +60,55 @@ logger = logging.getLogger("tenantq.producer")
 
 #: Partition counts are re-read this often, so added partitions are used without a restart.
 PARTITION_COUNT_TTL_SECONDS = 60.0
+#: The delivery thread's turns to serve delivery reports while jobs are in flight
+#: (``_serve_delivery_reports``): a report is served as it comes, and the turn is over this
+#: soon after. With none in flight it waits for the next publication (or this long).
+REPORT_POLL_SECONDS = 0.001
+IDLE_POLL_SECONDS = 0.1
+#: The longest a thread waits for its turn to serve delivery reports (``_serving``) before
+#: serving them anyway: turns are short, unless a user's callback blocks in one.
+SERVING_TURN_SECONDS = 1.0
+#: The longest a publication that took longer than ``PUBLISHING_QUIET_SECONDS`` waits for
+#: that turn at its end (the delivery thread serves reports meanwhile); a shorter one does
+#: not wait: the delivery thread keeps out of its way, or is serving its reports already.
+ENQUEUE_TURN_SECONDS = 0.02
+#: While a thread publishes (for at most ``PUBLISHING_QUIET_SECONDS`` of a publication, so
+#: that one held up, by a database lookup say, does not hold up the reports of earlier
+#: ones) and ``PUBLISHING_GRACE_SECONDS`` after, the delivery thread leaves the delivery
+#: reports to it: each publication serves those ready at its end.
+PUBLISHING_QUIET_SECONDS = 0.1
+PUBLISHING_GRACE_SECONDS = 0.0005
+
+
+def positional_produce(client: Any) -> Produce:
+    """``client.produce``, to be called with every argument positional, in the order of
+    confluent-kafka's own signature (its stub, ``cimpl.pyi``: ``callback`` and
+    ``on_delivery`` are aliases, ``timestamp`` 0 is "now"), the job id header's value as
+    bytes (Kafka stores a header's value as bytes either way).
+
+    Keyword arguments cost 0.35 of the 1.2 us of a ``produce`` call (its C argument parser
+    matches each name; timeit, 20,000 messages with four headers). Another client (tests,
+    instrumentation) is called as before, with keyword arguments and the id as text.
+    """
+    produce = client.produce
+    if getattr(type(client), "produce", None) is confluent_kafka.Producer.produce:
+        return cast(Produce, produce)
+
+    def by_keyword(
+        topic: str,
+        value: bytes,
+        key: bytes,
+        partition: int,
+        on_delivery: Callback,
+        alias: None,
+        timestamp: int,
+        headers: list[Any],
+    ) -> None:
+        name, job_id = headers[0]
+        headers[0] = (name, job_id.decode())
+        produce(topic, value, key, partition=partition, on_delivery=on_delivery, headers=headers)
+
+    return by_keyword
 
 
 class Producer:
@@ -98,10 +159,16 @@ class Producer:
             config.setdefault("error_cb", self._on_client_error)
             kafka_client = confluent_kafka.Producer(config)
         self._kafka = kafka_client
+        self._produce = positional_produce(kafka_client)
         self._resender = Resender(kafka_client)
         self._partition_counts: dict[str, tuple[float, int]] = {}
         self._preparer = RequestPreparer(
-            self.settings, app, self._placements, self.partition_count, new_job_id_ints
+            self.settings,
+            app,
+            self._placements,
+            self.partition_count,
+            new_job_id_ints,
+            new_job_id_block,
         )
         # Scheduled jobs get a pending row once Kafka holds them (only with database access).
         self._pending_rows = (
@@ -112,6 +179,14 @@ class Producer:
         #: Per queue, the topics of jobs that run now (main, hot lane): no pending row.
         self._run_now_topics: dict[str, frozenset[str]] = {}
         self._closed = False
+        # Delivery reports are served by one thread at a time (best effort, see
+        # ``_serve_delivery_reports``); reentrant, for a callback that enqueues.
+        self._serving = threading.RLock()
+        #: Set by each publication, to wake the delivery thread from an idle wait.
+        self._wake = threading.Event()
+        #: Until when the delivery thread leaves the reports to a publishing thread
+        #: (``_serve_delivery_reports``).
+        self._quiet_until = 0.0
         self._stop_polling = threading.Event()
         self._poller = threading.Thread(
             target=self._serve_delivery_reports, name="tenantq-producer-poll", daemon=True
@@ -171,16 +246,19 @@ class Producer:
         futures of the jobs that could not be handed over fail with ``QueueFull`` and the
         accepted ones are kept.
         """
-        outgoing, existing = self._prepare_and_admit(requests)
-        if not outgoing:
-            return []
-        if existing:
-            return self._publish_new(outgoing, existing)
-        futures = self._publish(outgoing)
-        # Serve the delivery reports that are ready in this thread, which holds the GIL
-        # anyway: fewer hand-offs to the background thread, which then mostly idles.
-        self._kafka.poll(0)
-        return futures
+        started = time.monotonic()
+        self._quiet_until = started + PUBLISHING_QUIET_SECONDS
+        try:
+            outgoing, existing = self._prepare_and_admit(requests)
+            if not outgoing:
+                return []
+            if existing:
+                return self._publish_new(outgoing, existing, started)
+            futures = self._publish(outgoing)
+            self._serve_ready_reports(started)
+            return futures
+        finally:
+            self._quiet_until = time.monotonic() + PUBLISHING_GRACE_SECONDS
 
     def enqueue_batch(self, requests: Iterable[EnqueueRequest | Mapping[str, Any]]) -> BatchFuture:
         """Publish a batch with ONE future for all of it: the bulk form of ``enqueue_many``.
@@ -193,17 +271,22 @@ class Producer:
         ``enqueue_many``: ``QueueFull`` if nothing was handed over, else the remaining jobs
         fail inside the batch result.
         """
-        outgoing, existing = self._prepare_and_admit(requests)
-        batch = BatchFuture(outgoing, existing, self._resender)
-        if existing:
-            positions = [index for index in range(len(outgoing)) if index not in existing]
-            if positions:
-                self._publish_batch([outgoing[index] for index in positions], batch, positions)
-                self._kafka.poll(0)
-        elif outgoing:
-            self._publish_batch(outgoing, batch)
-            self._kafka.poll(0)
-        return batch
+        started = time.monotonic()
+        self._quiet_until = started + PUBLISHING_QUIET_SECONDS
+        try:
+            outgoing, existing = self._prepare_and_admit(requests)
+            batch = BatchFuture(outgoing, existing, self._resender)
+            if existing:
+                positions = [index for index in range(len(outgoing)) if index not in existing]
+                if positions:
+                    self._publish_batch(outgoing.subset(positions), batch, positions)
+                    self._serve_ready_reports(started)
+            elif outgoing:
+                self._publish_batch(outgoing, batch)
+                self._serve_ready_reports(started)
+            return batch
+        finally:
+            self._quiet_until = time.monotonic() + PUBLISHING_GRACE_SECONDS
 
     async def enqueue_async(self, job_type: str, **arguments: Any) -> JobRef:
         """``enqueue`` for asyncio code: awaits the acknowledgement and returns the ``JobRef``.
@@ -216,8 +299,7 @@ class Producer:
     def flush(self, timeout: float = 30.0) -> int:
         """Wait until every published job is acknowledged (or failed) or ``timeout`` passes.
         Returns how many are still waiting; their futures stay pending."""
-        remaining: int = self._kafka.flush(timeout)
-        return remaining
+        return self._flush(timeout)
 
     def close(self, timeout: float = 30.0) -> int:
         """Flush, then stop. Jobs still unacknowledged after ``timeout`` are purged and their
@@ -226,12 +308,13 @@ class Producer:
         if self._closed:
             return 0
         self._closed = True
-        remaining = self._kafka.flush(timeout)
+        remaining = self._flush(timeout)
         if remaining:
             logger.warning("%d jobs unacknowledged after %.1fs; failing them", remaining, timeout)
             self._kafka.purge(in_queue=True, in_flight=True, blocking=False)
-            self._kafka.flush(min(timeout, 5.0))
+            self._flush(min(timeout, 5.0))
         self._stop_polling.set()
+        self._wake.set()
         self._poller.join()
         self._kafka.poll(0)
         if self._pending_rows is not None:
@@ -307,7 +390,7 @@ class Producer:
 
     def _prepare_and_admit(
         self, requests: Iterable[EnqueueRequest | Mapping[str, Any]]
-    ) -> tuple[list[EncodedJob], dict[int, JobRef]]:
+    ) -> tuple[PreparedJobs, dict[int, JobRef]]:
         """Every request validated, placed and admitted, and {index: existing job} of those
         whose idempotency key names one; raises before anything is published."""
         self._check_usable()
@@ -315,27 +398,27 @@ class Producer:
             requests = list(requests)
         outgoing = self._preparer.prepare_all(requests, dt.datetime.now(dt.UTC))
         existing: dict[int, JobRef] = {}
-        if self._unique is not None and outgoing:
+        if self._unique is not None and outgoing.keyed:
             existing = self._unique.existing(requests, outgoing)
         new = (
-            [message for index, message in enumerate(outgoing) if index not in existing]
+            outgoing.subset(index for index in range(len(outgoing)) if index not in existing)
             if existing
             else outgoing
         )
         if new:
             if self._admission.enabled:
-                self._admission.admit(Counter(message.tenant_id for message in new))
+                self._admission.admit(new.tenant_counts())
             if self._latency_guard is not None:
-                for queue in {message.queue for message in new}:
+                for queue in new.queues():
                     self._latency_guard.check(queue)
         return outgoing, existing
 
     def _publish_new(
-        self, outgoing: list[EncodedJob], existing: dict[int, JobRef]
+        self, outgoing: PreparedJobs, existing: dict[int, JobRef], started: float
     ) -> list[Future[JobRef]]:
         """``_publish`` of the jobs not named by their key; the others resolve at once."""
         positions = [index for index in range(len(outgoing)) if index not in existing]
-        published = iter(self._publish([outgoing[index] for index in positions]))
+        published = iter(self._publish(outgoing.subset(positions)))
         futures: list[Future[JobRef]] = []
         for index in range(len(outgoing)):
             if index in existing:
@@ -344,14 +427,14 @@ class Producer:
                 futures.append(known)
             else:
                 futures.append(next(published))
-        self._kafka.poll(0)
+        self._serve_ready_reports(started)
         return futures
 
-    def _publish(self, outgoing: list[EncodedJob]) -> list[Future[JobRef]]:
+    def _publish(self, outgoing: PreparedJobs) -> list[Future[JobRef]]:
         """One ``DeliveryFuture`` per job; after a full buffer, the rest fail with ``QueueFull``."""
-        resender = self._resender
-        lock = _thread.RLock()  # one for the call's futures (``JobFuture``)
-        futures = [DeliveryFuture(message.job_int, message, resender, lock) for message in outgoing]
+        futures = delivery_futures(
+            outgoing.job_ints, outgoing.destinations, Resends(outgoing, self._resender)
+        )
 
         def refused(index: int, failure: EnqueueFailed) -> None:
             futures[index].set_exception(failure)
@@ -366,7 +449,7 @@ class Producer:
         return cast("list[Future[JobRef]]", futures)
 
     def _publish_batch(
-        self, outgoing: list[EncodedJob], batch: BatchFuture, positions: list[int] | None = None
+        self, outgoing: PreparedJobs, batch: BatchFuture, positions: list[int] | None = None
     ) -> None:
         """One callback for the batch; after a full buffer, the rest fail inside its result.
         ``positions``: the index in the batch of each message (default: the same)."""
@@ -389,7 +472,7 @@ class Producer:
 
     def _hand_over(
         self,
-        outgoing: list[EncodedJob],
+        outgoing: PreparedJobs,
         callbacks: Iterable[Callback],
         refused: Callable[[int, EnqueueFailed], None],
     ) -> tuple[int, QueueFull] | None:
@@ -401,46 +484,88 @@ class Producer:
         message not handed over (the caller settles it and the rest). None: all handed over.
         """
         # The hot loop of every enqueue: locals instead of attribute lookups per message.
-        produce = self._kafka.produce
-        with_pending_row = self._with_pending_row
+        produce = self._produce
         job_id_header = header_names.JOB_ID
+        values = outgoing.values
+        # Only a job with options may get a pending row (``_with_pending_row``).
+        with_rows = self._pending_rows is not None and outgoing.generic > 0
+        # No index per message: the position of one that fails is worked out from what is
+        # left of ``remaining`` (enumerate cost 0.035 of the loop's 0.19 us; timeit).
+        remaining = iter(values)
         # Not strict: a batch passes one callback repeated without end.
-        for index, (message, callback) in enumerate(zip(outgoing, callbacks, strict=False)):
-            on_delivery = with_pending_row(message, callback)
-            deadline: float | None = None
-            while True:
-                try:
-                    produce(
-                        message.topic,
-                        message.value,
-                        message.key,
-                        partition=message.partition,
-                        on_delivery=on_delivery,
-                        # Built here, not kept per job: librdkafka copies it, so it dies at once.
-                        headers=[(job_id_header, message.job_id), *message.extra_headers],
-                    )
-                    break
-                except BufferError:
-                    if deadline is None:
-                        deadline = time.monotonic() + self.settings.producer.buffer_timeout_seconds
-                    elif time.monotonic() >= deadline:
-                        full = self._buffer_stayed_full()
-                        if index == 0:
-                            raise full from None
-                        return index, full
-                    # Serving delivery reports is what frees room in librdkafka's queue.
-                    self._kafka.poll(0.05)
-                except confluent_kafka.KafkaException as error:
-                    refused(
-                        index,
-                        EnqueueFailed(
-                            f"job {message.job_id} refused by the client: {error}",
-                            retriable=bool(error.args[0].retriable()),
-                            possibly_persisted=False,
-                        ),
-                    )
-                    break
+        for value, destination, job_id, callback in zip(
+            remaining, outgoing.destinations, outgoing.ids, callbacks, strict=False
+        ):
+            on_delivery = (
+                self._with_pending_row(
+                    outgoing, len(values) - length_hint(remaining) - 1, destination, callback
+                )
+                if with_rows
+                else callback
+            )
+            # The header list is built here, not kept per job: librdkafka copies it, so it
+            # dies at once. Positional arguments: see ``positional_produce``.
+            try:
+                produce(
+                    destination.topic,
+                    value,
+                    destination.key,
+                    destination.partition,
+                    on_delivery,
+                    None,
+                    0,
+                    [(job_id_header, job_id), *destination.extra_headers],
+                )
+            except (BufferError, confluent_kafka.KafkaException) as error:
+                index = len(values) - length_hint(remaining) - 1
+                full = self._produce_despite(error, outgoing, index, on_delivery, refused)
+                if full is not None:
+                    if index == 0:
+                        raise full from None
+                    return index, full
         return None
+
+    def _produce_despite(
+        self,
+        error: Exception,
+        outgoing: PreparedJobs,
+        index: int,
+        on_delivery: Callback,
+        refused: Callable[[int, EnqueueFailed], None],
+    ) -> QueueFull | None:
+        """``produce`` of the job at ``index`` after ``error``: a full buffer is waited out
+        (``QueueFull`` if it stays full), a refusal settled through ``refused``."""
+        destination = outgoing.destinations[index]
+        deadline = time.monotonic() + self.settings.producer.buffer_timeout_seconds
+        while True:
+            if isinstance(error, confluent_kafka.KafkaException):
+                refused(
+                    index,
+                    EnqueueFailed(
+                        f"job {outgoing.ids[index].decode()} refused by the client: {error}",
+                        retriable=bool(error.args[0].retriable()),
+                        possibly_persisted=False,
+                    ),
+                )
+                return None
+            if time.monotonic() >= deadline:
+                return self._buffer_stayed_full()
+            # Serving delivery reports is what frees room in librdkafka's queue.
+            self._serve_reports(0.05, SERVING_TURN_SECONDS)
+            try:
+                self._produce(
+                    destination.topic,
+                    outgoing.values[index],
+                    destination.key,
+                    destination.partition,
+                    on_delivery,
+                    None,
+                    0,
+                    [(header_names.JOB_ID, outgoing.ids[index]), *destination.extra_headers],
+                )
+                return None
+            except (BufferError, confluent_kafka.KafkaException) as again:
+                error = again
 
     def _buffer_stayed_full(self) -> QueueFull:
         return QueueFull(
@@ -450,18 +575,21 @@ class Producer:
             retry_after=1.0,
         )
 
-    def _with_pending_row(self, message: EncodedJob, on_delivery: Callback) -> Callback:
+    def _with_pending_row(
+        self, outgoing: PreparedJobs, index: int, destination: Destination, on_delivery: Callback
+    ) -> Callback:
         """The delivery callback, plus the pending row for a scheduled job."""
         if self._pending_rows is None:
             return on_delivery
-        run_now = self._run_now_topics.get(message.queue)
+        run_now = self._run_now_topics.get(destination.queue)
         if run_now is None:
             prefix = self.settings.topic_prefix
-            run_now = self._run_now_topics[message.queue] = frozenset(
-                (main_topic(prefix, message.queue), lane_topic(prefix, message.queue))
+            run_now = self._run_now_topics[destination.queue] = frozenset(
+                (main_topic(prefix, destination.queue), lane_topic(prefix, destination.queue))
             )
-        if message.topic in run_now and not message.keyed:
+        if destination.topic in run_now and not destination.keyed:
             return on_delivery
+        message = outgoing[index]
         acknowledged = self._pending_rows.acknowledged
         again = self._resender.again
         sent_again = 0
@@ -480,14 +608,80 @@ class Producer:
 
         return deliver
 
-    def _serve_delivery_reports(self) -> None:
-        while not self._stop_polling.is_set():
+    def _serve_reports(self, timeout: float, turn_timeout: float) -> None:
+        """``poll(timeout)`` in this thread's turn, or without one after ``turn_timeout``."""
+        turn = self._serving.acquire(timeout=turn_timeout)
+        try:
+            self._kafka.poll(timeout)
+        finally:
+            if turn:
+                self._serving.release()
+
+    def _serve_ready_reports(self, started: float) -> None:
+        """At the end of a publication (begun at ``started``): serve the delivery reports
+        that are ready, in this thread, which holds the GIL anyway; then wake the delivery
+        thread for the rest. Skipped if the delivery thread has its turn (it serves them)."""
+        long = time.monotonic() - started > PUBLISHING_QUIET_SECONDS
+        if self._serving.acquire(timeout=ENQUEUE_TURN_SECONDS if long else 0):
             try:
-                self._kafka.poll(0.1)
+                self._kafka.poll(0)
+            finally:
+                self._serving.release()
+        self._wake.set()
+
+    def _flush(self, timeout: float) -> int:
+        turn = self._serving.acquire(timeout=min(timeout, SERVING_TURN_SECONDS))
+        try:
+            remaining: int = self._kafka.flush(timeout)
+        finally:
+            if turn:
+                self._serving.release()
+        return remaining
+
+    def _in_flight(self) -> bool:
+        """Jobs are waiting for their delivery reports (or, for a client that does not
+        count them, may be)."""
+        try:
+            return len(self._kafka) > 0
+        except TypeError:
+            return True
+
+    def _serve_delivery_reports(self) -> None:
+        """The delivery thread: serves delivery reports when the publishing threads do not.
+
+        Each report's callback takes the GIL (confluent-kafka's ``dr_msg_cb``), and each
+        time this thread wants it while another runs Python, that thread is stopped until
+        this one has been scheduled and let it go; two threads serving reports at once hand
+        it over for every report. This thread used to sit in ``poll(0.1)``, serving reports
+        the moment they came, during publications too: in producer_bench, ``enqueue_many``
+        took 6.5 us a job, and 5.0 with this thread stopped (its ``poll(0)`` at the end of
+        each call serving every report). So a publication serves the reports ready at its
+        end, and this thread keeps out of its way while a thread publishes
+        (``_quiet_until``), then serves them in turns of ``poll(0.001)`` while jobs are in
+        flight (each report as it comes), else waits for the next publication or 0.1 s;
+        turns (``_serving``) keep the threads from serving at once. Measured: the same
+        time as with the thread stopped; a single job's enqueue-to-acknowledgement time as
+        before (1.7 ms median, 300 jobs); 0.2% of a core while idle (0.14% before).
+        """
+        in_flight = True
+        while not self._stop_polling.is_set():
+            quiet = self._quiet_until - time.monotonic()
+            try:
+                if quiet <= 0:
+                    # A short turn: served as they come, and over soon after.
+                    wait = REPORT_POLL_SECONDS if in_flight else 0
+                    self._serve_reports(wait, SERVING_TURN_SECONDS)
                 if self._pending_rows is not None:
                     self._pending_rows.write()
             except Exception:  # a failing user callback must not stop deliveries
                 logger.exception("error while serving delivery reports")
+            if quiet > 0:
+                time.sleep(quiet)
+                continue
+            self._wake.clear()
+            in_flight = self._in_flight()
+            if not in_flight:
+                self._wake.wait(IDLE_POLL_SECONDS)
 
     def _on_client_error(self, error: confluent_kafka.KafkaError) -> None:
         if error.fatal():

@@ -29,7 +29,10 @@ TRACE_CONTEXT_MAX_CHARS = 1024
 # halves the cost. Without circular-reference markers a cyclic payload ends in RecursionError,
 # which is caught below.
 _JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-_C_ENCODER = (
+#: The C encoder itself, or None where the C accelerator is missing: ``C_ENCODER(value, 0)``
+#: is the list of chunks whose join is ``encode_json(value)`` for a non-string ``value``,
+#: raising as ``encode_json`` does. The producer's batch loop calls it directly.
+C_ENCODER = (
     json.encoder.c_make_encoder(  # type: ignore[attr-defined]
         None,
         _JSON_ENCODER.default,
@@ -48,11 +51,11 @@ _C_ENCODER = (
 
 def encode_json(value: object) -> str:
     """Compact UTF-8 JSON, refusing NaN and infinities (they are not JSON)."""
-    if _C_ENCODER is None:
+    if C_ENCODER is None:
         return _JSON_ENCODER.encode(value)
     if isinstance(value, str):
         return json.encoder.encode_basestring(value)
-    return "".join(_C_ENCODER(value, 0))
+    return "".join(C_ENCODER(value, 0))
 
 
 def check_job_type_name(name: object) -> str:

@@ -37,11 +37,14 @@ def encode_long(value: int) -> bytes:
     return bytes(out)
 
 
-_SMALL_LONGS = [encode_long(value) for value in range(1 << 14)]
+#: ``encode_long`` of every length below ``SMALL_LENGTH_LIMIT``, by length: a hot loop may
+#: index it instead of calling ``encode_length``.
+SMALL_LENGTHS = [encode_long(value) for value in range(1 << 14)]
+SMALL_LENGTH_LIMIT = len(SMALL_LENGTHS)
 
 
 def encode_length(value: int) -> bytes:
-    return _SMALL_LONGS[value] if value < 16384 else encode_long(value)
+    return SMALL_LENGTHS[value] if value < SMALL_LENGTH_LIMIT else encode_long(value)
 
 
 def encode_string(text: str) -> bytes:

@@ -13,21 +13,33 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError
 from tenantq.errors import EnqueueFailed
-from tenantq.producer.delivery import DeliveryFuture, JobRef
+from tenantq.producer.delivery import (
+    UNCONFIRMED_RESENDS,
+    DeliveryFuture,
+    JobRef,
+    Resender,
+    Resends,
+    delivery_futures,
+)
+from tenantq.producer.request import Destination, EncodedJob
 
 
 class Report:
     """What a delivery report's message answers."""
 
-    def __init__(self, offset: int | None, topic: str = "q.main") -> None:
+    def __init__(self, offset: int | None, topic: str = "q.main", value: bytes = b"") -> None:
         self._offset = offset
         self._topic = topic
+        self._value = value
 
     def offset(self) -> int | None:
         return self._offset
 
     def topic(self) -> str:
         return self._topic
+
+    def value(self) -> bytes:
+        return self._value
 
 
 JOB = uuid.UUID("01890a5d-ac96-7abc-8def-0123456789ab")
@@ -99,3 +111,61 @@ def test_futures_sharing_a_lock_are_waited_for_from_several_threads() -> None:
         assert not thread.is_alive()
     assert {n: ref.offset for n, ref in seen.items()} == {n: 100 + n for n in range(4)}
     assert called == [3]
+
+
+def slot_names(kind: type) -> list[str]:
+    return [name for klass in kind.__mro__ for name in getattr(klass, "__slots__", ())]
+
+
+def test_futures_made_in_bulk_are_those_the_constructor_makes() -> None:
+    # delivery_futures sets the slots itself instead of calling the constructors: every
+    # slot is set, to what the constructor sets, but for the lock the batch shares.
+    destination = Destination("q", "t", "q.main", 3, b"t", ())
+    made = delivery_futures([JOB.int, JOB.int + 1], [destination, destination], None)
+    built = DeliveryFuture(JOB.int + 1, topic="q.main", partition=3)
+    assert {"_lock", "_state", "_job_int", "_destination", "_resends"} <= set(
+        slot_names(DeliveryFuture)
+    )
+    for name in slot_names(DeliveryFuture):
+        mine, theirs = getattr(made[1], name), getattr(built, name)
+        if name == "_lock":
+            assert mine is made[0]._lock and type(mine) is type(theirs)
+        elif name == "_destination":
+            assert (mine.topic, mine.partition) == (theirs.topic, theirs.partition)
+        else:
+            assert mine == theirs, name
+    assert vars(made[1]) == {}  # nothing set outside the slots
+    for future, offset in zip(made, (7, 8), strict=True):
+        waited = wait([future], timeout=0)
+        assert not waited.done
+        future(None, Report(offset))
+    built(None, Report(8))
+    second = JobRef(uuid.UUID(int=JOB.int + 1), "q.main", 3, 8)
+    assert made[1].result(0) == built.result(0) == second
+    assert made[0].result(0) == JobRef(JOB, "q.main", 3, 7)
+
+
+def test_a_job_acknowledged_without_an_offset_is_sent_again_then_fails() -> None:
+    sent: list[tuple[Any, Any]] = []
+
+    class Client:
+        def produce(self, topic: str, value: bytes, key: bytes, **options: Any) -> None:
+            sent.append((value, options["on_delivery"]))
+
+    job = EncodedJob(str(JOB), JOB.int, "q", "t", "q.main", 2, b"t", b"envelope", ())
+    other = EncodedJob(str(JOB), JOB.int + 1, "q", "t", "q.main", 2, b"t", b"other", ())
+    resends = Resends([other, job], Resender(Client()))
+    destination = Destination("q", "t", "q.main", 2, b"t", ())
+    futures = delivery_futures([other.job_int, job.job_int], [destination] * 2, resends)
+    for round_number in range(UNCONFIRMED_RESENDS):
+        futures[1](None, Report(None, value=b"envelope"))
+        assert len(sent) == round_number + 1 and sent[-1] == (b"envelope", futures[1])
+        assert not futures[1].done()
+    futures[1](None, Report(None, value=b"envelope"))
+    with pytest.raises(EnqueueFailed, match="without an offset") as raised:
+        futures[1].result(0)
+    assert raised.value.possibly_persisted
+    futures[0](None, Report(None, value=b"other"))  # its own count
+    assert sent[-1] == (b"other", futures[0]) and not futures[0].done()
+    futures[0](None, Report(12, value=b"other"))
+    assert futures[0].result(0) == JobRef(uuid.UUID(int=JOB.int + 1), "q.main", 2, 12)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 import tenantq
+from confluent_kafka import KafkaError, KafkaException
 from fakes import FakeClock, FakeKafkaProducer, make_settings
 from pydantic import BaseModel, Field
 from tenantq import headers as header_names
@@ -433,3 +435,204 @@ def test_a_job_never_acknowledged_with_an_offset_fails_as_possibly_persisted(
         batch.result(5)
     assert failed.value.failures[0].possibly_persisted
     assert len(kafka.produced) == 8
+
+
+class CountingKafka(FakeKafkaProducer):
+    """Also counts its polls by thread, records whether a publication was under way at
+    each produce, and says how many messages are in flight (``len``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.polls: dict[str, int] = {}
+        self.produced_while_quiet: list[bool] = []
+        self.watched: Producer | None = None
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def poll(self, timeout: float) -> int:
+        name = threading.current_thread().name
+        self.polls[name] = self.polls.get(name, 0) + 1
+        return super().poll(timeout)
+
+    def produce(self, topic: str, value: bytes, key: bytes, **options: Any) -> None:
+        if self.watched is not None:
+            self.produced_while_quiet.append(self.watched._quiet_until > time.monotonic())
+        super().produce(topic, value, key, **options)
+
+
+def test_the_delivery_thread_leaves_a_publication_its_reports(tmp_path: Path) -> None:
+    kafka = CountingKafka()
+    with Producer(
+        make_settings(tmp_path), placement_book=PlacementBook(None, 5.0), kafka_client=kafka
+    ) as producer:
+        kafka.watched = producer
+        kafka.acknowledge = False  # reports stay in flight
+        futures = producer.enqueue_many([EnqueueRequest("resize", "acme", {})] * 3)
+        # While it published, the delivery thread was told to keep away; after it, not for
+        # long (PUBLISHING_GRACE_SECONDS).
+        assert kafka.produced_while_quiet == [True, True, True]
+        assert producer._quiet_until < time.monotonic() + 0.01
+        polls_before = kafka.polls.get("tenantq-producer-poll", 0)
+        time.sleep(0.1)
+        # In flight and no publication: it looks every millisecond (or so).
+        assert kafka.polls.get("tenantq-producer-poll", 0) - polls_before >= 10
+        assert not any(future.done() for future in futures)
+        kafka.acknowledge = True
+        assert [future.result(5).offset for future in futures] == [0, 1, 2]
+        # Nothing in flight: it waits for the next publication (or 0.1 s).
+        time.sleep(0.05)
+        polls_before = kafka.polls.get("tenantq-producer-poll", 0)
+        time.sleep(0.25)
+        assert kafka.polls.get("tenantq-producer-poll", 0) - polls_before <= 6
+        assert producer.enqueue("resize", tenant="acme", payload={}).result(5).offset == 3
+        # A failed publication does not leave the delivery thread waiting.
+        with pytest.raises(InvalidTenantId):
+            producer.enqueue("resize", tenant="", payload={})
+        assert producer._quiet_until < time.monotonic() + 0.01
+
+
+def test_a_publication_skips_serving_while_the_delivery_thread_has_its_turn(
+    producer: Producer, kafka: FakeKafkaProducer
+) -> None:
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold_the_turn() -> None:
+        with producer._serving:
+            held.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold_the_turn)
+    holder.start()
+    try:
+        held.wait(5)
+        started = time.monotonic()
+        future = producer.enqueue("resize", tenant="acme", payload={})
+        assert time.monotonic() - started < 1.0  # waited at most ENQUEUE_TURN_SECONDS
+    finally:
+        release.set()
+        holder.join(5)
+    assert future.result(5).offset == 0  # served by the delivery thread afterwards
+
+
+def test_a_callback_may_enqueue_and_wait(producer: Producer, kafka: FakeKafkaProducer) -> None:
+    # The turn to serve reports is reentrant: a done-callback, run while its thread serves
+    # reports, may publish (which serves the reports ready) and wait for the result.
+    inner: list[JobRef] = []
+    threads: list[str] = []
+
+    def enqueue_again(future: Any) -> None:
+        threads.append(threading.current_thread().name)
+        inner.append(producer.enqueue("resize", tenant="acme", payload={"n": 2}).result(5))
+
+    kafka.acknowledge = False
+    first = producer.enqueue("resize", tenant="acme", payload={"n": 1})
+    first.add_done_callback(enqueue_again)
+    kafka.acknowledge = True  # the delivery thread serves it, and runs the callback
+    assert first.result(5).offset == 0
+    deadline = time.monotonic() + 5
+    while not inner and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [ref.offset for ref in inner] == [1]
+    assert threads == ["tenantq-producer-poll"]
+
+
+def numbered(count: int) -> list[EnqueueRequest]:
+    return [EnqueueRequest("resize", "acme", {"n": n}) for n in range(count)]
+
+
+def produced_numbers(kafka: FakeKafkaProducer) -> list[int]:
+    return [
+        decode_envelope(message["value"], max_bytes=10**6).payload_json()["n"]
+        for message in kafka.produced
+    ]
+
+
+class RefusingKafka(FakeKafkaProducer):
+    """Refuses the ``refuse``-th message produced with a client error, and answers the
+    ``full``-th with a full buffer until ``room_after`` polls have been served."""
+
+    def __init__(self, refuse: int | None = None, full: int | None = None) -> None:
+        super().__init__()
+        self.calls = 0
+        self.refuse, self.full = refuse, full
+        self.room_after = 2
+
+    def produce(self, topic: str, value: bytes, key: bytes, **options: Any) -> None:
+        call, self.calls = self.calls, self.calls + 1
+        if call == self.refuse:
+            raise KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "too large"))
+        if call == self.full and self.room_after > 0:
+            self.calls -= 1  # the same message again, after polls
+            raise BufferError("Local: Queue full")
+        super().produce(topic, value, key, **options)
+
+    def poll(self, timeout: float) -> int:
+        if self.room_after > 0 and self.calls == self.full:
+            self.room_after -= 1
+        return super().poll(timeout)
+
+
+def test_a_message_refused_by_the_client_fails_alone(tmp_path: Path) -> None:
+    kafka = RefusingKafka(refuse=2)
+    with Producer(
+        make_settings(tmp_path), placement_book=PlacementBook(None, 5.0), kafka_client=kafka
+    ) as producer:
+        futures = producer.enqueue_many(numbered(5))
+        with pytest.raises(EnqueueFailed, match="refused by the client") as raised:
+            futures[2].result(5)
+        assert not raised.value.possibly_persisted and not raised.value.retriable
+        assert produced_numbers(kafka) == [0, 1, 3, 4]
+        assert [futures[n].result(5).offset for n in (0, 1, 3, 4)] == [0, 1, 2, 3]
+
+
+def test_a_full_buffer_in_the_middle_is_waited_out(tmp_path: Path) -> None:
+    kafka = RefusingKafka(full=3)
+    settings = make_settings(tmp_path, producer={"buffer_timeout_seconds": 5})
+    with Producer(settings, placement_book=PlacementBook(None, 5.0), kafka_client=kafka) as made:
+        futures = made.enqueue_many(numbered(6))
+        assert [future.result(5).offset for future in futures] == list(range(6))
+        assert produced_numbers(kafka) == list(range(6))
+        assert kafka.room_after == 0  # it waited, serving reports
+
+
+def test_a_buffer_that_stays_full_fails_the_rest(tmp_path: Path) -> None:
+    kafka = FakeKafkaProducer()
+    settings = make_settings(tmp_path, producer={"buffer_timeout_seconds": 0.2})
+    with Producer(settings, placement_book=PlacementBook(None, 5.0), kafka_client=kafka) as made:
+        kafka.room = 2
+        futures = made.enqueue_many(numbered(5))
+        kafka.room = None
+        assert [future.result(5).offset for future in futures[:2]] == [0, 1]
+        for future in futures[2:]:
+            with pytest.raises(QueueFull):
+                future.result(5)
+
+
+def test_a_held_up_publication_does_not_hold_up_earlier_reports(tmp_path: Path) -> None:
+    # The delivery thread leaves the reports to a publishing thread for a short while only
+    # (PUBLISHING_QUIET_SECONDS): here the second publication waits for its placements.
+    release = threading.Event()
+
+    def placements(queue: str) -> list[PlacementRecord]:
+        if queue == "mail":
+            release.wait(5)
+        return []
+
+    kafka = FakeKafkaProducer()
+    book = PlacementBook(placements, 60.0)
+    with Producer(make_settings(tmp_path), placement_book=book, kafka_client=kafka) as producer:
+        kafka.acknowledge = False
+        first = producer.enqueue("resize", tenant="acme", payload={})
+        held = threading.Thread(
+            target=lambda: producer.enqueue("resize", tenant="acme", payload={}, queue="mail")
+        )
+        held.start()
+        try:
+            time.sleep(0.05)
+            kafka.acknowledge = True
+            assert first.result(2).offset == 0
+        finally:
+            release.set()
+            held.join(5)
