@@ -107,8 +107,11 @@ class WorkerSettings(BaseModel):
         1_000,
         ge=1,
         le=1_000_000,
-        description="Messages read ahead of the commit point per partition; librdkafka "
-        "fetches about as many ahead of what the worker has taken (queued.min.messages).",
+        description="Messages read ahead of the commit point per partition: a worker reads "
+        "no further than this times the main-topic partitions it owns, a busy partition "
+        "using an idle one's share, and pauses a partition only past twice its share; "
+        "librdkafka fetches about as many ahead of what the worker has taken "
+        "(queued.min.messages).",
     )
     poll_batch: int = Field(500, ge=1, le=100_000, description="Messages taken per poll.")
     claim_ahead_limit: int | None = Field(
