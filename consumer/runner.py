@@ -35,8 +35,6 @@ from tenantq.store.transient import (
     is_transient_database_error,
 )
 
-_SUCCEEDED = Verdict.succeeded()
-
 
 @dataclass(eq=False, slots=True)
 class Task:
@@ -68,7 +66,7 @@ class Task:
         if self.error is None and not self.timed_out and self.context.cancel_reason is None:
             # The handler returned, nobody asked it to stop: what ``classify`` and
             # ``breaker_signal`` say of it, without their calls (0.6 us, once per job).
-            self.verdict = _SUCCEEDED
+            self.verdict = Verdict.succeeded()
             self.breaker = "success"
             return
         self.verdict = classify(

@@ -574,13 +574,11 @@ class Worker:
                 job_type = types[name]
             else:
                 job_type = types[name] = self.job_type_of(name)
-            verdict: Verdict | None
-            if job_type is None:
-                verdict = self.intake.unknown_type_verdict(item)
-            elif job_type.dependencies:
-                verdict = self._dependency_deferral(job_type)
-            else:
-                verdict = None
+            verdict = (
+                self.intake.unknown_type_verdict(item)
+                if job_type is None
+                else self._dependency_deferral(job_type)
+            )
             if verdict is not None:
                 self._unreserve(item)
                 self.completer.add(Completion(item, verdict, 0.0))
@@ -724,8 +722,8 @@ class Worker:
     def _collect_finished(self) -> None:
         count = 0
         add = self.completer.add
-        running = self._tasks
-        unreserve = self._unreserve
+        task_done = self._task_done
+        record_dependencies = self._record_dependencies
         while True:
             try:
                 tasks = self._finished.get_nowait()
@@ -734,11 +732,8 @@ class Worker:
             count += len(tasks)
             for task in tasks:
                 item: WorkItem = task.item
-                # ``_task_done`` and ``_record_dependencies``, inline: once per job.
-                running.pop(item.job_id, None)
-                unreserve(item)
-                if task.job_type.dependencies:
-                    self._record_dependencies(task)
+                task_done(item)
+                record_dependencies(task)
                 verdict = task.verdict
                 assert verdict is not None
                 add(Completion(item, verdict, task.duration))
@@ -889,14 +884,7 @@ class Worker:
 
     def _release_hold(self, job_id: uuid.UUID) -> bool:
         """Forget a lease whose result is settled; True if its loss was reported already."""
-        with self._held_lock:
-            self._held.pop(job_id, None)
-            self._completing.discard(job_id)
-            if not self._lost:  # almost always: no job id to hash (a Python-level __hash__)
-                return False
-            already_lost = job_id in self._lost
-            self._lost.discard(job_id)
-        return already_lost
+        return bool(self._release_holds([job_id]))
 
     def _release_holds(self, job_ids: list[uuid.UUID]) -> AbstractSet[uuid.UUID]:
         """``_release_hold`` of each, under one lock; returns the jobs whose loss was reported
@@ -908,7 +896,7 @@ class Worker:
                 forget(job_id, None)
                 completed(job_id)
             lost = self._lost
-            if not lost:  # almost always
+            if not lost:  # almost always: no job id to hash (a Python-level __hash__)
                 return _NONE_LOST
             already_lost = {job_id for job_id in job_ids if job_id in lost}
             lost.difference_update(already_lost)
