@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
@@ -129,10 +129,7 @@ class WorkerMetrics(WorkerEvents):
     ) -> None:
         """An attempt started; ``wait_seconds`` is how long the job waited since it was due
         (None when unknown, e.g. a job whose enqueue time was not recorded)."""
-        started, waited = self._started_series(queue, job_type, tenant)
-        self._tally.count(started)
-        if wait_seconds is not None:
-            self._tally.observe(waited, _non_negative(wait_seconds))
+        self.jobs_started([(queue, job_type, tenant, wait_seconds)])
 
     def job_finished(
         self,
@@ -146,18 +143,14 @@ class WorkerMetrics(WorkerEvents):
         """An attempt ended with ``outcome`` (one of ``JOB_OUTCOMES``) after
         ``duration_seconds``; ``attempts`` is the job's attempt count, observed as attempts
         per success when the outcome is ``succeeded``."""
-        finished, duration, attempts_per_success = self._finished_series(
-            queue, job_type, tenant, outcome
+        self.jobs_finished(
+            [(queue, job_type, tenant, cast(Outcome, outcome), duration_seconds, attempts)]
         )
-        tally = self._tally
-        tally.count(finished)
-        tally.observe(duration, _non_negative(duration_seconds))
-        if outcome == Outcome.SUCCEEDED:
-            tally.observe(attempts_per_success, max(1, attempts))
 
     def jobs_started(self, started: list[tuple[str, str, str, float | None]]) -> None:
-        """``job_started`` of each, gathered by job class first: a dictionary lookup per job
-        instead of a label lookup, two tally calls and a check (1.3 us per job, 0.3 us)."""
+        """``job_started`` of each (its one implementation), gathered by job class first: a
+        dictionary lookup per job instead of a label lookup, two tally calls and a check
+        (1.3 us per job, 0.3 us)."""
         waits_of: dict[tuple[str, str, str], list[float | None]] = {}
         for queue, job_type, tenant, wait_seconds in started:
             key = (queue, job_type, tenant)
@@ -176,7 +169,8 @@ class WorkerMetrics(WorkerEvents):
                 series = memo[key] = self._started_series(*key)
             started_counter, waited = series
             tally.count_many(started_counter, len(waits))
-            # ``>= 0`` is False for NaN too: skew and poison both count as no wait.
+            # ``_non_negative`` inline: ``>= 0`` is False for NaN too, so skew and poison
+            # both count as no wait.
             tally.observe_many(
                 waited, [wait if wait >= 0 else 0.0 for wait in waits if wait is not None]
             )

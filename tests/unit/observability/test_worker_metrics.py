@@ -69,6 +69,26 @@ def test_job_events_are_recorded() -> None:
         worker.job_finished("default", "export", "acme", "exploded", 1.0, 1)
 
 
+def test_a_nan_wait_or_duration_is_recorded_as_zero() -> None:
+    registry = CollectorRegistry()
+    worker = WorkerMetrics(registry, top_tenants=5)
+    worker.job_started("default", "export", "acme", float("nan"))
+    worker.job_started("default", "export", "acme", 1.5)
+    worker.job_finished("default", "export", "acme", "succeeded", float("nan"), 1)
+    worker.job_finished("default", "export", "acme", "succeeded", 0.25, 1)
+    worker.flush()
+
+    def value(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, labels)
+
+    waits = {"queue": "default", "job_type": "export"}
+    assert value("tenantq_enqueue_to_start_seconds_count", **waits) == 2
+    assert value("tenantq_enqueue_to_start_seconds_sum", **waits) == 1.5
+    durations = {"queue": "default", "job_type": "export", "outcome": "succeeded"}
+    assert value("tenantq_job_duration_seconds_count", **durations) == 2
+    assert value("tenantq_job_duration_seconds_sum", **durations) == 0.25
+
+
 def _samples(registry: CollectorRegistry) -> str:
     """The scrape without the series' creation times (they differ between registries)."""
     lines = generate_latest(registry).decode().splitlines()
