@@ -23,7 +23,7 @@ from tenantq.errors import BatchEnqueueFailed, EnqueueFailed
 from tenantq.job_ids import uuid_of_int
 from tenantq.producer.delivery import JobRef, Resender, enqueue_failure, unconfirmed_failure
 from tenantq.producer.job_future import JobFuture
-from tenantq.producer.request import EncodedJob, PreparedJobs
+from tenantq.producer.request import PreparedJobs
 
 logger = logging.getLogger("tenantq.producer")
 
@@ -105,7 +105,7 @@ class BatchFuture(JobFuture[JobRefs]):
 
     def __init__(
         self,
-        outgoing: Sequence[EncodedJob],
+        outgoing: PreparedJobs,
         existing: Mapping[int, JobRef] | None = None,
         resender: Resender | None = None,
     ) -> None:
@@ -116,17 +116,11 @@ class BatchFuture(JobFuture[JobRefs]):
         self._resender = resender
         self._sent_again: dict[int, int] = {}
         # Columns rather than the messages: the envelopes can go once delivered.
-        if isinstance(outgoing, PreparedJobs):
-            self._job_ints = list(outgoing.job_ints)
-            destinations = outgoing.destinations
-            self._topics = [destination.topic for destination in destinations]
-            self._partitions = [destination.partition for destination in destinations]
-            values: Sequence[bytes] = outgoing.values
-        else:
-            self._job_ints = [message.job_int for message in outgoing]
-            self._topics = [message.topic for message in outgoing]
-            self._partitions = [message.partition for message in outgoing]
-            values = [message.value for message in outgoing]
+        self._job_ints = list(outgoing.job_ints)
+        destinations = outgoing.destinations
+        self._topics = [destination.topic for destination in destinations]
+        self._partitions = [destination.partition for destination in destinations]
+        values = outgoing.values
         self._size = len(outgoing)
         self._offsets: list[int] = [-1] * self._size
         self._failures: dict[int, EnqueueFailed] = {}

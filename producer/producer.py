@@ -9,13 +9,14 @@ reports; ``close()`` flushes and fails (never drops) the futures of jobs it coul
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import itertools
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from operator import length_hint
 from types import TracebackType
@@ -608,34 +609,36 @@ class Producer:
 
         return deliver
 
-    def _serve_reports(self, timeout: float, turn_timeout: float) -> None:
-        """``poll(timeout)`` in this thread's turn, or without one after ``turn_timeout``."""
-        turn = self._serving.acquire(timeout=turn_timeout)
+    @contextlib.contextmanager
+    def _turn(self, timeout: float) -> Iterator[bool]:
+        """This thread's turn to serve delivery reports (``_serving``), waited for up to
+        ``timeout``; yields whether it got it (and then gives it back at the end)."""
+        turn = self._serving.acquire(timeout=timeout)
         try:
-            self._kafka.poll(timeout)
+            yield turn
         finally:
             if turn:
                 self._serving.release()
+
+    def _serve_reports(self, timeout: float, turn_timeout: float) -> None:
+        """``poll(timeout)`` in this thread's turn, or without one after ``turn_timeout``."""
+        with self._turn(turn_timeout):
+            self._kafka.poll(timeout)
 
     def _serve_ready_reports(self, started: float) -> None:
         """At the end of a publication (begun at ``started``): serve the delivery reports
         that are ready, in this thread, which holds the GIL anyway; then wake the delivery
         thread for the rest. Skipped if the delivery thread has its turn (it serves them)."""
         long = time.monotonic() - started > PUBLISHING_QUIET_SECONDS
-        if self._serving.acquire(timeout=ENQUEUE_TURN_SECONDS if long else 0):
-            try:
+        with self._turn(ENQUEUE_TURN_SECONDS if long else 0) as turn:
+            if turn:
                 self._kafka.poll(0)
-            finally:
-                self._serving.release()
         self._wake.set()
 
     def _flush(self, timeout: float) -> int:
-        turn = self._serving.acquire(timeout=min(timeout, SERVING_TURN_SECONDS))
-        try:
+        """``flush(timeout)`` in this thread's turn, or without one after a turn's wait."""
+        with self._turn(min(timeout, SERVING_TURN_SECONDS)):
             remaining: int = self._kafka.flush(timeout)
-        finally:
-            if turn:
-                self._serving.release()
         return remaining
 
     def _in_flight(self) -> bool:

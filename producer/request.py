@@ -293,14 +293,11 @@ class _Route:
 class _Batch:
     """What is constant within one ``prepare_all`` call: the time and lookups of it."""
 
-    __slots__ = (
-        "created", "next_job_id", "now", "partition_counts", "placed", "placements", "routes",
-    )  # fmt: skip
+    __slots__ = ("created", "now", "partition_counts", "placed", "placements", "routes")
 
-    def __init__(self, now: dt.datetime, next_job_id: Callable[[], int]) -> None:
+    def __init__(self, now: dt.datetime) -> None:
         self.now = now
         self.created = encode_long(timestamp_micros(now))
-        self.next_job_id = next_job_id
         self.placements: dict[tuple[str, str], Placement] = {}
         self.partition_counts: dict[str, int] = {}
         self.routes: dict[tuple[object, object, object], _Route] = {}
@@ -352,7 +349,7 @@ class RequestPreparer:
             requests = list(requests)
         count = len(requests)
         job_ints, id_texts = self._new_job_id_block(count)
-        batch = _Batch(now, _no_job_id)
+        batch = _Batch(now)
         # The ids' text as the column, replaced where a job has an id of its own.
         ids = list(id_texts)
         values: list[bytes] = []
@@ -478,10 +475,7 @@ class RequestPreparer:
         self, request: EnqueueRequest, batch: _Batch, job_ints: list[int], index: int
     ) -> EncodedJob:
         """``prepare`` within ``prepare_all``: the job takes the batch's id at ``index``."""
-        if request.job_id is None:
-            job_int = job_ints[index]
-            batch.next_job_id = lambda: job_int
-        job = self.prepare(request, batch)
+        job = self.prepare(request, batch, job_ints[index])
         job_ints[index] = job.job_int
         return job
 
@@ -601,11 +595,15 @@ class RequestPreparer:
         return count
 
     def prepare(
-        self, request: EnqueueRequest | Mapping[str, Any], batch: _Batch | dt.datetime
+        self,
+        request: EnqueueRequest | Mapping[str, Any],
+        batch: _Batch | dt.datetime,
+        fresh_id: int | None = None,
     ) -> EncodedJob:
-        """One request, validated, encoded and placed."""
+        """One request, validated, encoded and placed; ``fresh_id``: the job id (an integer)
+        to give it if the request names none (default: a new one)."""
         if not isinstance(batch, _Batch):
-            batch = _Batch(batch, lambda: self._new_job_ids(1)[0])
+            batch = _Batch(batch)
         if type(request) is not EnqueueRequest:
             request = _as_request(request)
         job_type = request.job_type
@@ -623,7 +621,12 @@ class RequestPreparer:
         max_attempts = check_max_attempts(request.max_attempts)
         idempotency_key = check_idempotency_key(request.idempotency_key)
         trace_context = check_trace_context(request.trace_context)
-        job_int = batch.next_job_id() if request.job_id is None else _explicit(request.job_id)
+        if request.job_id is not None:
+            job_int = _explicit(request.job_id)
+        elif fresh_id is not None:
+            job_int = fresh_id
+        else:
+            job_int = self._new_job_ids(1)[0]
         job_id = uuid.UUID(int=job_int)
 
         prefix = self._settings.topic_prefix
@@ -743,10 +746,6 @@ class RequestPreparer:
         identity = self._identity(queue, job_type, tenant_id, partition_key)
         tail = encode_tail(due, max_attempts, idempotency_key, trace_context)
         return writer.encode(job_id_text, identity, payload, batch.created, tail)
-
-
-def _no_job_id() -> int:
-    raise AssertionError("prepare_all gives each job its id")
 
 
 def _explicit(job_id: object) -> int:
