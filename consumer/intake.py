@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from confluent_kafka import Message
+
 from tenantq import headers
 from tenantq.app import resolve_max_attempts
 from tenantq.consumer.events import READ_FROM_HOT_LANE, READ_FROM_MAIN

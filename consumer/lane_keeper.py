@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Sequence
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+
 from tenantq.background import ServiceLoop
 from tenantq.group_reader import group_reader
 from tenantq.settings import Settings

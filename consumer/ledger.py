@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import psycopg
+
 from tenantq.consumer.database_health import DatabaseHealth
 from tenantq.errors import DatabaseUnavailable
 from tenantq.store.job_store import ClaimRequest, JobStatus, JobStore, Lease, Result

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import pydantic
+
 from tenantq.app import JobType
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.errors import (

@@ -29,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+
 from tenantq.consumer.offsets import PartitionOffsets
 
 log = logging.getLogger("tenantq.worker")

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
+
 from tenantq.background import BackgroundService
 from tenantq.consumer.database_health import EXIT_DATABASE_GONE
 from tenantq.errors import DatabaseUnavailable
@@ -133,6 +134,7 @@ class Supervisor:
         if not settings.metrics_port:
             return
         from prometheus_client.multiprocess import MultiProcessCollector
+
         from tenantq.observability.server import serve_metrics_from_settings
         from tenantq.observability.worker import MULTIPROCESS_ENV, queue_stats_collector
 

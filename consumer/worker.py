@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
 from tenantq.app import App, JobType
 from tenantq.consumer.claim_ahead import ClaimAhead
 from tenantq.consumer.completer import Completer, Completion

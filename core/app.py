@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
+
 from tenantq.errors import ConfigurationError, UnknownJobType
 from tenantq.settings import Settings, load_settings
 

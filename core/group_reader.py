@@ -12,6 +12,7 @@ flight can abort the process (``tenantq.observability.consumer_lag``).
 from __future__ import annotations
 
 from confluent_kafka import Consumer
+
 from tenantq.settings import Settings
 
 

@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
 from tenantq.errors import ConfigurationError
 
 #: librdkafka keys whose values are secrets: never logged, never shown in a repr.

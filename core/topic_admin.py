@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
 from tenantq.errors import TopicDriftError
 from tenantq.settings import Settings
 from tenantq.topics import QueueTopics

@@ -12,6 +12,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+
 from tenantq.dlq.reader import DeadLetterReader
 from tenantq.dlq.records import DeadLetter
 from tenantq.group_reader import group_reader

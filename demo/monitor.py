@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 from rich.table import Table
+
 from tenantq.demo.kafka import LagProbe
 from tenantq.store.job_sets import job_set_oldest_runnable_age, job_set_state_counts
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
+
 from tenantq.demo.kafka import DeadLetterReport
 from tenantq.demo.monitor import Sample, longest_stall
 from tenantq.demo.plan import TENANT_CLASSES, Workload

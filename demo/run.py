@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.live import Live
+
 from tenantq.demo.kafka import LagProbe, read_dead_letters
 from tenantq.demo.monitor import Monitor
 from tenantq.demo.plan import Workload, plan_workload

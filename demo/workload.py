@@ -20,6 +20,7 @@ import os
 import time
 
 from pydantic import BaseModel, Field
+
 from tenantq.app import App
 from tenantq.consumer.context import JobContext
 from tenantq.errors import PermanentError, RateLimited, RetryableError

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
 from tenantq.dlq.purge import PurgePlan
 from tenantq.dlq.records import DeadLetter
 from tenantq.dlq.replay import ReplayReport

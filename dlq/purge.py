@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
+
 from tenantq.dlq.reader import METADATA_TIMEOUT, DeadLetterReader, DeadLetterReadError
 from tenantq.settings import Settings
 from tenantq.store import replay as replay_store

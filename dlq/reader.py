@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+
 from tenantq.dlq.records import DeadLetter, decode_dead_letter
 from tenantq.headers import header_pairs
 from tenantq.settings import Settings

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import psycopg
+
 from tenantq import headers
 from tenantq.dlq.pacing import RateLimiter
 from tenantq.dlq.records import DeadLetter

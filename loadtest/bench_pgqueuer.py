@@ -42,6 +42,7 @@ from bench_run import (
     wait_until,
 )
 from sqlalchemy.engine import make_url
+
 from tenantq.demo.pool import stop_process
 
 HERE = Path(__file__).resolve().parent

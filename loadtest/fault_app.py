@@ -16,8 +16,9 @@ import time
 import uuid
 
 import psycopg
-import tenantq
 from pydantic import BaseModel, Field
+
+import tenantq
 
 APP = tenantq.App()
 

@@ -74,7 +74,6 @@ ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT / "tests" / "integration")]
 
 import psycopg  # noqa: E402
-import tenantq  # noqa: E402
 from fault_app import LEDGER_TABLE  # noqa: E402
 from private_stack import PrivateStack  # noqa: E402
 from rich.console import Console  # noqa: E402
@@ -92,6 +91,8 @@ from support import (  # noqa: E402
     end_offsets,
     settings_environment,
 )
+
+import tenantq  # noqa: E402
 from tenantq.demo.plan import plan_workload  # noqa: E402
 from tenantq.settings import QueueSettings  # noqa: E402
 from tenantq.topic_admin import ensure_topics  # noqa: E402
@@ -204,8 +205,8 @@ SCENARIOS: dict[str, Scenario] = {
             repeat=3,
             interval=8.0,
             jobs=1500,
-            # Issue 10: no partition with lag goes more than 3 s without progress around a
-            # poison crash.
+            # A poison crash costs seconds: no partition with lag goes more than 3 s
+            # without progress around it.
             stall_budget=3.0,
         ),
         Scenario(

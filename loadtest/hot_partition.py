@@ -58,7 +58,6 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import psycopg  # noqa: E402
-import tenantq  # noqa: E402
 from exit_with_parent import exiting_with_this_process  # noqa: E402
 from hot_partition_app import JOB_TYPE, QUEUE_VARIABLE, STARTS_VARIABLE  # noqa: E402
 from hot_partition_report import (  # noqa: E402
@@ -89,6 +88,8 @@ from rich.progress import (  # noqa: E402
     TextColumn,
     TimeElapsedColumn,
 )
+
+import tenantq  # noqa: E402
 from tenantq.demo.kafka import LagProbe  # noqa: E402
 from tenantq.demo.plan import ZIPF_EXPONENT, tenant_names  # noqa: E402
 from tenantq.demo.report import percentile  # noqa: E402
@@ -134,7 +135,8 @@ console = Console(width=None if sys.stdout.isatty() else 160)
 
 @dataclass(frozen=True)
 class Knobs:
-    """What the command line may change about the scenarios (the defaults are issue 12's)."""
+    """What the command line may change about the scenarios (the defaults are the ones the
+    isolation targets are measured with)."""
 
     calm_seconds: float = 20.0
     flood_seconds: float = 20.0
@@ -1301,7 +1303,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--require-targets",
         action="store_true",
-        help="exit 2 when a run with the protection on misses a target of issue 12",
+        help="exit 2 when a run with the protection on misses an isolation target",
     )
     args = parser.parse_args(argv)
     # SIGTERM (a CI timeout, a kill) cleans up as Ctrl-C does: the workers are stopped

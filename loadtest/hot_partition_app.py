@@ -21,8 +21,9 @@ import threading
 import time
 from typing import IO
 
-import tenantq
 from pydantic import BaseModel, Field
+
+import tenantq
 
 #: Environment variables set by the tool (not ``TENANTQ_*``: they are not tenantq settings).
 QUEUE_VARIABLE = "HOT_PARTITION_QUEUE"

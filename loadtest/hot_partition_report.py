@@ -23,13 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from rich.table import Table
+
 from tenantq.demo.report import percentile
 
 HOT, COLD, NEIGHBOURS = "hot", "cold", "neighbours"
 #: The classes latencies are reported for; "neighbours" are the cold tenants whose jobs hash
 #: to the hot tenant's partition of the main topic (a subset of "cold").
 CLASSES = (COLD, NEIGHBOURS, HOT)
-#: The done-when targets of issue 12.
+#: The isolation targets: the cold tenants' p99 within 2x of their calm p99, and the hot
+#: tenant keeps at least half of the capacity they leave unused.
 P99_RATIO_TARGET = 2.0
 HOT_SHARE_TARGET = 0.5
 
@@ -162,7 +164,7 @@ class Latency:
 
 @dataclass
 class DoneWhen:
-    """The numbers of issue 12's done-when, for the scenario's load phase against its calm."""
+    """The isolation targets' numbers, for the scenario's load phase against its calm."""
 
     load_phase: str
     cold_calm_p50: float | None

@@ -20,10 +20,11 @@ import time
 from typing import Any
 
 import psycopg
-import tenantq
 from bench_run import percentile
 from bench_topics import bench_settings
 from pydantic import BaseModel
+
+import tenantq
 from tenantq.consumer.worker import Worker
 from tenantq.outbox.relay import RelayService
 from tenantq.partitioner.placement_book import PlacementBook

@@ -35,8 +35,9 @@ from typing import Any
 
 import confluent_kafka
 import machine_speed
-import tenantq
 from bench_topics import bench_settings
+
+import tenantq
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.config import producer_config
 from tenantq.producer.producer import BatchFuture, EnqueueRequest, JobRef, Producer

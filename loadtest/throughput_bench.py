@@ -26,7 +26,7 @@ Completion checks cost nothing measurable: tenantq's reads the workers' committe
 asks whether its queue table still holds a row every 0.5 s on a connection whose backend is
 left out of PostgreSQL's CPU. Each system gets a database of its own on the dev stack's
 server (dropped at the end). Once, the raw confluent-kafka consumer reads the same topic
-(no decoding, no database: the ceiling of issue 4).
+(no decoding, no database: the ceiling any worker on this broker can reach).
 
     python loadtest/throughput_bench.py                     # make bench: defaults, one round
     python loadtest/throughput_bench.py --runs 3            # min and median of 3 rounds
@@ -43,7 +43,6 @@ from pathlib import Path
 
 import machine_speed
 import psycopg
-import tenantq
 from bench_pgqueuer import MISSING, PgqueuerConfig, PgqueuerOptions, PgqueuerSide
 from bench_report import background_text, best, round_ratios, summarize, table, write_report
 from bench_run import Measured, Servers, median
@@ -54,6 +53,8 @@ from bench_tenantq import (
     prepare_database,
     seed_history,
 )
+
+import tenantq
 from tenantq.devstack.processes import pid_alive
 from tenantq.devstack.stack import DevStack, external_endpoints
 from tenantq.store.engine import psycopg_url

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from alembic import context
+
 from tenantq.store.models import metadata
 
 VERSION_TABLE = "tenantq_alembic_version"

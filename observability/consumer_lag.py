@@ -22,6 +22,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+
 from tenantq.group_reader import group_reader
 from tenantq.settings import Settings
 from tenantq.topics import QueueTopics, consumer_group

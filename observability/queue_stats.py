@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
 from tenantq.errors import TenantqError
 from tenantq.observability import specs as names
 from tenantq.store import outbox as outbox_store

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_wsgi_server
+
 from tenantq.settings import Settings
 
 logger = logging.getLogger("tenantq.metrics")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 from prometheus_client import CollectorRegistry
+
 from tenantq.errors import TenantqError
 from tenantq.observability.queue_stats import QueueStatsCollector
 from tenantq.observability.server import MetricsServer, serve_metrics_from_settings

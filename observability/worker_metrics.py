@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
+
 from tenantq.consumer.events import WorkerEvents
 from tenantq.observability import specs as names
 from tenantq.observability.labels import BoundedLabel, TenantLabeler, is_identifier_label

@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import Any, NamedTuple
 
 import psycopg
+
 from tenantq.app import App, resolve_max_attempts
 from tenantq.errors import ConfigurationError, JobConflict
 from tenantq.job_ids import new_job_id_ints

@@ -27,6 +27,7 @@ from typing import Any
 
 import confluent_kafka
 import psycopg
+
 from tenantq.background import ServiceLoop
 from tenantq.errors import TenantqError
 from tenantq.producer.config import producer_config

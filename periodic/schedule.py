@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cronsim import CronSim, CronSimError
+
 from tenantq.errors import ConfigurationError, InvalidTenantId
 from tenantq.partitioner.tenant_id import validate_tenant_id
 

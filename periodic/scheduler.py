@@ -24,6 +24,7 @@ import logging
 from typing import Any
 
 import psycopg
+
 from tenantq.app import App
 from tenantq.background import ServiceLoop
 from tenantq.errors import InvalidJobError

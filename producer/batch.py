@@ -19,6 +19,7 @@ from concurrent.futures import InvalidStateError
 from typing import Any, overload
 
 from confluent_kafka import KafkaError
+
 from tenantq.errors import BatchEnqueueFailed, EnqueueFailed
 from tenantq.job_ids import uuid_of_int
 from tenantq.producer.delivery import JobRef, Resender, enqueue_failure, unconfirmed_failure

@@ -19,6 +19,7 @@ from concurrent.futures._base import FINISHED, PENDING
 from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException
+
 from tenantq.errors import EnqueueFailed
 from tenantq.job_ids import uuid_of_int
 from tenantq.producer.job_future import SETTLED, JobFuture

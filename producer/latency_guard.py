@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 
 from confluent_kafka import OFFSET_INVALID, Consumer, TopicPartition
+
 from tenantq.errors import LatencyBudgetExceeded
 from tenantq.group_reader import group_reader
 from tenantq.settings import Settings

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import psycopg
+
 from tenantq.app import App, resolve_max_attempts
 from tenantq.schemas.envelope import decode_envelope
 from tenantq.settings import Settings

@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any, cast
 
 import confluent_kafka
+
 from tenantq import headers as header_names
 from tenantq.app import App
 from tenantq.errors import ConfigurationError, EnqueueFailed, QueueFull

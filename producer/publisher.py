@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, Producer
+
 from tenantq import headers
 from tenantq.producer.delivery import confirmed
 from tenantq.settings import Settings

@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 from typing import Any, NamedTuple, overload
 
 from pydantic import BaseModel
+
 from tenantq import headers as header_names
 from tenantq.app import App
 from tenantq.errors import ConfigurationError, InvalidJobError

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
+
 from tenantq.errors import JobConflict
 from tenantq.producer.delivery import JobRef
 from tenantq.producer.request import EncodedJob, EnqueueRequest

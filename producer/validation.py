@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+
 from tenantq.app import JOB_TYPE_PATTERN
 from tenantq.errors import InvalidJobError, PayloadValidationError
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+
 from tenantq.background import ServiceLoop
 from tenantq.settings import RetentionSettings, Settings
 from tenantq.store import locks

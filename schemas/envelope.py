@@ -22,6 +22,7 @@ from typing import Any
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.schema import fingerprint, to_parsing_canonical_form
+
 from tenantq.errors import (
     CorruptMessage,
     EmptyMessage,

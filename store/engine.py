@@ -9,6 +9,7 @@ from typing import Any
 import psycopg
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import make_url
+
 from tenantq.settings import Settings
 
 

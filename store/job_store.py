@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
+
 from tenantq.errors import DatabaseUnavailable
 from tenantq.settings import Settings
 from tenantq.states import JobState

@@ -9,6 +9,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine
+
 from tenantq.settings import Settings
 
 VERSION_TABLE = "tenantq_alembic_version"

@@ -27,6 +27,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
+
 from tenantq.states import TERMINAL_STATES, JobState, Outcome
 
 metadata = MetaData(

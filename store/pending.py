@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import psycopg
+
 from tenantq.store.job_store import ClaimRequest, job_row_arrays
 
 #: Insert the pending rows of a batch; a row that exists already (the job is known: claimed,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+
 from tenantq.background import ServiceLoop
 from tenantq.partitioner.placement import Placement
 from tenantq.settings import Settings

@@ -27,8 +27,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import tenantq
 from confluent_kafka import KafkaError
+
+import tenantq
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.store.placement import PlacementRecord
 

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException
+
 from tenantq.dlq.filter import FilterError, parse_time
 from tenantq.dlq.reader import DeadLetterReadError
 from tenantq.errors import ConfigurationError

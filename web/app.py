@@ -17,6 +17,7 @@ from fastapi import FastAPI, Form, Request, Response
 from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
+
 from tenantq.errors import DatabaseUnavailable
 from tenantq.settings import Settings
 from tenantq.web import api, dead_letters, pages

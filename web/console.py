@@ -8,6 +8,7 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse
+
 from tenantq.observability.consumer_lag import BacklogProbe
 from tenantq.settings import Settings
 from tenantq.web.database import Database

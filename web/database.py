@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+
 from tenantq.errors import DatabaseUnavailable, TenantqError
 from tenantq.settings import Settings
 from tenantq.store.engine import connect

@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException
+
 from tenantq.dlq.actions import replay_dead_letters, selected
 from tenantq.dlq.filter import DeadLetterFilter, FilterError
 from tenantq.dlq.reader import DeadLetterReadError

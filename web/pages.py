@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException
+
 from tenantq.dlq.filter import FilterError, parse_time
 from tenantq.errors import ConfigurationError
 from tenantq.partitioner.placement import Placement

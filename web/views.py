@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
+
 from tenantq.formatting import format_age as shared_format_age
 from tenantq.store.placement import PlacementRecord
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 import typer
+
 from tenantq.cli import (
     demo,
     dlq,

@@ -15,6 +15,7 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
 from tenantq.dlq import output
 from tenantq.dlq.actions import (
     current_actor,

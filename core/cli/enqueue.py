@@ -9,6 +9,7 @@ from concurrent.futures import Future
 import typer
 from rich.console import Console
 from rich.progress import Progress
+
 from tenantq.errors import EnqueueFailed, InvalidJobError
 from tenantq.producer.producer import EnqueueRequest, JobRef, Producer
 from tenantq.settings import load_settings

@@ -8,6 +8,7 @@ import time
 import typer
 from rich.console import Console
 from rich.table import Table
+
 from tenantq.devstack.stack import DevStack
 from tenantq.settings import Settings, load_settings
 

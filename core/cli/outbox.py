@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+
 from tenantq.log import configure_logging
 from tenantq.settings import load_settings
 

@@ -8,6 +8,7 @@ import json
 import typer
 from rich.console import Console
 from rich.table import Table
+
 from tenantq.settings import load_settings
 from tenantq.store.engine import connect
 from tenantq.store.periodic import periodic_list

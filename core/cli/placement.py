@@ -15,6 +15,7 @@ import psycopg
 import typer
 from rich.console import Console
 from rich.table import Table
+
 from tenantq.errors import ConfigurationError
 from tenantq.partitioner.placement import Placement
 from tenantq.partitioner.tenant_id import validate_tenant_id

@@ -7,6 +7,7 @@ import datetime as dt
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
 from tenantq.errors import ConfigurationError
 from tenantq.settings import load_settings, parse_duration
 from tenantq.store.engine import connect

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
+
 from tenantq.formatting import format_age
 from tenantq.settings import Settings, load_settings
 from tenantq.store import outbox as outbox_store

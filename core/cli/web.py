@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typer
+
 from tenantq.errors import ConfigurationError
 from tenantq.settings import load_settings
 
@@ -25,6 +26,7 @@ def web_command(
     settings = load_settings()
     try:
         import uvicorn
+
         from tenantq.web.app import create_app
     except ImportError as error:
         raise ConfigurationError(

@@ -13,6 +13,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+
 from tenantq.app import load_app
 from tenantq.errors import ConfigurationError
 from tenantq.settings import load_settings

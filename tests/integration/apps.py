@@ -9,8 +9,9 @@ import time
 from typing import Any
 
 import psycopg
-import tenantq
 from pydantic import BaseModel
+
+import tenantq
 
 APP = tenantq.App()
 #: Where executions are recorded when the worker runs in the test's own process.

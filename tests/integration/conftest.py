@@ -15,9 +15,10 @@ from typing import Any
 
 import psycopg
 import pytest
-import tenantq
 from private_stack import PrivateStack
 from support import migrated_database
+
+import tenantq
 from tenantq.devstack.stack import DevStack, external_endpoints
 from tenantq.settings import QueueSettings, default_dev_home
 from tenantq.store.engine import psycopg_url

@@ -9,6 +9,7 @@ import os
 from typing import Any
 
 import psycopg
+
 import tenantq
 
 APP = tenantq.App()

@@ -27,6 +27,7 @@ from typing import Any
 
 import psycopg
 from sqlalchemy.engine import make_url
+
 from tenantq.devstack import kafka, postgres
 from tenantq.devstack.processes import pid_alive, port_free, wait_until
 from tenantq.devstack.stack import DevStack

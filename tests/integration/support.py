@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+
 import tenantq
 from tenantq.consumer.worker import Worker
 
@@ -190,6 +191,7 @@ def migrated_database(server_url: str, prefix: str) -> Iterator[str]:
     """A new database on the server of ``server_url`` (named ``prefix`` and a random tail),
     migrated to the head revision; dropped, whoever still holds it, on exit."""
     from sqlalchemy.engine import make_url
+
     from tenantq.store import migrate
     from tenantq.store.engine import psycopg_url
 

@@ -8,8 +8,9 @@ import asyncio
 from typing import Any
 
 import psycopg
-import tenantq
 from support import all_in, running_worker, wait_for
+
+import tenantq
 
 
 class Deadlock(Exception):

@@ -10,8 +10,9 @@ import uuid
 from typing import Any
 
 import psycopg
-import tenantq
 from support import all_in, running_worker, wait_for
+
+import tenantq
 from tenantq.states import Outcome
 from tenantq.store.statements import QUEUE_JOBS_DELETE
 

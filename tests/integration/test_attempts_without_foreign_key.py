@@ -12,8 +12,9 @@ import uuid
 from typing import Any
 
 import psycopg
-import tenantq
 from support import wait_for
+
+import tenantq
 from tenantq.states import JobState
 from tenantq.store.engine import psycopg_url
 from tenantq.store.job_store import ClaimRequest, JobStore, Result

@@ -12,8 +12,9 @@ from collections import Counter
 from typing import Any
 
 import psycopg
-import tenantq
 from support import WorkerProcess, all_in, wait_for
+
+import tenantq
 from tenantq.store.engine import psycopg_url
 
 

@@ -20,10 +20,11 @@ import time
 from pathlib import Path
 
 import pytest
-import tenantq
 from confluent_kafka import Consumer, TopicPartition
 from private_stack import PrivateStack
 from support import end_offsets, settings_environment, wait_for
+
+import tenantq
 from tenantq.producer.producer import EnqueueRequest, Producer
 from tenantq.settings import QueueSettings
 from tenantq.topic_admin import ensure_topics

@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+
 from tenantq.store.binary_arrays import (
     ArrayParameter,
     BigintArray,

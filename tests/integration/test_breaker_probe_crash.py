@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-import tenantq
 from support import WorkerProcess, all_in, wait_for
+
+import tenantq
 
 
 def test_a_probe_that_kills_its_process_leaves_the_breaker_usable(

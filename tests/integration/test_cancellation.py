@@ -7,8 +7,9 @@ import uuid
 from typing import Any
 
 import psycopg
-import tenantq
 from support import all_in, running_worker, wait_for
+
+import tenantq
 from tenantq.store.engine import connect
 from tenantq.store.job_admin import cancel_job
 

@@ -8,8 +8,9 @@ import time
 from typing import Any
 
 import psycopg
-import tenantq
 from support import counting_app, running_worker, wait_for
+
+import tenantq
 
 
 def succeeded(db: psycopg.Connection[Any], job_ids: list[Any]) -> int:

@@ -1,8 +1,8 @@
 """Guarantee: a handler crash costs seconds, not a session timeout. When a member process of
 a supervised pool dies (``os._exit`` in a handler), the jobs that ran beside the crash and the
 jobs that arrive on the same partition are running again within 2 s of the crash, and the
-jobs that ran beside it lose no attempt: they succeed with ``attempts`` = 1 (issue 10,
-finding 3). The poison job itself still ends dead after its crashes."""
+jobs that ran beside it lose no attempt: they succeed with ``attempts`` = 1.
+The poison job itself still ends dead after its crashes."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import tenantq
 from support import (
     LoggedWorkerProcess,
     all_in,
@@ -22,6 +21,8 @@ from support import (
     wait_for,
     while_alive,
 )
+
+import tenantq
 
 #: The recovery budget of the issue, on the dev stack.
 BUDGET_SECONDS = 2.0

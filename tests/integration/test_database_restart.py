@@ -1,6 +1,6 @@
 """Guarantee: a Postgres restart is weather, not death. Postgres killed with -9 and started
 again while jobs flow through ``tenantq worker`` processes: no worker process exits, and every
-acknowledged job ends succeeded without anything restarted by hand (issue 10, finding 1).
+acknowledged job ends succeeded without anything restarted by hand.
 
 Runs on a private stack (``private_stack`` marker): killing the shared dev stack's Postgres
 would break every other test running against it."""
@@ -15,7 +15,6 @@ from typing import Any
 
 import psycopg
 import pytest
-import tenantq
 from private_stack import PrivateStack
 from support import (
     LoggedWorkerProcess,
@@ -25,6 +24,8 @@ from support import (
     wait_for,
     while_alive,
 )
+
+import tenantq
 from tenantq.settings import QueueSettings
 from tenantq.topic_admin import ensure_topics
 from tenantq.topics import consumer_group

@@ -1,7 +1,7 @@
 """Guarantee: ``tenantq worker app:app`` without ``--processes`` survives a handler that kills
 its process (``os._exit(1)``, as a segfault or an OOM kill would): the process the user
 started stays up, the poison job ends dead after its attempts, and the other jobs keep
-running, retries of other jobs included (issue 10, finding 2)."""
+running, retries of other jobs included."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import tenantq
 from support import (
     LoggedWorkerProcess,
     all_in,
@@ -19,6 +18,8 @@ from support import (
     wait_for,
     while_alive,
 )
+
+import tenantq
 
 
 def test_a_handler_that_exits_does_not_end_the_default_worker(

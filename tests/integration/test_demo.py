@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import tenantq
 from support import run_tool
+
+import tenantq
 from tenantq.demo.kafka import read_dead_letters
 from tenantq.settings import QueueSettings
 from tenantq.topic_admin import declared_topics, delete_topics

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-import tenantq
 from dead_letter_jobs import FlakyApp, audit_rows, failing_charges, fill_dlq
 from support import running_worker, states
+
+import tenantq
 from tenantq.dlq.actions import replay_dead_letters
 from tenantq.dlq.filter import DeadLetterFilter
 

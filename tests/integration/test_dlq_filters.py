@@ -8,13 +8,14 @@ import json
 from typing import Any
 
 import psycopg
-import tenantq
 from dead_letter_jobs import FlakyApp, audit_rows, fill_dlq
 from support import all_in, running_worker, settings_environment, states, wait_for
+from typer.testing import CliRunner
+
+import tenantq
 from tenantq.cli import app as cli
 from tenantq.dlq.actions import replay_dead_letters, selected
 from tenantq.dlq.filter import DeadLetterFilter
-from typer.testing import CliRunner
 
 
 def test_filters_select_the_right_records(

@@ -9,12 +9,13 @@ from typing import Any
 
 import psycopg
 import pytest
-import tenantq
 from dead_letter_jobs import FlakyApp, audit_rows, dlq_size, failing_charges, fill_dlq
 from support import settings_environment, states
+from typer.testing import CliRunner
+
+import tenantq
 from tenantq.cli import app as cli
 from tenantq.dlq.reader import DeadLetterReader
-from typer.testing import CliRunner
 
 
 def remaining(settings: tenantq.Settings) -> int:

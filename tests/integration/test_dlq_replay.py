@@ -10,14 +10,15 @@ import time
 from typing import Any
 
 import psycopg
-import tenantq
 from dead_letter_jobs import FlakyApp, audit_rows, fill_dlq
 from support import all_in, end_offsets, running_worker, settings_environment, states, wait_for
+from typer.testing import CliRunner
+
+import tenantq
 from tenantq.cli import app as cli
 from tenantq.dlq.actions import replay_dead_letters
 from tenantq.dlq.filter import DeadLetterFilter
 from tenantq.topics import main_topic
-from typer.testing import CliRunner
 
 
 def test_dry_run_then_replay_then_replay_again(

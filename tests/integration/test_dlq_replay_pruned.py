@@ -7,12 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-import tenantq
 from dead_letter_jobs import FlakyApp, failing_charges, fill_dlq
 from support import end_offsets, settings_environment, states
+from typer.testing import CliRunner
+
+import tenantq
 from tenantq.cli import app as cli
 from tenantq.topics import main_topic
-from typer.testing import CliRunner
 
 
 def test_replay_refuses_pruned_jobs(

@@ -8,15 +8,16 @@ import json
 from typing import Any
 
 import psycopg
-import tenantq
 from confluent_kafka import Producer
 from dead_letter_jobs import FlakyApp, dlq_size, fill_dlq
 from support import running_worker, settings_environment, wait_for
+from typer.testing import CliRunner
+
+import tenantq
 from tenantq.cli import app as cli
 from tenantq.dlq.actions import replay_dead_letters
 from tenantq.dlq.filter import DeadLetterFilter
 from tenantq.topics import main_topic
-from typer.testing import CliRunner
 
 
 def test_garbage_is_listed_and_skipped(

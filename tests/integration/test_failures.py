@@ -9,10 +9,11 @@ import time
 from typing import Any
 
 import psycopg
-import tenantq
 from confluent_kafka import Consumer, TopicPartition
 from pydantic import BaseModel
 from support import all_in, running_worker, wait_for
+
+import tenantq
 from tenantq import headers
 from tenantq.topics import dlq_topic
 

@@ -12,8 +12,9 @@ import json
 import time
 from typing import Any
 
-import tenantq
 from confluent_kafka import Consumer, Producer, TopicPartition
+
+import tenantq
 from tenantq.consumer.group_config import consumer_config
 from tenantq.topics import main_topic
 

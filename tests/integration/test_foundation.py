@@ -8,10 +8,11 @@ from typing import Any
 
 import psycopg
 import pytest
-import tenantq
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from confluent_kafka import Consumer, Producer
+
+import tenantq
 from tenantq.errors import TopicDriftError
 from tenantq.settings import QueueSettings
 from tenantq.store.engine import create_sqlalchemy_engine

@@ -8,8 +8,9 @@ import uuid
 from typing import Any
 
 import psycopg
-import tenantq
 from support import all_in, counting_app, running_worker, wait_for
+
+import tenantq
 from tenantq.consumer.lane_keeper import LaneKeeper
 from tenantq.partitioner.placement import key_partition
 

@@ -8,8 +8,9 @@ import uuid
 from typing import Any
 
 import psycopg
-import tenantq
 from support import WorkerProcess, all_in, short_leases, wait_for
+
+import tenantq
 
 
 def test_a_worker_killed_while_a_tenant_is_in_the_lane_loses_nothing(

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import tenantq
 from support import run_tool
+
+import tenantq
 from tenantq.settings import QueueSettings
 from tenantq.topic_admin import declared_topics
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import psycopg
 import pytest
-import tenantq
 from support import migrated_database
+
+import tenantq
 from tenantq.store import statements
 from tenantq.store.engine import connect, psycopg_url
 

@@ -1,7 +1,7 @@
 """Guarantee: two new jobs with one ``idempotency_key`` in one claim batch do not kill the
 worker: exactly one job with that key exists and runs once, the other is done as a duplicate
 by key (its offset consumed, never run), and the jobs behind them keep flowing. A producer
-cannot stop a queue with two messages (issue 10, finding 5).
+cannot stop a queue with two messages.
 
 The pair comes from a producer without database access (a service that only talks to Kafka):
 a producer that can read ``tenantq_jobs`` collapses a key it already sees
@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import tenantq
 from support import (
     LoggedWorkerProcess,
     all_in,
@@ -26,6 +25,8 @@ from support import (
     wait_for,
     while_alive,
 )
+
+import tenantq
 from tenantq.topics import consumer_group
 
 

@@ -13,6 +13,7 @@ import uuid
 from typing import Any
 
 import psycopg
+
 import tenantq
 from tenantq.store.engine import psycopg_url
 from tenantq.store.job_store import JobStore

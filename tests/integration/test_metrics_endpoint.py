@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-import tenantq
 from support import all_in, free_port, running_worker, scrape, wait_for
+
+import tenantq
 from tenantq.observability.specs import SPECS
 
 

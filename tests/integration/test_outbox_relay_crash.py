@@ -12,7 +12,6 @@ import sys
 from typing import Any
 
 import psycopg
-import tenantq
 from confluent_kafka import KafkaException
 from support import (
     all_in,
@@ -23,6 +22,8 @@ from support import (
     settings_environment,
     wait_for,
 )
+
+import tenantq
 from tenantq.outbox.relay import RelayService
 from tenantq.store.engine import psycopg_url
 from tenantq.topics import consumer_group, main_topic

@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-import tenantq
 from support import wait_for
+
+import tenantq
 from tenantq.outbox.relay import RelayService
 from tenantq.settings import OutboxSettings
 from tenantq.store.engine import psycopg_url

@@ -11,9 +11,10 @@ import uuid
 from typing import Any
 
 import psycopg
-import tenantq
 from sqlalchemy.orm import Session
 from support import all_in, counting_app, running_worker, wait_for
+
+import tenantq
 from tenantq.outbox.relay import RelayService
 from tenantq.store.engine import create_sqlalchemy_engine, psycopg_url
 from tenantq.topics import main_topic

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import tenantq
 from apps import APP
 from support import running_worker, wait_for
+
+import tenantq
 
 
 def lag_partitions(worker: Any, topic: str) -> set[int]:

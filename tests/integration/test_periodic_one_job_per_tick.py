@@ -12,12 +12,13 @@ import uuid
 from typing import Any
 
 import psycopg
-import tenantq
 from support import all_in, counting_app, running_worker, settings_environment, wait_for
+from typer.testing import CliRunner
+
+import tenantq
 from tenantq.cli import app as cli
 from tenantq.outbox.relay import RelayService
 from tenantq.periodic.scheduler import PeriodicScheduler
-from typer.testing import CliRunner
 
 
 def test_two_schedulers_make_one_job_per_tick(

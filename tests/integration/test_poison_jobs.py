@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-import tenantq
 from support import WorkerProcess, all_in, short_leases, wait_for
+
+import tenantq
 
 
 def test_exit_and_hang_end_dead_and_the_pool_recovers(

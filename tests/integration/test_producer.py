@@ -12,9 +12,10 @@ from typing import Any
 
 import psycopg
 import pytest
-import tenantq
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka import Producer as KafkaProducer
+
+import tenantq
 from tenantq import headers as header_names
 from tenantq.errors import (
     AdmissionRejected,
@@ -252,8 +253,9 @@ def test_scheduled_job_lands_in_its_retry_tier(settings: tenantq.Settings) -> No
 def test_cli_enqueue_and_placement(
     settings: tenantq.Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tenantq.cli import app
     from typer.testing import CliRunner
+
+    from tenantq.cli import app
 
     monkeypatch.setenv("TENANTQ_KAFKA_BOOTSTRAP_SERVERS", settings.require_bootstrap_servers())
     monkeypatch.setenv("TENANTQ_DATABASE_URL", settings.require_database_url())

@@ -10,12 +10,13 @@ import uuid
 from typing import Any
 
 import psycopg
-import tenantq
 from support import all_in, running_worker, settings_environment, states, wait_for
+from typer.testing import CliRunner
+
+import tenantq
 from tenantq.cli import app as cli
 from tenantq.store.engine import connect
 from tenantq.store.job_admin import cancel_job
-from typer.testing import CliRunner
 
 
 def attempt_count(db: psycopg.Connection[Any], job_ids: list[uuid.UUID]) -> int:

@@ -9,8 +9,9 @@ import time
 from typing import Any
 
 import psycopg
-import tenantq
 from support import all_in, running_worker, wait_for
+
+import tenantq
 
 
 def test_strict_priority_across_queues(make_settings: Any, db: psycopg.Connection[Any]) -> None:

@@ -8,8 +8,9 @@ import datetime as dt
 from typing import Any
 
 import psycopg
-import tenantq
 from support import all_in, running_worker, states, wait_for
+
+import tenantq
 from tenantq.retention.pruner import Pruner
 from tenantq.settings import RetentionSettings
 

@@ -9,8 +9,9 @@ from collections import Counter
 from typing import Any
 
 import psycopg
-import tenantq
 from support import all_in, running_worker, wait_for
+
+import tenantq
 
 
 def test_short_retries_all_run_again(

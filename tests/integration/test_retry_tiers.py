@@ -11,8 +11,9 @@ import uuid
 from typing import Any
 
 import psycopg
-import tenantq
 from support import all_in, running_worker, wait_for
+
+import tenantq
 from tenantq.consumer.retry_policy import RetryPolicy
 
 

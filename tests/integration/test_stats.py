@@ -12,16 +12,17 @@ from typing import Any
 
 import psycopg
 import pytest
-import tenantq
 from prometheus_client import CollectorRegistry
 from support import free_port
+from typer.testing import CliRunner
+
+import tenantq
 from tenantq.cli import app
 from tenantq.observability.queue_stats import QueueStatsCollector
 from tenantq.observability.server import serve_metrics
 from tenantq.store import stats
 from tenantq.store.engine import connect
 from tenantq.store.statements import QUEUE_JOBS_DELETE
-from typer.testing import CliRunner
 
 INSERT_JOB = """
 INSERT INTO tenantq_jobs (

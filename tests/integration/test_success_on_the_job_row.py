@@ -15,9 +15,10 @@ from typing import Any
 
 import psycopg
 import pytest
-import tenantq
 from alembic import command
 from support import migrated_database
+
+import tenantq
 from tenantq.states import JobState
 from tenantq.store import migrate
 from tenantq.store.engine import create_sqlalchemy_engine, psycopg_url

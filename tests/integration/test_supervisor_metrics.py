@@ -10,7 +10,6 @@ import signal
 from typing import Any
 
 import psycopg
-import tenantq
 from support import (
     WorkerProcess,
     all_in,
@@ -20,6 +19,8 @@ from support import (
     scrape,
     wait_for,
 )
+
+import tenantq
 
 
 def counted(port: int, name: str) -> float:

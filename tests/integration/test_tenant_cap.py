@@ -10,8 +10,9 @@ import time
 from typing import Any
 
 import psycopg
-import tenantq
 from support import all_in, running_worker, wait_for
+
+import tenantq
 
 
 def test_a_tenant_holds_at_most_its_share_of_the_slots(

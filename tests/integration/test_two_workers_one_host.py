@@ -1,7 +1,7 @@
 """Guarantee: two ``tenantq worker`` processes with default settings on one host both run and
 both process jobs. The metrics port (9464 by default) can be held by only one of them; the
 second says in its log where it serves ``/metrics`` instead, or that it serves nowhere, and
-keeps working (issue 10, finding 4)."""
+keeps working."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import tenantq
 from support import (
     LoggedWorkerProcess,
     assert_alive,
@@ -21,6 +20,8 @@ from support import (
     wait_for,
     while_alive,
 )
+
+import tenantq
 from tenantq.devstack.processes import port_free
 
 #: The port ``TENANTQ_METRICS_PORT`` defaults to; the test leaves the variable unset.

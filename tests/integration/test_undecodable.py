@@ -10,13 +10,14 @@ import uuid
 from typing import Any
 
 import psycopg
-import tenantq
 from confluent_kafka import Producer
 from support import all_in, caught_up, running_worker, wait_for
+from test_failures import dlq_records
+
+import tenantq
 from tenantq import headers
 from tenantq.schemas.envelope import Envelope, encode_envelope
 from tenantq.topics import main_topic
-from test_failures import dlq_records
 
 
 def test_bad_messages_are_dead_lettered_and_the_partition_flows(

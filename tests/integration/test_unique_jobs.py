@@ -10,8 +10,9 @@ from typing import Any
 
 import psycopg
 import pytest
-import tenantq
 from support import all_in, counting_app, running_worker, wait_for
+
+import tenantq
 from tenantq.outbox.relay import RelayService
 from tenantq.store.engine import psycopg_url
 from tenantq.topics import main_topic

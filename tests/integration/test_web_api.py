@@ -10,13 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-import tenantq
 from dead_letter_jobs import FlakyApp, audit_rows, fill_dlq
 from fastapi.testclient import TestClient
 from support import all_in, running_worker, wait_for
+from web_console import console_settings
+
+import tenantq
 from tenantq.store.placement import placement_list
 from tenantq.web.app import create_app
-from web_console import console_settings
 
 TOKEN = "api-token-for-tests"
 BEARER = {"Authorization": f"Bearer {TOKEN}", "X-Tenantq-Actor": "script"}

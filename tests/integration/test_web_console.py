@@ -16,7 +16,6 @@ import uuid
 from typing import Any
 
 import psycopg
-import tenantq
 from dead_letter_jobs import FlakyApp, audit_rows, fill_dlq
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
@@ -25,6 +24,8 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.wait import WebDriverWait
 from support import running_worker, states, wait_for
 from web_console import browser, console_settings, screenshot, serving
+
+import tenantq
 
 TOKEN = "console-token-for-tests"
 #: A tenant of this test's own: the session's database is shared with every other test.

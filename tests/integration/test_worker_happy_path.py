@@ -9,8 +9,9 @@ from collections import Counter
 from typing import Any
 
 import psycopg
-import tenantq
 from support import all_in, caught_up, running_worker, wait_for
+
+import tenantq
 from tenantq.topics import main_topic
 
 

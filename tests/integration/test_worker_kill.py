@@ -8,8 +8,9 @@ import time
 from typing import Any
 
 import psycopg
-import tenantq
 from support import WorkerProcess, all_in, short_leases, wait_for
+
+import tenantq
 
 
 def _succeeded(db: psycopg.Connection[Any], job_ids: list[Any]) -> int:

@@ -8,8 +8,9 @@ import time
 from typing import Any
 
 import psycopg
-import tenantq
 from support import all_in, running_worker, wait_for
+
+import tenantq
 
 
 def test_job_longer_than_max_poll_interval_completes(

@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-import tenantq
 from support import all_in, counting_app, running_worker, wait_for
+
+import tenantq
 
 
 def test_members_join_and_leave_without_loss_or_duplicates(

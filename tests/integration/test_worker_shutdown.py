@@ -8,9 +8,10 @@ import time
 from typing import Any
 
 import psycopg
-import tenantq
 from apps import APP
 from support import all_in, running_worker, wait_for
+
+import tenantq
 
 
 def test_drain_finishes_running_jobs(make_settings: Any, db: psycopg.Connection[Any]) -> None:

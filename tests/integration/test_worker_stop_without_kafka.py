@@ -15,9 +15,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-import tenantq
 from private_stack import PrivateStack
 from support import LoggedWorkerProcess, settings_environment, wait_for, while_alive
+
+import tenantq
 from tenantq.settings import QueueSettings
 from tenantq.topic_admin import ensure_topics
 

@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import tenantq
 import uvicorn
 from support import free_port, wait_for
+
+import tenantq
 from tenantq.settings import WebSettings
 from tenantq.web.app import create_app
 

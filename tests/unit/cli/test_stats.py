@@ -4,9 +4,10 @@ is one line and exit code 2, not a traceback."""
 from __future__ import annotations
 
 import pytest
+from typer.testing import CliRunner
+
 from tenantq.cli import app
 from tenantq.cli.stats import format_age
-from typer.testing import CliRunner
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fakes import FakeClock
+
 from tenantq.consumer.circuit_breaker import BreakerPolicy, CircuitBreaker
 
 

@@ -7,6 +7,7 @@ import gc
 from collections.abc import Iterator
 
 import pytest
+
 from tenantq.consumer.collector import YOUNG_GENERATION_THRESHOLD, settle_collector
 
 

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from fakes import make_settings
+
 from tenantq.consumer.completer import Completer, Completion, _result
 from tenantq.consumer.intake import Polled
 from tenantq.consumer.outcomes import Verdict

@@ -4,6 +4,7 @@ of the outage failing after the return is no news), and a capped, jittered backo
 from __future__ import annotations
 
 from fakes import FakeClock
+
 from tenantq.consumer.database_health import BACKOFF_CAP_SECONDS, DatabaseHealth
 
 

@@ -4,6 +4,7 @@ breaker reported as a wait."""
 from __future__ import annotations
 
 from fakes import FakeClock
+
 from tenantq.consumer.circuit_breaker import BreakerPolicy
 from tenantq.consumer.dependencies import DependencyGuard, DependencyPolicy
 

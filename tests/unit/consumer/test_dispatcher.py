@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+
 from tenantq.consumer.dispatcher import FairDispatcher
 
 

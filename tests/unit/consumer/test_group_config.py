@@ -4,6 +4,7 @@ user's librdkafka keys over them, and what correctness needs over both."""
 from __future__ import annotations
 
 import pytest
+
 from tenantq import Settings
 from tenantq.consumer.group_config import consumer_config
 

@@ -7,6 +7,7 @@ import datetime as dt
 import uuid
 
 from fakes import FakeIntakeWorker
+
 from tenantq.consumer.intake import Intake, Polled
 from tenantq.consumer.work import WorkItem
 from tenantq.schemas.envelope import Envelope
@@ -126,6 +127,7 @@ def lane_worker(lane_window: int) -> tuple[FakeIntakeWorker, list[WorkItem], lis
     from types import SimpleNamespace
 
     from confluent_kafka import TopicPartition
+
     from tenantq.consumer.partitions import Partitions
 
     lane = "p.default.lane"

@@ -8,6 +8,7 @@ import json
 import random
 
 import pytest
+
 from tenantq.consumer.runner import loads_json
 
 CASES = [

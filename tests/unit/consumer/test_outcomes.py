@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pydantic
 from fakes import seeded_retry_policy
+
 from tenantq.app import JobType
 from tenantq.consumer.outcomes import Verdict, classify
 from tenantq.errors import JobCanceled, PermanentError, RateLimited, RetryableError, Snooze

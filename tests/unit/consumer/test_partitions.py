@@ -6,6 +6,7 @@ commit position."""
 from __future__ import annotations
 
 from confluent_kafka import TopicPartition
+
 from tenantq.consumer.partitions import Partitions
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from fakes import seeded_retry_policy
+
 from tenantq.consumer.retry_policy import RetryPolicy
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 from fakes import FakeMessage, make_settings
+
 from tenantq.consumer.partitions import Partitions
 from tenantq.consumer.worker import READ_WHEN_FULL_SECONDS, Worker
 

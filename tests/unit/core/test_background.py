@@ -11,6 +11,7 @@ from pathlib import Path
 
 import fakes
 import pytest
+
 import tenantq
 from tenantq import background
 from tenantq.background import ServiceLoop, background_services, outage_of

@@ -9,6 +9,7 @@ import uuid
 import weakref
 
 import pytest
+
 from tenantq.job_ids import (
     job_id_text,
     new_job_id,

@@ -9,6 +9,7 @@ import logging
 import uuid
 
 from pydantic import SecretStr
+
 from tenantq.log import configure_logging, job_fields, log_event, redact_text
 
 

@@ -4,6 +4,7 @@ never appear in a repr."""
 from __future__ import annotations
 
 import pytest
+
 from tenantq.errors import ConfigurationError
 from tenantq.settings import QueueSettings, Settings, load_settings
 

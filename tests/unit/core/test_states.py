@@ -4,6 +4,7 @@ leasable state can be leased or canceled."""
 from __future__ import annotations
 
 import pytest
+
 from tenantq.states import (
     DECIDED_OUTCOMES,
     LEASABLE_STATES,

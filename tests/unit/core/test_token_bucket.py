@@ -6,6 +6,7 @@ import threading
 
 import pytest
 from fakes import FakeClock
+
 from tenantq.token_bucket import TokenBucket
 
 

@@ -4,6 +4,7 @@ tier whose delay covers it, or the last."""
 from __future__ import annotations
 
 import pytest
+
 from tenantq.topics import (
     QueueTopics,
     consumer_group,

@@ -7,6 +7,7 @@ import datetime as dt
 import uuid
 
 import pytest
+
 from tenantq.dlq.filter import DeadLetterFilter, FilterError, parse_time
 from tenantq.dlq.records import DeadLetter, decode_dead_letter
 from tenantq.schemas.envelope import Envelope, encode_envelope

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from fakes import FakeClock
+
 from tenantq.dlq.pacing import RateLimiter
 
 

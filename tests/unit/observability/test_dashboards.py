@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from tenantq.observability import specs as metrics
 
 ROOT = Path(__file__).resolve().parents[3]

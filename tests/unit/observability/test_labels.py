@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+
 from tenantq.errors import InvalidTenantId
 from tenantq.observability import labels
 from tenantq.observability.labels import OTHER, TenantLabeler, is_tenant_label

@@ -6,6 +6,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+
 from tenantq.observability.queue_stats import QueueStatsCollector
 from tenantq.observability.worker_metrics import WorkerMetrics
 

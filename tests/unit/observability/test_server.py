@@ -8,6 +8,7 @@ import urllib.request
 
 import pytest
 from prometheus_client import CollectorRegistry
+
 from tenantq.observability.server import serve_metrics, serve_metrics_from_settings
 from tenantq.observability.worker_metrics import WorkerMetrics
 from tenantq.settings import Settings

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
 from tenantq.observability.tally import MetricTally
 
 BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)

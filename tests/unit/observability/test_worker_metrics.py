@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+
 from tenantq.observability.labels import OTHER
 from tenantq.observability.worker_metrics import ERROR_LABEL_LIMIT, WorkerMetrics
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import fakes
 import pytest
-import tenantq
 from pydantic import BaseModel
+
+import tenantq
 from tenantq.outbox.outbox import Outbox, _existing, declared_partition_counts
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.request import EnqueueRequest

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import fakes
 from confluent_kafka import KafkaError
+
 from tenantq.outbox.relay import EntryPublisher
 from tenantq.settings import OutboxSettings
 from tenantq.store.outbox import Entry

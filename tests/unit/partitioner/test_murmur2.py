@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tenantq.partitioner.murmur2 import default_partition, murmur2, to_positive
 from tenantq.partitioner.placement import key_partition
 

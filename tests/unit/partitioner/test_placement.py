@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+
 from tenantq.errors import ConfigurationError
 from tenantq.partitioner.murmur2 import default_partition
 from tenantq.partitioner.placement import HASHED, Placement

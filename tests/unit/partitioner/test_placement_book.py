@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 from fakes import FakeClock, FakePlacementTable
+
 from tenantq.partitioner.placement import HASHED, Placement
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.store.placement import PlacementRecord

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tenantq.errors import InvalidTenantId
 from tenantq.partitioner.tenant_id import validate_tenant_id
 

@@ -7,6 +7,7 @@ import datetime as dt
 import uuid
 
 import pytest
+
 import tenantq
 from tenantq.periodic.schedule import make_schedule, tick_text
 

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tenantq
 from confluent_kafka import KafkaError
 from fakes import FakeKafkaProducer, FakeMessage, make_settings
+
+import tenantq
 from tenantq import headers as header_names
 from tenantq.errors import BatchEnqueueFailed, EnqueueFailed, InvalidTenantId, QueueFull
 from tenantq.partitioner.murmur2 import default_partition

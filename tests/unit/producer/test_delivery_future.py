@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError
+
 from tenantq.errors import EnqueueFailed
 from tenantq.producer.delivery import (
     UNCONFIRMED_RESENDS,

@@ -17,6 +17,7 @@ from concurrent.futures import (
 )
 
 import pytest
+
 from tenantq.producer.job_future import JobFuture
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 from fakes import FakeMessage, make_settings
+
 from tenantq.producer import pending_rows
 from tenantq.producer.pending_rows import PendingRecorder
 from tenantq.schemas.envelope import Envelope, encode_envelope

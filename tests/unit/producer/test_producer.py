@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import tenantq
 from confluent_kafka import KafkaError, KafkaException
 from fakes import FakeClock, FakeKafkaProducer, make_settings
 from pydantic import BaseModel, Field
+
+import tenantq
 from tenantq import headers as header_names
 from tenantq.errors import (
     AdmissionRejected,

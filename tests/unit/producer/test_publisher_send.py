@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from fakes import FakeKafkaProducer
+
 from tenantq import Settings
 from tenantq.producer.publisher import Outgoing, Publisher
 

@@ -12,10 +12,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import tenantq
 from fakes import UNIT_TOPICS, FakeKafkaProducer, make_settings
 from fastavro import schemaless_writer
 from pydantic import BaseModel, Field
+
+import tenantq
 from tenantq import headers as header_names
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.producer import EnqueueRequest, Producer

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+
 from tenantq.producer.validation import encode_json
 
 

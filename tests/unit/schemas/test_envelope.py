@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from fastavro.schema import fingerprint, to_parsing_canonical_form
+
 from tenantq.errors import (
     CorruptMessage,
     EmptyMessage,

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from envelope_records import random_head, random_text
+
 from tenantq.errors import EnvelopeError
 from tenantq.schemas import envelope_reader
 from tenantq.schemas.envelope import DEFAULT_CODEC, Envelope, decode_envelope

@@ -6,6 +6,7 @@ import datetime as dt
 import random
 
 from envelope_records import random_head, random_text
+
 from tenantq.schemas.envelope import DEFAULT_CODEC, decode_envelope
 from tenantq.schemas.envelope_writer import (
     WRITTEN_FOR_FINGERPRINT,

@@ -12,6 +12,7 @@ from typing import Any
 
 import psycopg
 import pytest
+
 from tenantq.app import JobType
 from tenantq.consumer.context import JobContext
 from tenantq.consumer.runner import HandlerRunner, Task

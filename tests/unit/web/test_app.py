@@ -8,8 +8,9 @@ from __future__ import annotations
 import socket
 
 import pytest
-import tenantq
 from fastapi.testclient import TestClient
+
+import tenantq
 from tenantq.settings import WebSettings
 from tenantq.web.app import create_app
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic import SecretStr
+
 from tenantq.web.security import Guard, NotAllowed
 
 TOKEN = SecretStr("correct horse battery staple")
