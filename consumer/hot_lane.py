@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING
 
 from tenantq.consumer.events import WorkerEvents
 from tenantq.partitioner.placement_book import PlacementBook
-from tenantq.settings import TenantIsolationSettings
+from tenantq.settings import Settings, TenantIsolationSettings
+from tenantq.store.placement import PlacementReader, PlacementWatcher
 
 if TYPE_CHECKING:
     from tenantq.consumer.partitions import Partitions
@@ -138,3 +139,20 @@ class HotLane:
             self._moved_here[queue] = {t: self._moved_here[queue][t] for t in recent}
             members.clear()
             members.update(placed | recent)
+
+
+def worker_placements(settings: Settings) -> tuple[PlacementBook, PlacementWatcher | None]:
+    """The placement book a worker's ``HotLane`` reads, refreshed in the background, and the
+    watcher that tells it of a change at once (when ``placement_watch`` is on; the worker
+    starts and stops it)."""
+    placements = PlacementBook(
+        PlacementReader(settings.require_database_url()),
+        settings.producer.placement_ttl_seconds,
+        refresh_in_background=True,
+    )
+    watcher = (
+        PlacementWatcher(settings, placements.changed)
+        if settings.producer.placement_watch
+        else None
+    )
+    return placements, watcher
