@@ -5,7 +5,7 @@ One thread (the poll loop) owns the consumer and the worker's state; it never wa
 handler or on Postgres. Handlers run in the ``Executor`` (a handler process under ``tenantq
 worker``, threads otherwise), writes to Postgres go through the ``Ledger``'s lanes, leases are
 renewed by the ``Heartbeat`` thread; what those threads hand back arrives in the ``Inbox``.
-The loop is a short list of steps over a few parts, each built here from what it needs:
+The loop is a short list of steps over parts, each built here from what it needs:
 
 | part                      | what it owns                                                  |
 | ------------------------- | ------------------------------------------------------------- |
@@ -54,7 +54,7 @@ from tenantq.consumer.finishing import Finisher
 from tenantq.consumer.group_config import consumer_config
 from tenantq.consumer.handover import Handover
 from tenantq.consumer.heartbeat import Heartbeat
-from tenantq.consumer.hot_lane import HotLane, worker_placements
+from tenantq.consumer.hot_lane import HotLane
 from tenantq.consumer.inbox import Inbox
 from tenantq.consumer.intake import Intake
 from tenantq.consumer.leases import LeaseBook
@@ -146,10 +146,8 @@ class Worker:
         self._registration = Registration(
             settings, self.worker_id, self.queues, self.slots, health, outage.too_long, stop
         )
-        placements, self._placement_watcher = worker_placements(settings)
-        self._hot_lane = HotLane(
-            settings.tenant_isolation,
-            placements,
+        self._hot_lane = HotLane.for_worker(
+            settings,
             topics.queue_of_main,
             self.events,
             lambda queue, tenant, why: ledger.claims.submit(EnterLane([(queue, tenant, why)])),
@@ -289,6 +287,11 @@ class Worker:
         same set)."""
         return consumer_group(self.settings.topic_prefix, "+".join(sorted(self.queues)))
 
+    @property
+    def owned_partitions(self) -> set[tuple[str, int]]:
+        """The partitions this member owns now (a snapshot; any thread)."""
+        return {key for key in list(self._partitions.states) if self._partitions.owns(*key)}
+
     def stop(self, *, immediately: bool = False) -> None:
         """Ask for a graceful stop (thread-safe); ``immediately`` skips the drain window."""
         self._stop.request(immediately=immediately)
@@ -314,8 +317,7 @@ class Worker:
         self._ledger.start()
         self._executor.start()
         self._heartbeat.start()
-        if self._placement_watcher is not None:
-            self._placement_watcher.start()
+        self._hot_lane.start()
         handover = self._handover
         self._consumer.subscribe(
             self._topics.consumed,
@@ -360,9 +362,8 @@ class Worker:
         self._observe()
 
     def _read_timeout(self) -> float:
-        """Never sit in Kafka while finished work waits to be handled: that wait, not
-        Postgres, would bound throughput (slots / loop time). While work is in flight, wait
-        on the inbox, which its answer wakes."""
+        """Never wait in Kafka while finished work waits (that wait would bound throughput:
+        slots / loop time); with work in flight, wait on the inbox, which its answer wakes."""
         if self._inbox.has_finished or self._completer.unpublished or self._ledger.has_answers:
             return 0.0
         waiting = self._executor.busy or len(self._dispatcher)  # running, or to be chosen
@@ -430,7 +431,7 @@ class Worker:
             lambda: self._ledger.stop(timeout=5.0),
             self._registration.leave,
             self._publisher.close,
-            self._stop_placement_watch,
+            self._hot_lane.stop,
             self.events.flush,
             self.observability.close,
         ]
@@ -440,10 +441,6 @@ class Worker:
             except Exception:
                 log.exception("error while stopping the worker")
         log.info("worker %s stopped", self.worker_id)
-
-    def _stop_placement_watch(self) -> None:
-        if self._placement_watcher is not None:
-            self._placement_watcher.stop(2.0)
 
 
 __all__ = ["EXIT_DATABASE_GONE", "KafkaException", "Worker", "consumer_config"]
