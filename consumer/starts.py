@@ -123,9 +123,9 @@ class Starter:
             if name in types:
                 job_type = types[name]
             else:
-                job_type = types[name] = self.job_type_of(name)
+                job_type = types[name] = self._job_type_of(name)
             verdict = (
-                self.unknown_type_verdict(item)
+                self._unknown_type_verdict(item)
                 if job_type is None
                 else self._dependency_deferral(job_type)
             )
@@ -155,12 +155,12 @@ class Starter:
         if released:
             self._release(released, reason)
 
-    def job_type_of(self, name: str) -> JobType | None:
+    def _job_type_of(self, name: str) -> JobType | None:
         """The job type ``name`` if this worker has its handler."""
         job_type = self._find_type(name)
         return job_type if job_type is not None and job_type.handler is not None else None
 
-    def unknown_type_verdict(self, item: WorkItem) -> Verdict:
+    def _unknown_type_verdict(self, item: WorkItem) -> Verdict:
         """No handler here: maybe a deploy is rolling out. Retry within a budget, then dead."""
         assert item.lease is not None
         budget = min(item.lease.max_attempts, self._settings.unknown_type_attempts)

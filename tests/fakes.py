@@ -12,8 +12,8 @@ with them, and any builder that more than one test module uses, are here too.
   partition counts of their topics, which ``FakeKafkaProducer`` reports by default.
 - ``FakePlacementTable``: the placement table, in memory, for a ``PlacementBook``.
 - The worker's collaborators: ``FakeLane`` (a ledger lane), ``FakePublisher``,
-  ``FakeExecutor``, ``FakeLeaseKeeper``, ``DoneOffsets`` (what is marked done), and
-  ``work_item`` (a decoded message, leased or not).
+  ``FakeExecutor``, ``FakeLeaseKeeper``, ``RecordingEvents``, ``DoneOffsets`` (what is
+  marked done), and ``work_item`` (a decoded message, leased or not).
 - ``seeded_retry_policy``: a retry policy with round numbers and a seeded jitter.
 
 Integration tests use none of this: they run against the real Kafka broker and PostgreSQL,
@@ -35,6 +35,7 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 import tenantq
+from tenantq.consumer.events import WorkerEvents
 from tenantq.consumer.intake import Polled
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.work import WorkItem
@@ -340,6 +341,17 @@ class FakeExecutor:
 
     def stop(self, timeout: float) -> None:
         pass
+
+
+class RecordingEvents(WorkerEvents):
+    """Worker events that record the messages read: each ``messages_read`` report in
+    ``read``; every other event is ignored, as ``WorkerEvents`` ignores them."""
+
+    def __init__(self) -> None:
+        self.read: list[list[tuple[str, str, float]]] = []
+
+    def messages_read(self, delays: list[tuple[str, str, float]]) -> None:
+        self.read.append(delays)
 
 
 class FakeLeaseKeeper:

@@ -9,7 +9,7 @@ import uuid
 from typing import Any
 
 from confluent_kafka import TopicPartition
-from fakes import FakeConsumer, FakeMessage, FakePublisher
+from fakes import FakeConsumer, FakeMessage, FakePublisher, RecordingEvents
 
 import tenantq
 from tenantq.consumer.events import WorkerEvents
@@ -85,10 +85,9 @@ def test_lane_messages_past_the_window_wait_undecoded_until_room() -> None:
 
 
 def test_a_window_with_room_routes_every_lane_message() -> None:
-    read: list[list[tuple[str, str, float]]] = []
-    events = WorkerEvents()
-    events.messages_read = read.append  # type: ignore[method-assign]
+    events = RecordingEvents()
     rig = Rig(lane_window=100, events=events)
+    read = events.read
     rig.intake.take(lane_records(5))
     assert len(rig.dispatched) == 5 and not rig.intake.waiting and rig.calls == []
     # One report per poll: each message's queue, its source (these are lane records) and its
