@@ -81,20 +81,22 @@ class Finisher:
         """Finished attempts become completions; their slots take claimed-ahead jobs now, not
         a loop turn later."""
         count = 0
+        # Looked up once per call, not once per job (the loop runs for every job).
         complete = self._complete
-        tasks_by_job = self._tasks
+        forget_task = self._tasks.pop
+        release_slot = self._slots.release
         record_dependencies = self._record_dependencies
-        for tasks in self._inbox.take_finished():
+        next_finished = self._inbox.next_finished
+        while (tasks := next_finished()) is not None:
             count += len(tasks)
-            items: list[WorkItem] = [task.item for task in tasks]
-            for item in items:
-                tasks_by_job.pop(item.job_id, None)
-            self._slots.release_all(items)
             for task in tasks:
+                item: WorkItem = task.item
+                forget_task(item.job_id, None)
+                release_slot(item)
                 record_dependencies(task)
                 verdict = task.verdict
                 assert verdict is not None
-                complete(Completion(task.item, verdict, task.duration))
+                complete(Completion(item, verdict, task.duration))
         self._slots.attempts_finished(count, time.monotonic())
         self._start_ready()
 

@@ -58,14 +58,13 @@ class Inbox:
     def wait(self, timeout: float) -> None:
         self._wake.wait(timeout)
 
-    def take_finished(self) -> list[list[Task]]:
-        """The batches of finished attempts handed over since the last take."""
-        batches = []
-        while True:
-            try:
-                batches.append(self._finished.get_nowait())
-            except queue.Empty:
-                return batches
+    def next_finished(self) -> list[Task] | None:
+        """The oldest batch of finished attempts not taken yet, or None. Asked until None, so
+        that a batch handed over meanwhile is taken in the same pass."""
+        try:
+            return self._finished.get_nowait()
+        except queue.Empty:
+            return None
 
     def take_crashes(self) -> list[Crash]:
         crashes = []
