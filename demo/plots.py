@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from tenantq.demo.report import DemoRun
+from tenantq.demo.record import DemoRun
 
 
 def write_plots(run: DemoRun, folder: Path) -> tuple[list[str], str]:

@@ -6,8 +6,8 @@ import uuid
 
 from tenantq.demo.kafka import DeadLetterReport
 from tenantq.demo.plan import plan_workload
-from tenantq.demo.report import DemoRun, summarize
-from tenantq.demo.run import DemoOptions
+from tenantq.demo.record import DemoOptions, DemoRun
+from tenantq.demo.report import summarize
 from tenantq.store.job_sets import JobOutcome
 
 
