@@ -19,9 +19,11 @@ $(STAMP): $(BIN)/python pyproject.toml $(shell find core partitioner producer co
 
 install: $(STAMP)
 
+# ruff, then import-linter: the layers and no import circle (the contracts in pyproject.toml).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: install
 	$(BIN)/mypy -p tenantq
