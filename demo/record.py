@@ -15,16 +15,16 @@ from tenantq.store.job_sets import JobOutcome
 
 @dataclass(frozen=True)
 class DemoOptions:
-    """The knobs of one demo run."""
+    """The knobs of one demo run (their defaults are the command line's, ``tenantq demo``)."""
 
-    jobs: int = 3000
-    tenants: int = 40
-    processes: int = 2
-    concurrency: int = 32
-    seed: int = 7
-    timeout: float = 300.0
-    report_dir: Path | None = None
-    delete_topics: bool = False
+    jobs: int
+    tenants: int
+    processes: int
+    concurrency: int
+    seed: int
+    timeout: float
+    report_dir: Path | None
+    delete_topics: bool
 
 
 @dataclass

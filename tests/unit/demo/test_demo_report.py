@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from tenantq.demo.kafka import DeadLetterReport
 from tenantq.demo.plan import plan_workload
 from tenantq.demo.record import DemoOptions, DemoRun
 from tenantq.demo.report import summarize
 from tenantq.store.job_sets import JobOutcome
+
+#: The knobs of a run but its job count (which the report reads).
+OPTIONS: dict[str, Any] = {
+    "tenants": 3,
+    "processes": 2,
+    "concurrency": 32,
+    "seed": 7,
+    "timeout": 300.0,
+    "report_dir": None,
+    "delete_topics": False,
+}
 
 
 def demo_run(workload_jobs: int, rows_for: int) -> DemoRun:
@@ -19,7 +31,7 @@ def demo_run(workload_jobs: int, rows_for: int) -> DemoRun:
         for job in workload.jobs[:rows_for]
     ]
     return DemoRun(
-        options=DemoOptions(jobs=workload_jobs),
+        options=DemoOptions(jobs=workload_jobs, **OPTIONS),
         prefix="demo",
         workload=workload,
         job_ids=job_ids,
