@@ -17,6 +17,7 @@ The public surface::
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from tenantq.app import App, JobType
@@ -41,7 +42,7 @@ from tenantq.errors import (
 from tenantq.settings import QueueSettings, Settings, load_settings
 from tenantq.states import JobState
 
-if TYPE_CHECKING:  # the lazily imported names below, for type checkers
+if TYPE_CHECKING:  # the names ``__getattr__`` imports on first use, for type checkers
     from tenantq.consumer.context import JobContext
     from tenantq.consumer.worker import Worker
     from tenantq.outbox.outbox import Outbox, OutboxRef
@@ -49,24 +50,27 @@ if TYPE_CHECKING:  # the lazily imported names below, for type checkers
 
 __version__ = "0.1.0"
 
-# Imported on first use so that `import tenantq` stays cheap and free of cycles.
-_LAZY = {
-    "Producer": ("tenantq.producer.producer", "Producer"),
-    "JobRef": ("tenantq.producer.producer", "JobRef"),
-    "Worker": ("tenantq.consumer.worker", "Worker"),
-    "JobContext": ("tenantq.consumer.context", "JobContext"),
-    "Outbox": ("tenantq.outbox.outbox", "Outbox"),
-    "OutboxRef": ("tenantq.outbox.outbox", "OutboxRef"),
-}
-
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+    """The public names of the layers above the foundation, imported on first use.
 
-        module_name, attribute = _LAZY[name]
-        return getattr(importlib.import_module(module_name), attribute)
-    raise AttributeError(f"module 'tenantq' has no attribute {name!r}")
+    Importing any ``tenantq.*`` module runs this package first, so at import time it loads
+    only the foundation: a module of any layer may then be imported first without a circle,
+    and ``import tenantq`` stays cheap. Each name loads its own module only (a service that
+    only enqueues never loads the worker).
+    """
+    module: ModuleType
+    if name in ("Producer", "JobRef"):
+        from tenantq.producer import producer as module
+    elif name == "Worker":
+        from tenantq.consumer import worker as module
+    elif name == "JobContext":
+        from tenantq.consumer import context as module
+    elif name in ("Outbox", "OutboxRef"):
+        from tenantq.outbox import outbox as module
+    else:
+        raise AttributeError(f"module 'tenantq' has no attribute {name!r}")
+    return getattr(module, name)
 
 
 __all__ = [

@@ -15,15 +15,13 @@ import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from tenantq.errors import ConfigurationError, UnknownJobType
+from tenantq.schedules import Schedule, make_schedule
 from tenantq.settings import Settings, load_settings
-
-if TYPE_CHECKING:
-    from tenantq.periodic.schedule import Schedule
 
 JOB_TYPE_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
@@ -168,8 +166,6 @@ class App:
         five-field ``cron`` expression (UTC). Every ``tenantq worker`` of this app schedules,
         and each tick still makes one job. Ticks missed while no worker ran are skipped
         unless ``catch_up``. ``name`` is unique per database (``tenantq periodic list``)."""
-        from tenantq.periodic.schedule import make_schedule
-
         if name in self._schedules:
             raise ConfigurationError(f"periodic {name!r} is declared twice")
         self._schedules[name] = make_schedule(

@@ -31,6 +31,7 @@ from bench_run import (
     POSTGRES,
     THIS_RUN,
     Measured,
+    RunOptions,
     Servers,
     add_workers,
     background,
@@ -230,25 +231,17 @@ def raw_consume_rate(settings: tenantq.Settings, topic: str, count: int) -> floa
     return seen / elapsed if seen >= count and elapsed > 0 else 0.0
 
 
-@dataclass
-class TenantqOptions:
-    jobs: int
-    partitions: int
-    latency_seconds: float
-    sample_interval: float
-    report_dir: Path
-    #: jobs/s of the latency phase; None: half the measured rate.
-    latency_rate: float | None = None
-
-
 class TenantqSide:
     """Runs tenantq configurations against the benchmark's own database."""
 
-    def __init__(self, servers: Servers, database: str, options: TenantqOptions) -> None:
+    def __init__(
+        self, servers: Servers, database: str, options: RunOptions, partitions: int
+    ) -> None:
         self.servers = servers
         self.database = database
         self.url = url_of(servers, database)
         self.options = options
+        self.partitions = partitions
 
     def run(self, config: TenantqConfig, tag: str, *, raw: bool) -> tuple[Measured, float | None]:
         """One measured run; with ``raw``, the raw consumer's rate on the same topic too."""
@@ -264,7 +257,7 @@ class TenantqSide:
         with bench_settings(
             "tput",
             QUEUE,
-            options.partitions,
+            self.partitions,
             keep_topics=False,
             database_url=SecretStr(self.url),
             metrics_port=DEFAULT_METRICS_PORT,
@@ -359,8 +352,7 @@ class TenantqSide:
         while the workers run; enqueue-to-start per job from the rows (``enqueued_at``: the
         producer's stamp at enqueue, ``started_at``: PostgreSQL's ``now()`` at the claim; one
         host, one clock)."""
-        rate = self.options.latency_rate or measured.rate / 2
-        count = max(1, int(rate * self.options.latency_seconds))
+        rate, count = self.options.half_load(measured.rate)
         phase_start = enqueue(settings, count, rate)
         ends = progress.ends()
         wait_until(lambda: progress.reached(ends), [worker], 300, "half-load jobs drained")

@@ -29,8 +29,8 @@ from tenantq.app import App
 from tenantq.background import ServiceLoop
 from tenantq.errors import InvalidJobError
 from tenantq.outbox.outbox import Outbox
-from tenantq.periodic.schedule import Schedule, tick_text
 from tenantq.producer.request import EnqueueRequest
+from tenantq.schedules import Schedule, tick_text
 from tenantq.settings import Settings
 from tenantq.store import periodic as periodic_store
 from tenantq.store.engine import LazyConnection

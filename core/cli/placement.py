@@ -18,10 +18,10 @@ from rich.table import Table
 
 from tenantq.errors import ConfigurationError
 from tenantq.partitioner.placement import Placement
-from tenantq.partitioner.tenant_id import validate_tenant_id
 from tenantq.settings import Settings, load_settings
 from tenantq.store.engine import connect
 from tenantq.store.placement import placement_delete, placement_list, placement_upsert
+from tenantq.tenant_ids import validate_tenant_id
 
 console = Console()
 placement_app = typer.Typer(

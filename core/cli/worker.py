@@ -65,8 +65,8 @@ def worker_command(
         settle_collector()
         worker.run()
         raise typer.Exit(worker.exit_code)
-    from tenantq.background import background_services
     from tenantq.consumer.supervisor import Supervisor
+    from tenantq.services.worker_services import background_services
 
     arguments = [app_reference]
     if queues:

@@ -1,5 +1,8 @@
 """A periodic schedule: its definition, its ticks, and the identity of each tick's job.
 
+The app holds its schedules as it holds its job types (``app.periodic`` checks one as it is
+declared), so they are part of the foundation; ``tenantq.periodic.scheduler`` enqueues them.
+
 Ticks are pure functions of the definition, the same in every process:
 
 - ``every=N`` ticks at whole multiples of N seconds since the Unix epoch (``every=2`` at
@@ -25,7 +28,7 @@ from typing import Any
 from cronsim import CronSim, CronSimError
 
 from tenantq.errors import ConfigurationError, InvalidTenantId
-from tenantq.partitioner.tenant_id import validate_tenant_id
+from tenantq.tenant_ids import validate_tenant_id
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 import tenantq
-from tenantq.periodic.schedule import make_schedule, tick_text
+from tenantq.schedules import make_schedule, tick_text
 
 UTC = dt.UTC
 
