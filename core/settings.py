@@ -24,6 +24,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -31,8 +32,37 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tenantq.errors import ConfigurationError
 
-#: librdkafka keys whose values are secrets: never logged, never shown in a repr.
-SECRET_KAFKA_KEY_FRAGMENTS = ("password", "secret", "key.pem", "token", "credential")
+#: librdkafka keys whose values are secrets: never logged, never shown in a repr or a dump
+#: (``sasl.password``, ``ssl.key.password``, ``ssl.keystore.password``, ``ssl.key.pem``,
+#: ``sasl.oauthbearer.client.secret``, the assertion key's passphrase, an OAUTHBEARER config
+#: line that may carry a client secret, a pasted JAAS line).
+SECRET_KAFKA_KEY_FRAGMENTS = (
+    "password",
+    "passphrase",
+    "secret",
+    "key.pem",
+    "private.key",
+    "token",
+    "credential",
+    "jaas",
+    "oauthbearer.config",
+)
+#: What a secret value is shown as.
+SECRET_MASK = "***"
+
+
+def is_secret_kafka_key(key: str) -> bool:
+    """Whether the librdkafka setting ``key`` holds a secret (``SECRET_KAFKA_KEY_FRAGMENTS``)."""
+    lowered = key.lower()
+    return any(fragment in lowered for fragment in SECRET_KAFKA_KEY_FRAGMENTS)
+
+
+def redact_kafka_config(config: dict[str, str]) -> dict[str, str]:
+    """``config`` with the values of secret keys masked."""
+    return {
+        key: SECRET_MASK if is_secret_kafka_key(key) else value for key, value in config.items()
+    }
+
 
 DEFAULT_RETRY_DELAYS_SECONDS = (5.0, 30.0, 300.0, 1800.0)
 
@@ -519,10 +549,13 @@ class Settings(BaseSettings):
 
     def redacted_kafka_config(self) -> dict[str, str]:
         """The pass-through keys with secret values masked, for logs and ``repr``."""
-        return {
-            key: ("***" if any(f in key.lower() for f in SECRET_KAFKA_KEY_FRAGMENTS) else value)
-            for key, value in self.kafka_config.items()
-        }
+        return redact_kafka_config(self.kafka_config)
+
+    @field_serializer("kafka_config")
+    def _kafka_config_masked(self, config: dict[str, str]) -> dict[str, str]:
+        # Dumps are for people and logs, as the database URL's SecretStr is: the clients
+        # read the values through kafka_client_config, never from a dump.
+        return redact_kafka_config(config)
 
     def __repr_args__(self) -> Any:
         yield from super().__repr_args__()

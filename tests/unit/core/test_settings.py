@@ -44,6 +44,39 @@ def test_secrets_never_in_repr() -> None:
     assert settings.require_database_url().endswith("app:hunter2@db/jobs")
 
 
+SECRET_KAFKA_CONFIG = {
+    "sasl.password": "sasl-pw",
+    "ssl.key.password": "key-pw",
+    "ssl.keystore.password": "keystore-pw",
+    "ssl.key.pem": "-----BEGIN PRIVATE KEY-----",
+    "sasl.oauthbearer.client.secret": "client-secret",
+    "sasl.oauthbearer.assertion.private.key.passphrase": "pass-phrase-value",
+    "sasl.oauthbearer.config": "clientSecret=inline-secret",
+}
+
+
+def test_secrets_never_in_a_dump() -> None:
+    settings = Settings(
+        kafka_bootstrap_servers="b:9092",
+        database_url="postgresql://app:hunter2@db/jobs",
+        kafka_config={**SECRET_KAFKA_CONFIG, "security.protocol": "SASL_SSL"},
+    )
+    dumps = (
+        settings.model_dump_json()
+        + str(settings.model_dump())
+        + str(settings.model_dump(mode="json"))
+    )
+    for secret in (*SECRET_KAFKA_CONFIG.values(), "hunter2"):
+        assert secret not in dumps
+    assert "SASL_SSL" in dumps and '"sasl.password":"***"' in settings.model_dump_json()
+    # The clients still get every value.
+    assert settings.kafka_client_config()["ssl.keystore.password"] == "keystore-pw"
+    assert settings.model_copy().kafka_config == {
+        **SECRET_KAFKA_CONFIG,
+        "security.protocol": "SASL_SSL",
+    }
+
+
 def test_client_overrides_win_over_pass_through() -> None:
     settings = Settings(kafka_bootstrap_servers="b:1", kafka_config={"linger.ms": "50"})
     config = settings.kafka_client_config(**{"linger.ms": 1, "acks": "all"})
