@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tenantq.errors import ConfigurationError
-from tenantq.settings import QueueSettings, Settings, load_settings
+from tenantq.settings import QueueSettings, Settings, WebSettings, load_settings
 
 
 def test_environment_is_read_with_prefix_and_nesting(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -143,3 +143,21 @@ def test_retention_reads_durations_from_the_environment(monkeypatch: pytest.Monk
     monkeypatch.setenv("TENANTQ_RETENTION__CANCELED", "soon")
     with pytest.raises(ConfigurationError, match="TENANTQ_RETENTION__CANCELED"):
         load_settings()
+
+
+def test_an_empty_console_token_is_no_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TENANTQ_WEB__TOKEN", "")
+    assert load_settings().web.token is None
+    monkeypatch.setenv("TENANTQ_WEB__TOKEN", "  ")
+    assert load_settings().web.token is None
+
+
+def test_console_hosts_and_proxies_are_checked() -> None:
+    web = WebSettings(
+        allowed_hosts=["Oncall.Example.com.", "[::1]"], trusted_proxies=["10.0.0.0/8"]
+    )
+    assert web.allowed_hosts == ("oncall.example.com", "::1")
+    with pytest.raises(ValueError, match="not a host name"):
+        WebSettings(allowed_hosts=["evil.example/path"])
+    with pytest.raises(ValueError, match="not an address or a network"):
+        WebSettings(trusted_proxies=["proxy.example"])
