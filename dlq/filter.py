@@ -30,7 +30,10 @@ def parse_time(text: str, *, now: dt.datetime | None = None) -> dt.datetime:
     relative = _RELATIVE.match(text)
     if relative:
         amount, unit = float(relative.group(1)), relative.group(2).lower()
-        return current - dt.timedelta(seconds=amount * _UNIT_SECONDS[unit])
+        try:
+            return current - dt.timedelta(seconds=amount * _UNIT_SECONDS[unit])
+        except OverflowError:
+            raise FilterError(f"{text!r} reaches back before the year 1") from None
     try:
         parsed = dt.datetime.fromisoformat(text.strip())
     except ValueError:
@@ -40,7 +43,10 @@ def parse_time(text: str, *, now: dt.datetime | None = None) -> dt.datetime:
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed.astimezone(dt.UTC)
+    try:
+        return parsed.astimezone(dt.UTC)
+    except OverflowError:
+        raise FilterError(f"{text!r} is out of range in UTC") from None
 
 
 def parse_job_ids(values: Iterable[str]) -> frozenset[uuid.UUID]:

@@ -285,3 +285,20 @@ periodic_schedules = Table(
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
+
+#: Console sign-ins (``tenantq web``): a session acts while its row is here and unexpired;
+#: signing out deletes it. The key is the SHA-256 of the random id the cookie carries, so the
+#: table never holds a usable cookie.
+web_sessions = Table(
+    "tenantq_web_sessions",
+    metadata,
+    Column("id_sha256", LargeBinary, primary_key=True),
+    Column("topic_prefix", Text, nullable=False),
+    Column("user_name", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    CheckConstraint("octet_length(id_sha256) = 32", name="id_is_a_sha256"),
+    CheckConstraint("expires_at > created_at", name="expires_after_start"),
+    # Expired sign-ins of a deployment are deleted at the next sign-in.
+    Index("ix_tenantq_web_sessions_topic_prefix_expires_at", "topic_prefix", "expires_at"),
+)

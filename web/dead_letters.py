@@ -5,6 +5,7 @@ user (``web:<name>``)."""
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from tenantq.store.job_admin import get_job
 from tenantq.store.replay import job_state_summary
 from tenantq.web.console import acting, console_of, declared_queue, job_id_of, render
 from tenantq.web.database import Database
+from tenantq.web.messages import shorten
 from tenantq.web.security import Actor
 
 router = APIRouter(include_in_schema=False)
@@ -100,7 +102,7 @@ def dlq_page(
             by_class[letter.error_class] = by_class.get(letter.error_class, 0) + 1
         context["by_class"] = sorted(by_class.items(), key=lambda item: -item[1])
     except FilterError as error:
-        context["error"], status = str(error), 400
+        context["error"], status = shorten(str(error)), 400
     except DeadLetterReadError as error:
         context["error"], status = f"cannot read the DLQ: {error}", 503
     with console.database.connection() as connection:
@@ -147,7 +149,7 @@ def replay_selection(
         where = DeadLetterFilter.parse(job_ids=job_ids)
     except FilterError as error:
         raise ConfigurationError(str(error)) from None
-    if rate is not None and rate <= 0:
+    if rate is not None and not (math.isfinite(rate) and rate > 0):
         raise ConfigurationError("rate must be a positive number of publishes per second")
     if canary < 0:
         raise ConfigurationError("canary must be zero or more jobs")
@@ -190,7 +192,7 @@ def replay_action(
             rate=rate_value,
         )
     except (ConfigurationError, ValueError) as error:
-        context["error"] = str(error)
+        context["error"] = shorten(str(error))
         return render(request, "replay.html", context, status=400, page="dlq")
     except DeadLetterReadError as error:
         context["error"] = f"cannot read the DLQ: {error}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tenantq.errors import ConfigurationError
-from tenantq.settings import QueueSettings, Settings, load_settings
+from tenantq.settings import QueueSettings, Settings, WebSettings, load_settings
 
 
 def test_environment_is_read_with_prefix_and_nesting(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,6 +42,39 @@ def test_secrets_never_in_repr() -> None:
     # ... but they pass through to the clients.
     assert settings.kafka_client_config()["sasl.password"] == "s3cret"
     assert settings.require_database_url().endswith("app:hunter2@db/jobs")
+
+
+SECRET_KAFKA_CONFIG = {
+    "sasl.password": "sasl-pw",
+    "ssl.key.password": "key-pw",
+    "ssl.keystore.password": "keystore-pw",
+    "ssl.key.pem": "-----BEGIN PRIVATE KEY-----",
+    "sasl.oauthbearer.client.secret": "client-secret",
+    "sasl.oauthbearer.assertion.private.key.passphrase": "pass-phrase-value",
+    "sasl.oauthbearer.config": "clientSecret=inline-secret",
+}
+
+
+def test_secrets_never_in_a_dump() -> None:
+    settings = Settings(
+        kafka_bootstrap_servers="b:9092",
+        database_url="postgresql://app:hunter2@db/jobs",
+        kafka_config={**SECRET_KAFKA_CONFIG, "security.protocol": "SASL_SSL"},
+    )
+    dumps = (
+        settings.model_dump_json()
+        + str(settings.model_dump())
+        + str(settings.model_dump(mode="json"))
+    )
+    for secret in (*SECRET_KAFKA_CONFIG.values(), "hunter2"):
+        assert secret not in dumps
+    assert "SASL_SSL" in dumps and '"sasl.password":"***"' in settings.model_dump_json()
+    # The clients still get every value.
+    assert settings.kafka_client_config()["ssl.keystore.password"] == "keystore-pw"
+    assert settings.model_copy().kafka_config == {
+        **SECRET_KAFKA_CONFIG,
+        "security.protocol": "SASL_SSL",
+    }
 
 
 def test_client_overrides_win_over_pass_through() -> None:
@@ -110,3 +143,21 @@ def test_retention_reads_durations_from_the_environment(monkeypatch: pytest.Monk
     monkeypatch.setenv("TENANTQ_RETENTION__CANCELED", "soon")
     with pytest.raises(ConfigurationError, match="TENANTQ_RETENTION__CANCELED"):
         load_settings()
+
+
+def test_an_empty_console_token_is_no_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TENANTQ_WEB__TOKEN", "")
+    assert load_settings().web.token is None
+    monkeypatch.setenv("TENANTQ_WEB__TOKEN", "  ")
+    assert load_settings().web.token is None
+
+
+def test_console_hosts_and_proxies_are_checked() -> None:
+    web = WebSettings(
+        allowed_hosts=["Oncall.Example.com.", "[::1]"], trusted_proxies=["10.0.0.0/8"]
+    )
+    assert web.allowed_hosts == ("oncall.example.com", "::1")
+    with pytest.raises(ValueError, match="not a host name"):
+        WebSettings(allowed_hosts=["evil.example/path"])
+    with pytest.raises(ValueError, match="not an address or a network"):
+        WebSettings(trusted_proxies=["proxy.example"])

@@ -43,6 +43,14 @@ def test_bad_times_are_a_clear_error(text: str) -> None:
         parse_time(text, now=NOW)
 
 
+@pytest.mark.parametrize(
+    "text", ["99999999d", "9999999999999w", "9999-12-31T23:59:59-14:00", "0001-01-01T00:00+01:00"]
+)
+def test_times_out_of_range_are_a_clear_error(text: str) -> None:
+    with pytest.raises(FilterError, match="before the year 1|out of range"):
+        parse_time(text, now=NOW)
+
+
 def test_since_must_be_before_until_and_job_ids_must_be_uuids() -> None:
     with pytest.raises(FilterError, match="before"):
         DeadLetterFilter.parse(since="1h", until="2h", now=NOW)
