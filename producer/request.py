@@ -5,13 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any, NamedTuple, overload
 
 from pydantic import BaseModel
 
 from tenantq import headers as header_names
 from tenantq.app import App
+from tenantq.enqueue_request import EnqueueRequest as EnqueueRequest
 from tenantq.errors import ConfigurationError, InvalidJobError
 from tenantq.job_ids import job_id_text
 from tenantq.partitioner.placement import Placement, key_partition
@@ -53,22 +54,6 @@ LANE_BATCH_JOBS = 64
 #: The Avro length prefix of a job id's 36 characters: a job id's envelope starts with the
 #: schema header, this byte and the id.
 _JOB_ID_LENGTH = encode_length(36)
-
-
-@dataclass(frozen=True, slots=True)
-class EnqueueRequest:
-    """One job to enqueue; the arguments of ``Producer.enqueue`` as a value."""
-
-    job_type: str
-    tenant: str
-    payload: Any
-    queue: str | None = None
-    job_id: uuid.UUID | str | None = None
-    run_after: dt.datetime | None = None
-    delay: float | dt.timedelta | None = None
-    max_attempts: int | None = None
-    idempotency_key: str | None = None
-    trace_context: Mapping[str, str] | None = None
 
 
 REQUEST_FIELDS = frozenset(field.name for field in fields(EnqueueRequest))
