@@ -31,12 +31,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
+from typing import Any, Generic, Protocol, TypeVar, Unpack, overload
 
 from tenantq.enqueue_request import EnqueueOptions, EnqueueRequest
-
-if TYPE_CHECKING:
-    from typing import Unpack
 
 __all__ = [
     "AsyncPublisher",

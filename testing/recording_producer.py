@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import uuid
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -40,19 +41,23 @@ class EnqueuedJob:
     partition: int
 
     @property
-    def job_id(self) -> Any:
+    def job_id(self) -> uuid.UUID:
+        """The job's id (a worker's ``ctx.job_id``)."""
         return self.envelope.job_id
 
     @property
     def job_type(self) -> str:
+        """The job type's name."""
         return self.envelope.job_type
 
     @property
     def tenant(self) -> str:
+        """The tenant id."""
         return self.envelope.tenant_id
 
     @property
     def queue(self) -> str:
+        """The queue the job goes to."""
         return self.envelope.queue
 
     def payload_json(self) -> Any:

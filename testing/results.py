@@ -49,6 +49,7 @@ class Attempt:
 
     @property
     def succeeded(self) -> bool:
+        """The handler returned (and nobody asked it to stop before)."""
         return self.outcome is Outcome.SUCCEEDED
 
     @property
@@ -68,6 +69,7 @@ class Attempt:
 
     @property
     def timed_out(self) -> bool:
+        """The handler overran its timeout (retried, or dead on the last attempt)."""
         return self.outcome is Outcome.TIMEOUT
 
 
@@ -80,6 +82,7 @@ class JobRun:
 
     @property
     def last(self) -> Attempt:
+        """The last attempt."""
         return self.attempts[-1]
 
     @property
@@ -89,14 +92,17 @@ class JobRun:
 
     @property
     def outcome(self) -> Outcome:
+        """How the last attempt ended."""
         return self.last.outcome
 
     @property
     def succeeded(self) -> bool:
+        """The job ended succeeded."""
         return self.last.succeeded
 
     @property
     def dead(self) -> bool:
+        """The job ended dead."""
         return self.last.dead
 
     @property
