@@ -13,7 +13,7 @@ $(BIN)/python:
 
 # Strict editable mode so mypy and IDEs see the package-dir mapping; re-run after adding a
 # module (the target depends on every source file, so `make` does it for you).
-$(STAMP): $(BIN)/python pyproject.toml $(shell find core partitioner producer consumer store schemas migrations dlq demo observability outbox periodic retention services web -type f \( -name '*.py' -o -name '*.avsc' -o -name '*.xml' -o -name '*.yaml' -o -name '*.ini' -o -name '*.mako' -o -name '*.html' -o -name '*.css' -o -name '*.js' \) 2>/dev/null)
+$(STAMP): $(BIN)/python pyproject.toml $(shell find core partitioner producer consumer store schemas migrations dlq demo observability outbox periodic retention services testing web -type f \( -name '*.py' -o -name '*.avsc' -o -name '*.xml' -o -name '*.yaml' -o -name '*.ini' -o -name '*.mako' -o -name '*.html' -o -name '*.css' -o -name '*.js' \) 2>/dev/null)
 	$(BIN)/pip install -q -e ".[dev]" --config-settings editable_mode=strict
 	touch $(STAMP)
 

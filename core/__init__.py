@@ -9,7 +9,8 @@ The public surface::
     @app.job("send_email", queue="default", max_attempts=8, timeout=30)
     def send_email(ctx: tenantq.JobContext, payload: SendEmail) -> None: ...
 
-    with tenantq.Producer() as producer:
+    with tenantq.Producer(app=app) as producer:
+        ref = send_email.enqueue(producer, tenant="acme", payload=SendEmail(...)).result()
         ref = producer.enqueue("send_email", tenant="acme", payload={...}).result()
 
     tenantq.Worker(app, queues=["default"]).run()
@@ -21,6 +22,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from tenantq.app import App, JobType
+from tenantq.enqueue_request import EnqueueRequest
 from tenantq.errors import (
     AdmissionError,
     AdmissionRejected,
@@ -39,6 +41,7 @@ from tenantq.errors import (
     TenantqError,
     UnknownJobType,
 )
+from tenantq.handles import JobHandle
 from tenantq.settings import QueueSettings, Settings, load_settings
 from tenantq.states import JobState
 
@@ -79,10 +82,12 @@ __all__ = [
     "App",
     "ConfigurationError",
     "EnqueueFailed",
+    "EnqueueRequest",
     "InvalidJobError",
     "InvalidTenantId",
     "JobConflict",
     "JobContext",
+    "JobHandle",
     "JobRef",
     "JobState",
     "JobType",

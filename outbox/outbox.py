@@ -148,22 +148,28 @@ class Outbox:
         max_attempts: int | None = None,
     ) -> OutboxRef:
         """``enqueue`` in the open transaction of a psycopg ``AsyncConnection``."""
+        request = EnqueueRequest(
+            job_type=job_type,
+            tenant=tenant,
+            payload=payload,
+            queue=queue,
+            run_after=run_after,
+            delay=delay,
+            max_attempts=max_attempts,
+            idempotency_key=idempotency_key,
+        )
+        return await self.enqueue_request_async(conn, request)
+
+    async def enqueue_request_async(
+        self, conn: psycopg.AsyncConnection[Any], request: EnqueueRequest
+    ) -> OutboxRef:
+        """``enqueue_async`` of a prepared ``EnqueueRequest`` (which may name its ``job_id``;
+        a typed job handle's ``enqueue_async(outbox, conn, ...)`` comes here)."""
         if not isinstance(conn, psycopg.AsyncConnection):
             raise ConfigurationError(
                 f"enqueue_async needs a psycopg AsyncConnection, got {type(conn).__name__}"
             )
-        row = self.prepare(
-            EnqueueRequest(
-                job_type=job_type,
-                tenant=tenant,
-                payload=payload,
-                queue=queue,
-                run_after=run_after,
-                delay=delay,
-                max_attempts=max_attempts,
-                idempotency_key=idempotency_key,
-            )
-        )
+        row = self.prepare(request)
         async with conn.cursor() as cursor:
             await cursor.execute(outbox_store.OUTBOX_ENQUEUE, row.parameters())
             inserted = await cursor.fetchone()
@@ -177,7 +183,8 @@ class Outbox:
         return _existing(row, outbox_store.existing_job(found))
 
     def enqueue_request(self, conn: Any, request: EnqueueRequest) -> OutboxRef:
-        """``enqueue`` of a prepared ``EnqueueRequest`` (which may name its ``job_id``)."""
+        """``enqueue`` of a prepared ``EnqueueRequest`` (which may name its ``job_id``; a
+        typed job handle's ``enqueue(outbox, conn, ...)`` comes here)."""
         row = self.prepare(request)
         execute = _executor(conn)
         inserted = execute(outbox_store.OUTBOX_ENQUEUE, row.parameters())
