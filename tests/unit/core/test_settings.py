@@ -110,3 +110,13 @@ def test_retention_reads_durations_from_the_environment(monkeypatch: pytest.Monk
     monkeypatch.setenv("TENANTQ_RETENTION__CANCELED", "soon")
     with pytest.raises(ConfigurationError, match="TENANTQ_RETENTION__CANCELED"):
         load_settings()
+
+
+@pytest.mark.parametrize("written", ["99999999d", "36501d", "1e300", float("inf")])
+def test_durations_are_bounded_with_a_clear_message(written: object) -> None:
+    from tenantq.settings import MAX_DURATION, parse_duration
+
+    with pytest.raises(ValueError, match=r"at most 36500d|finite") as raised:
+        parse_duration(written)
+    assert len(str(raised.value)) < 120
+    assert parse_duration("36500d") == MAX_DURATION
