@@ -28,6 +28,7 @@ from sqlalchemy.engine import make_url
 from typer.core import TyperGroup
 
 from tenantq.errors import TenantqError
+from tenantq.settings import load_settings
 
 #: Longest line printed for an error: libpq and librdkafka can say a lot.
 LINE_LIMIT = 500
@@ -96,8 +97,6 @@ def _one_line(text: str) -> str:
 def _database() -> str:
     """``host:port/database`` of the configured database, without user or password."""
     try:
-        from tenantq.settings import load_settings
-
         url = make_url(load_settings().require_database_url())
         return f"{url.host or 'localhost'}:{url.port or 5432}/{url.database or ''}"
     except Exception:  # unreadable settings: the line still says which server it is about
@@ -106,8 +105,6 @@ def _database() -> str:
 
 def _kafka() -> str:
     try:
-        from tenantq.settings import load_settings
-
         return load_settings().require_bootstrap_servers()
     except Exception:
         return "TENANTQ_KAFKA_BOOTSTRAP_SERVERS"
@@ -116,8 +113,6 @@ def _kafka() -> str:
 def _masked(line: str) -> str:
     """``line`` with the database password, if one is configured, replaced by ``***``."""
     try:
-        from tenantq.settings import load_settings
-
         password = make_url(load_settings().require_database_url()).password
     except Exception:
         return line
