@@ -7,15 +7,33 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import URL, Engine, create_engine
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
+from tenantq.errors import ConfigurationError
 from tenantq.settings import Settings
+
+
+def parse_database_url(database_url: str) -> URL:
+    """The URL parsed, or a ``ConfigurationError`` that says what is expected without
+    repeating the value (it may hold a password)."""
+    try:
+        url = make_url(database_url)
+    except (ArgumentError, ValueError):
+        url = None
+    if url is None or url.drivername.split("+")[0] not in ("postgresql", "postgres"):
+        raise ConfigurationError(
+            "TENANTQ_DATABASE_URL is not a PostgreSQL URL: expected "
+            "postgresql://user:password@host:port/database (the value is not shown: it may "
+            "hold a password)"
+        )
+    return url
 
 
 def sqlalchemy_url(database_url: str) -> str:
     """``postgresql://`` URLs use the psycopg 3 driver (TLS options in the query pass through)."""
-    url = make_url(database_url)
+    url = parse_database_url(database_url)
     if url.drivername in ("postgresql", "postgres"):
         url = url.set(drivername="postgresql+psycopg")
     return url.render_as_string(hide_password=False)
@@ -23,7 +41,7 @@ def sqlalchemy_url(database_url: str) -> str:
 
 def psycopg_url(database_url: str) -> str:
     """A libpq URL (psycopg does not accept SQLAlchemy's ``+driver`` suffix)."""
-    url = make_url(database_url)
+    url = parse_database_url(database_url)
     if "+" in url.drivername:
         url = url.set(drivername="postgresql")
     return url.render_as_string(hide_password=False)

@@ -11,12 +11,21 @@ from psycopg.rows import dict_row
 from tenantq.store import statements
 
 
-def cancel_job(connection: psycopg.Connection[Any], job_id: uuid.UUID, queue: str) -> str | None:
+def cancel_job(
+    connection: psycopg.Connection[Any],
+    job_id: uuid.UUID,
+    queue: str,
+    *,
+    create_unseen: bool = True,
+) -> str | None:
     """Request cancellation. Returns the job's state afterwards: ``canceled`` when it had not
     started (or no worker had seen it yet), ``leased`` when a running job was asked to stop,
-    None when it had already ended."""
+    None when it had already ended, or has no row and ``create_unseen`` is false (then
+    nothing is written)."""
     with connection.transaction(), connection.cursor() as cursor:
-        cursor.execute(statements.JOB_CANCEL, {"id": job_id, "queue": queue})
+        cursor.execute(
+            statements.JOB_CANCEL, {"id": job_id, "queue": queue, "create_unseen": create_unseen}
+        )
         row = cursor.fetchone()
     return None if row is None else str(row[1])
 

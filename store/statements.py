@@ -339,7 +339,7 @@ RETURNING id
 
 #: Ask for a job to be canceled. Jobs not yet running end canceled at once; a running job
 #: sees the request through its heartbeat. A job no worker has seen yet gets a canceled row
-#: so that it never runs when its message arrives.
+#: so that it never runs when its message arrives, if ``create_unseen`` says it exists.
 JOB_CANCEL = """
 WITH requested AS (
     UPDATE tenantq_jobs
@@ -357,7 +357,7 @@ unseen AS (
                               last_error_class, last_error_message)
     SELECT %(id)s, %(queue)s, '(unseen)', '(unseen)', '', 'canceled', 1, true, now(),
            'Canceled', 'canceled before any worker saw it'
-    WHERE NOT EXISTS (SELECT 1 FROM tenantq_jobs WHERE id = %(id)s)
+    WHERE %(create_unseen)s AND NOT EXISTS (SELECT 1 FROM tenantq_jobs WHERE id = %(id)s)
     ON CONFLICT (id) DO NOTHING
     RETURNING id, state::text
 )

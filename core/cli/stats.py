@@ -11,7 +11,6 @@ import json
 import time
 from typing import Any
 
-import psycopg
 import typer
 from rich.console import Console, Group
 from rich.live import Live
@@ -56,15 +55,8 @@ def stats_command(
     settings = load_settings()
     queues = queue or sorted(settings.queues)
     top_tenants = settings.metrics_top_tenants if top is None else top
-    try:
-        _run(settings, queues, top_tenants, watch=watch, interval=interval, as_json=as_json)
-    except psycopg.errors.UndefinedTable:
-        typer.echo("tenantq: the job tables are missing; run `tenantq db upgrade`", err=True)
-        raise typer.Exit(2) from None
-    except psycopg.OperationalError as error:
-        # libpq's message names host and port, never the password.
-        typer.echo(f"tenantq: cannot read PostgreSQL: {error}".rstrip(), err=True)
-        raise typer.Exit(2) from None
+    # A database that is down, unmigrated or misnamed is one line (``tenantq.cli.errors``).
+    _run(settings, queues, top_tenants, watch=watch, interval=interval, as_json=as_json)
 
 
 def _run(

@@ -161,3 +161,13 @@ def test_console_hosts_and_proxies_are_checked() -> None:
         WebSettings(allowed_hosts=["evil.example/path"])
     with pytest.raises(ValueError, match="not an address or a network"):
         WebSettings(trusted_proxies=["proxy.example"])
+
+
+@pytest.mark.parametrize("written", ["99999999d", "36501d", "1e300", float("inf")])
+def test_durations_are_bounded_with_a_clear_message(written: object) -> None:
+    from tenantq.settings import MAX_DURATION, parse_duration
+
+    with pytest.raises(ValueError, match=r"at most 36500d|finite") as raised:
+        parse_duration(written)
+    assert len(str(raised.value)) < 120
+    assert parse_duration("36500d") == MAX_DURATION
