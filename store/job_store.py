@@ -177,7 +177,7 @@ class JobStatus:
     of_another_deployment: bool = False
 
     @classmethod
-    def another_deployments(cls, job_id: uuid.UUID) -> JobStatus:
+    def in_another_deployment(cls, job_id: uuid.UUID) -> JobStatus:
         """A job id that another deployment on the database holds."""
         return cls(job_id, JobState.DEAD, None, 0, 1, False, False, None, 0.0, 0, True)
 
@@ -328,7 +328,7 @@ class JobStore:
             found = {}
             for row in cursor.fetchall():
                 if not row[-1]:
-                    found[row[0]] = JobStatus.another_deployments(row[0])
+                    found[row[0]] = JobStatus.in_another_deployment(row[0])
                     continue
                 (
                     job_id,
