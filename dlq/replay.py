@@ -29,9 +29,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import psycopg
+from typing import Literal
 
 from tenantq import headers
 from tenantq.dlq.kafka_client import ClientReport, quiet_producer
@@ -41,6 +39,7 @@ from tenantq.partitioner.murmur2 import default_partition
 from tenantq.producer.publisher import Outgoing, Publisher, retry_message
 from tenantq.settings import Settings
 from tenantq.store import replay as replay_store
+from tenantq.store.engine import DeploymentConnection
 from tenantq.topics import QueueTopics
 
 #: Records per statement and publish round when no ``--rate`` is given.
@@ -127,7 +126,7 @@ class Replayer:
         self,
         settings: Settings,
         queue: str,
-        connection: psycopg.Connection[Any],
+        connection: DeploymentConnection,
         *,
         main_partitions: int,
         dry_run: bool = False,

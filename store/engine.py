@@ -1,5 +1,12 @@
 """Database connections: a SQLAlchemy engine for migrations and admin work, and plain psycopg
-connections for the hot path (named statements in ``tenantq.store.statements``)."""
+connections for the hot path (named statements in ``tenantq.store.statements``).
+
+Every psycopg connection tenantq opens is a ``DeploymentConnection``: it carries the
+deployment (the settings' topic prefix) it was opened for, and the statements of
+``tenantq.store`` take their deployment from it. Deployments that share a database never see
+or touch each other's rows, and no caller names the deployment (or can name another): it is
+bound where the connection is opened, from the settings.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+from psycopg.rows import TupleRow
 from sqlalchemy import URL, Engine, create_engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
@@ -47,6 +55,17 @@ def psycopg_url(database_url: str) -> str:
     return url.render_as_string(hide_password=False)
 
 
+class DeploymentConnection(psycopg.Connection[TupleRow]):
+    """A psycopg connection bound to one deployment (a topic prefix), opened by ``connect``.
+
+    The statements of ``tenantq.store`` read ``deployment`` from the connection they run on,
+    so a connection of one deployment cannot reach another's jobs, placements, workers,
+    schedules, outbox entries or audit rows."""
+
+    #: The topic prefix of the settings the connection was opened with.
+    deployment: str
+
+
 def create_sqlalchemy_engine(settings: Settings, **kwargs: Any) -> Engine:
     return create_engine(sqlalchemy_url(settings.require_database_url()), **kwargs)
 
@@ -57,9 +76,11 @@ def connect(
     autocommit: bool = False,
     application_name: str = "tenantq",
     generic_plans: bool = False,
-) -> psycopg.Connection[Any]:
-    """A psycopg connection with tenantq's session settings. ``generic_plans``: plan each
-    statement once and run every execution on that plan (the worker's batch statements)."""
+    connect_timeout_seconds: int = 10,
+) -> DeploymentConnection:
+    """A psycopg connection with tenantq's session settings, bound to the settings'
+    deployment (``settings.topic_prefix``). ``generic_plans``: plan each statement once and
+    run every execution on that plan (the worker's batch statements)."""
     # A statement that runs this long is a bug, not load: fail it rather than pile up.
     options = "-c statement_timeout=60000 -c idle_in_transaction_session_timeout=60000"
     # Timestamps come back in UTC whatever the server's zone: psycopg maps the session's
@@ -79,13 +100,14 @@ def connect(
         # 100,000 rows). With sequential scans priced out the plan is the primary-key probe
         # whatever the statistics; a statement no index serves still runs, by a scan.
         options += " -c plan_cache_mode=force_generic_plan -c enable_seqscan=off"
-    connection = psycopg.connect(
+    connection = DeploymentConnection.connect(
         psycopg_url(settings.require_database_url()),
         autocommit=autocommit,
         application_name=application_name,
-        connect_timeout=10,
+        connect_timeout=connect_timeout_seconds,
         options=options,
     )
+    connection.deployment = settings.topic_prefix
     if generic_plans:
         # Prepared at the first execution, not the fifth: the plan is made once per statement.
         connection.prepare_threshold = 0
@@ -103,19 +125,19 @@ class LazyConnection:
         application_name: str,
         *,
         autocommit: bool = False,
-        on_open: Callable[[psycopg.Connection[Any]], None] | None = None,
+        on_open: Callable[[DeploymentConnection], None] | None = None,
     ) -> None:
         self._settings = settings
         self._application_name = application_name
         self._autocommit = autocommit
         self._on_open = on_open
-        self._connection: psycopg.Connection[Any] | None = None
+        self._connection: DeploymentConnection | None = None
 
     @property
     def is_open(self) -> bool:
         return self._connection is not None and not self._connection.closed
 
-    def get(self) -> psycopg.Connection[Any]:
+    def get(self) -> DeploymentConnection:
         """The connection, opened (and ``on_open`` run) if there is none."""
         if self._connection is None or self._connection.closed:
             self._connection = connect(
