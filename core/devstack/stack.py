@@ -71,8 +71,9 @@ class DevStack:
     @property
     def postgres_paths(self) -> postgres.PostgresPaths:
         """The files of the current primary."""
-        primary = next((n for n in postgres_nodes(self.read_state()) if n.role == PRIMARY), None)
-        return self.postgres.paths(primary.name if primary else "a")
+        state = self.read_state()
+        primary = next((n for n in postgres_nodes(state) if n.role == PRIMARY), None)
+        return self.postgres.paths(primary.name if primary else "a", state)
 
     # -- up ------------------------------------------------------------------------------------
 
@@ -256,7 +257,7 @@ class DevStack:
         recorded = postgres_pids(state)
         processes = []
         for node in postgres_nodes(state):
-            paths = self.postgres.paths(node)
+            paths = self.postgres.paths(node, state)
             pid = postgres.read_postmaster_pid(paths) or recorded.get(node.name)
             running = pid_alive(pid)
             recovery = (
