@@ -49,7 +49,7 @@ def shared_home() -> Path:
     return Path(value) if value else default_dev_home()
 
 
-def _shared_pids() -> set[int]:
+def shared_pids() -> set[int]:
     """Pids of the shared dev stack, which this module must never signal."""
     stack = DevStack(shared_home())
     state = stack.read_state()
@@ -231,7 +231,7 @@ class PrivateStack:
         now = time.time()
         if not pid or not pid_alive(pid):
             return now
-        if pid in _shared_pids():
+        if pid in shared_pids():
             raise RuntimeError(f"pid {pid} belongs to the shared dev stack; refusing to kill it")
         try:
             os.kill(pid, signal.SIGKILL)
