@@ -83,9 +83,8 @@ class KafkaCluster:
             running = [node_id for node_id, pid in pids.items() if pid_alive(pid)]
             if running and recorded is not None:
                 raise DevStackError(
-                    f"the dev stack runs {recorded.brokers} Kafka broker(s) of version "
-                    f"{recorded.kafka_version}{' (secure)' if recorded.secure else ''}; "
-                    "`tenantq dev down` before changing that"
+                    f"the dev stack runs {recorded.describe_kafka()}; `tenantq dev down` "
+                    f"before changing to {topology.describe_kafka()}"
                 )
             nodes = self._new_nodes(topology.brokers, nodes)
             pids = {}

@@ -86,6 +86,12 @@ class Topology:
             other.secure,
         )
 
+    def describe_kafka(self) -> str:
+        """``"3 brokers of Kafka 4.4.0 over SASL_SSL"``."""
+        count = "1 broker" if self.brokers == 1 else f"{self.brokers} brokers"
+        listener = "SASL_SSL" if self.secure else "PLAINTEXT"
+        return f"{count} of Kafka {self.kafka_version} over {listener}"
+
     def to_state(self) -> dict[str, Any]:
         return {
             "brokers": self.brokers,

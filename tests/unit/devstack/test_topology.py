@@ -58,3 +58,9 @@ def test_a_version_the_stack_cannot_run_is_refused(version: str, message: str) -
 def test_versions_parse() -> None:
     assert kafka_version_tuple("3.9.1") == (3, 9, 1)
     assert Topology(kafka_version="3.9.1").kafka_major == 3
+
+
+def test_the_brokers_are_described_in_one_phrase() -> None:
+    assert Topology().describe_kafka() == "1 broker of Kafka 4.4.0 over PLAINTEXT"
+    secure = Topology(brokers=3, secure=True, kafka_version="3.9.1")
+    assert secure.describe_kafka() == "3 brokers of Kafka 3.9.1 over SASL_SSL"
