@@ -88,6 +88,26 @@ def declared_topics(settings: Settings, queues: list[str] | None = None) -> list
     return specs
 
 
+def replication_drift(replicas: set[int], declared: int | None, broker_count: int) -> str | None:
+    """What is wrong with an existing topic's replica counts, or ``None``. A declared factor
+    must match exactly. The cluster's is a floor: a broker that is down leaves the count of
+    live brokers short, and three replicas made before it went are not drift; fewer than the
+    cluster calls for (a topic created during an outage) are."""
+    if not replicas:
+        return None
+    if declared is not None:
+        if replicas == {declared}:
+            return None
+        return f"replication factor {sorted(replicas)}, declared {declared}"
+    wanted = replication_for(broker_count)
+    if min(replicas) >= wanted:
+        return None
+    return (
+        f"replication factor {sorted(replicas)}, the cluster's {broker_count} brokers call "
+        f"for {wanted}"
+    )
+
+
 def admin_client(settings: Settings) -> AdminClient:
     return AdminClient(settings.kafka_client_config())
 
@@ -99,10 +119,10 @@ def ensure_topics(
     admin = admin_client(settings)
     metadata = admin.list_topics(timeout=timeout)
     broker_count = len(metadata.brokers)
-    specs = [spec.resolved(broker_count) for spec in declared_topics(settings, queues)]
     report = EnsureReport()
     missing: list[TopicSpec] = []
-    for spec in specs:
+    for declared in declared_topics(settings, queues):
+        spec = declared.resolved(broker_count)
         existing = metadata.topics.get(spec.name)
         if existing is None or existing.error is not None:
             missing.append(spec)
@@ -112,11 +132,9 @@ def ensure_topics(
         if partitions != spec.partitions:
             report.drift.append(f"{spec.name}: {partitions} partitions, declared {spec.partitions}")
         replicas = {len(p.replicas) for p in existing.partitions.values()}
-        if replicas and replicas != {spec.replication_factor}:
-            report.drift.append(
-                f"{spec.name}: replication factor {sorted(replicas)}, "
-                f"declared {spec.replication_factor}"
-            )
+        drifted = replication_drift(replicas, declared.replication_factor, broker_count)
+        if drifted:
+            report.drift.append(f"{spec.name}: {drifted}")
     if missing:
         futures = admin.create_topics(
             [

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 from topology_stack import TopologyStack, run_jobs, topology_stack
 
-from tenantq.topic_admin import declared_topics
+from tenantq.topic_admin import declared_topics, ensure_topics
 
 pytestmark = [pytest.mark.slow, pytest.mark.private_stack]
 
@@ -59,11 +59,13 @@ def test_jobs_run_with_a_broker_down_and_up_starts_only_that_broker(
     cluster: TopologyStack,
 ) -> None:
     before = {p["node"]: p["pid"] for p in cluster.processes() if p["server"] == "kafka"}
-    cluster.kill(before["3"])
-    down = cluster.process("kafka", "3")
-    assert (down["running"], down["healthy"], down["pid"]) == (False, False, None)
     with cluster.settings("onedown") as settings:
-        # Two replicas in sync of three: acks=all writes still succeed.
+        ensure_topics(settings)
+        cluster.kill(before["3"])
+        down = cluster.process("kafka", "3")
+        assert (down["running"], down["healthy"], down["pid"]) == (False, False, None)
+        # Two replicas in sync of three: acks=all writes still succeed, and ensuring the
+        # topics again is no drift while the third broker is away.
         runs = run_jobs(settings, 20, timeout=180)
         assert set(runs.values()) == {1}
     seconds = cluster.up()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tenantq.settings import QueueSettings, Settings
-from tenantq.topic_admin import TopicSpec, declared_topics, replication_for
+from tenantq.topic_admin import TopicSpec, declared_topics, replication_drift, replication_for
 
 
 @pytest.mark.parametrize(("brokers", "replicas"), [(0, 1), (1, 1), (2, 2), (3, 3), (5, 3)])
@@ -41,3 +41,16 @@ def test_a_declared_replication_factor_and_min_isr_win(tmp_path: object) -> None
     assert (fixed.replication_factor, fixed.config["min.insync.replicas"]) == (3, "3")
     assert specs["tenantq.bulk"].replication_factor is None
     assert specs["tenantq.bulk.dlq"].resolved(1).replication_factor == 1
+
+
+def test_a_declared_factor_must_match_and_the_clusters_is_a_floor() -> None:
+    assert replication_drift({3}, 3, 1) is None
+    assert replication_drift({1}, 3, 3) == "replication factor [1], declared 3"
+    assert replication_drift({3}, None, 3) is None
+    # A broker down: two live brokers, topics made with three replicas are fine.
+    assert replication_drift({3}, None, 2) is None
+    # Made while one was down, seen once all three are back.
+    assert replication_drift({2}, None, 3) == (
+        "replication factor [2], the cluster's 3 brokers call for 3"
+    )
+    assert replication_drift(set(), None, 3) is None
