@@ -13,15 +13,17 @@ $(BIN)/python:
 
 # Strict editable mode so mypy and IDEs see the package-dir mapping; re-run after adding a
 # module (the target depends on every source file, so `make` does it for you).
-$(STAMP): $(BIN)/python pyproject.toml $(shell find core partitioner producer consumer store schemas migrations dlq demo observability outbox periodic retention web -type f \( -name '*.py' -o -name '*.avsc' -o -name '*.xml' -o -name '*.yaml' -o -name '*.ini' -o -name '*.mako' -o -name '*.html' -o -name '*.css' -o -name '*.js' \) 2>/dev/null)
+$(STAMP): $(BIN)/python pyproject.toml $(shell find core partitioner producer consumer store schemas migrations dlq demo observability outbox periodic retention services testing web -type f \( -name '*.py' -o -name '*.avsc' -o -name '*.xml' -o -name '*.yaml' -o -name '*.ini' -o -name '*.mako' -o -name '*.html' -o -name '*.css' -o -name '*.js' \) 2>/dev/null)
 	$(BIN)/pip install -q -e ".[dev]" --config-settings editable_mode=strict
 	touch $(STAMP)
 
 install: $(STAMP)
 
+# ruff, then import-linter: the layers and no import circle (the contracts in pyproject.toml).
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: install
 	$(BIN)/mypy -p tenantq

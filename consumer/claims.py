@@ -7,6 +7,7 @@
 | cancel requested before it ran                 | canceled, offset done                         |
 | attempts used up at lease time                 | dead with the reason, DLQ, offset done        |
 | same job id, different payload                 | DLQ as a conflict; the original is kept       |
+| job id of another deployment on the database   | DLQ as a conflict; its row is not touched     |
 | row the database refused                       | DLQ with the database's reason                |
 | leased by another live worker                  | parked, claimed again when the lease ends     |
 | waiting, not due, main topic                   | offset done: its retry message owns the wait  |
@@ -163,9 +164,12 @@ class Claims:
         #: (item, error class, why) of each job that goes dead at lease time.
         to_bury: list[tuple[WorkItem, str, str]] = []
         conflicts: list[WorkItem] = []
+        foreign: list[WorkItem] = []
         for item in items:
             status = statuses.get(item.job_id)
-            if status is None:
+            if status is not None and status.of_another_deployment:
+                foreign.append(item)  # forged or misrouted: not this deployment's job
+            elif status is None:
                 # Not inserted: its idempotency key belongs to another job. The original
                 # stands; this copy is a duplicate by key.
                 log.info(
@@ -211,6 +215,12 @@ class Claims:
         self._mark_done(done)
         self._dead_letter_items(
             conflicts, "JobConflict", "same job id with a different payload; the original is kept"
+        )
+        self._dead_letter_items(
+            foreign,
+            "JobConflict",
+            "the job id belongs to another deployment (topic prefix) on this database; "
+            "its job is not touched",
         )
         if to_cancel or to_bury:
             settle = Settle(

@@ -90,7 +90,7 @@ class HotLane:
         """A worker's: its placement book refreshed in the background, and told of a change
         at once by a watcher when ``placement_watch`` is on."""
         placements = PlacementBook(
-            PlacementReader(settings.require_database_url()),
+            PlacementReader(settings),
             settings.producer.placement_ttl_seconds,
             refresh_in_background=True,
         )

@@ -9,7 +9,8 @@ The public surface::
     @app.job("send_email", queue="default", max_attempts=8, timeout=30)
     def send_email(ctx: tenantq.JobContext, payload: SendEmail) -> None: ...
 
-    with tenantq.Producer() as producer:
+    with tenantq.Producer(app=app) as producer:
+        ref = send_email.enqueue(producer, tenant="acme", payload=SendEmail(...)).result()
         ref = producer.enqueue("send_email", tenant="acme", payload={...}).result()
 
     tenantq.Worker(app, queues=["default"]).run()
@@ -17,9 +18,11 @@ The public surface::
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from tenantq.app import App, JobType
+from tenantq.enqueue_request import EnqueueRequest
 from tenantq.errors import (
     AdmissionError,
     AdmissionRejected,
@@ -38,10 +41,11 @@ from tenantq.errors import (
     TenantqError,
     UnknownJobType,
 )
+from tenantq.handles import JobHandle
 from tenantq.settings import QueueSettings, Settings, load_settings
 from tenantq.states import JobState
 
-if TYPE_CHECKING:  # the lazily imported names below, for type checkers
+if TYPE_CHECKING:  # the names ``__getattr__`` imports on first use, for type checkers
     from tenantq.consumer.context import JobContext
     from tenantq.consumer.worker import Worker
     from tenantq.outbox.outbox import Outbox, OutboxRef
@@ -49,24 +53,27 @@ if TYPE_CHECKING:  # the lazily imported names below, for type checkers
 
 __version__ = "0.1.0"
 
-# Imported on first use so that `import tenantq` stays cheap and free of cycles.
-_LAZY = {
-    "Producer": ("tenantq.producer.producer", "Producer"),
-    "JobRef": ("tenantq.producer.producer", "JobRef"),
-    "Worker": ("tenantq.consumer.worker", "Worker"),
-    "JobContext": ("tenantq.consumer.context", "JobContext"),
-    "Outbox": ("tenantq.outbox.outbox", "Outbox"),
-    "OutboxRef": ("tenantq.outbox.outbox", "OutboxRef"),
-}
-
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
+    """The public names of the layers above the foundation, imported on first use.
 
-        module_name, attribute = _LAZY[name]
-        return getattr(importlib.import_module(module_name), attribute)
-    raise AttributeError(f"module 'tenantq' has no attribute {name!r}")
+    Importing any ``tenantq.*`` module runs this package first, so at import time it loads
+    only the foundation: a module of any layer may then be imported first without a circle,
+    and ``import tenantq`` stays cheap. Each name loads its own module only (a service that
+    only enqueues never loads the worker).
+    """
+    module: ModuleType
+    if name in ("Producer", "JobRef"):
+        from tenantq.producer import producer as module
+    elif name == "Worker":
+        from tenantq.consumer import worker as module
+    elif name == "JobContext":
+        from tenantq.consumer import context as module
+    elif name in ("Outbox", "OutboxRef"):
+        from tenantq.outbox import outbox as module
+    else:
+        raise AttributeError(f"module 'tenantq' has no attribute {name!r}")
+    return getattr(module, name)
 
 
 __all__ = [
@@ -75,10 +82,12 @@ __all__ = [
     "App",
     "ConfigurationError",
     "EnqueueFailed",
+    "EnqueueRequest",
     "InvalidJobError",
     "InvalidTenantId",
     "JobConflict",
     "JobContext",
+    "JobHandle",
     "JobRef",
     "JobState",
     "JobType",

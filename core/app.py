@@ -15,20 +15,21 @@ import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel
 
 from tenantq.errors import ConfigurationError, UnknownJobType
+from tenantq.handles import JobHandle
+from tenantq.schedules import Schedule, make_schedule
 from tenantq.settings import Settings, load_settings
-
-if TYPE_CHECKING:
-    from tenantq.periodic.schedule import Schedule
 
 JOB_TYPE_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 
 Handler = Callable[..., Any]
-F = TypeVar("F", bound=Handler)
+PayloadT = TypeVar("PayloadT")
+ResultT = TypeVar("ResultT")
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,8 @@ class App:
     >>> app = App()
     >>> @app.job("send_email", queue="default", max_attempts=8, timeout=30)
     ... def send_email(ctx, payload): ...
+    >>> send_email.name
+    'send_email'
     """
 
     def __init__(self, settings: Settings | None = None) -> None:
@@ -82,6 +85,40 @@ class App:
             self._settings = load_settings()
         return self._settings
 
+    @overload
+    def job(
+        self,
+        name: str,
+        *,
+        queue: str = "default",
+        model: None = None,
+        max_attempts: int | None = None,
+        timeout: float | None = None,
+        concurrency: int | None = None,
+        tenant_concurrency: int | None = None,
+        never_retry_on: Iterable[type[BaseException]] = (),
+        retry_on: Iterable[type[BaseException]] = (),
+        retry_budgets: dict[type[BaseException], int] | None = None,
+        dependencies: Iterable[str] = (),
+    ) -> Callable[[Callable[[Any, PayloadT], ResultT]], JobHandle[PayloadT, ResultT]]: ...
+
+    @overload
+    def job(
+        self,
+        name: str,
+        *,
+        queue: str = "default",
+        model: type[ModelT],
+        max_attempts: int | None = None,
+        timeout: float | None = None,
+        concurrency: int | None = None,
+        tenant_concurrency: int | None = None,
+        never_retry_on: Iterable[type[BaseException]] = (),
+        retry_on: Iterable[type[BaseException]] = (),
+        retry_budgets: dict[type[BaseException], int] | None = None,
+        dependencies: Iterable[str] = (),
+    ) -> Callable[[Callable[[Any, ModelT], ResultT]], JobHandle[ModelT, ResultT]]: ...
+
     def job(
         self,
         name: str,
@@ -96,14 +133,20 @@ class App:
         retry_on: Iterable[type[BaseException]] = (),
         retry_budgets: dict[type[BaseException], int] | None = None,
         dependencies: Iterable[str] = (),
-    ) -> Callable[[F], F]:
-        """Register the decorated function as the handler of job type ``name``.
+    ) -> Callable[[Callable[[Any, Any], Any]], JobHandle[Any, Any]]:
+        """Register the decorated function as the handler of job type ``name``; the decorator
+        returns the job's typed handle (``tenantq.handles.JobHandle``), which enqueues it
+        (``send_email.enqueue(producer, tenant=..., payload=...)``) and, called, runs the
+        handler as the function did.
 
         The payload model is ``model`` or, when omitted, the annotation of the handler's
-        second parameter if it is a pydantic model.
+        second parameter if it is a pydantic model; the handle's payload type is the same
+        (the annotation, whatever it is, when there is no model).
         """
 
-        def decorate(handler: F) -> F:
+        def decorate(handler: Callable[[Any, Any], Any]) -> JobHandle[Any, Any]:
+            if isinstance(handler, JobHandle):  # one function registered under two names
+                handler = handler.handler
             resolved_model = model or _model_from_annotation(handler)
             self.register(
                 JobType(
@@ -121,7 +164,7 @@ class App:
                     dependencies=tuple(dependencies),
                 )
             )
-            return handler
+            return JobHandle(name, queue, handler, resolved_model)
 
         return decorate
 
@@ -167,9 +210,7 @@ class App:
         ``timedelta``, ticks at whole multiples since the epoch) or at each match of a
         five-field ``cron`` expression (UTC). Every ``tenantq worker`` of this app schedules,
         and each tick still makes one job. Ticks missed while no worker ran are skipped
-        unless ``catch_up``. ``name`` is unique per database (``tenantq periodic list``)."""
-        from tenantq.periodic.schedule import make_schedule
-
+        unless ``catch_up``. ``name`` is unique per deployment (``tenantq periodic list``)."""
         if name in self._schedules:
             raise ConfigurationError(f"periodic {name!r} is declared twice")
         self._schedules[name] = make_schedule(

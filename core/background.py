@@ -5,18 +5,17 @@ The supervisor of ``tenantq worker`` starts them before its members and stops th
 survives a database or broker outage (it logs the change of state and tries again later), and
 coordinates with the services of other workers itself (an advisory lock, a compare-and-set), so
 that any number of ``tenantq worker`` processes may run the same services.
+
+This module is what the services are built on (the ``BackgroundService`` protocol and the
+``ServiceLoop`` most of them run as), low enough for every feature to import; which services a
+worker runs is decided above the features, in ``tenantq.services``.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from tenantq.app import App
-    from tenantq.settings import Settings
+from typing import Protocol
 
 log = logging.getLogger("tenantq.background")
 
@@ -30,33 +29,6 @@ class BackgroundService(Protocol):
     def start(self) -> None: ...
 
     def stop(self, timeout: float) -> None: ...
-
-
-def background_services(
-    app: App, settings: Settings, queues: Sequence[str]
-) -> list[BackgroundService]:
-    """The services every ``tenantq worker`` of ``app`` runs for ``queues``, each switchable
-    off by a setting: the outbox relay of those queues (``TENANTQ_OUTBOX__RELAY_IN_WORKER``),
-    the periodic scheduler of the app's schedules (``TENANTQ_PERIODIC__ENABLED``; none
-    without schedules), the retention pruner (``TENANTQ_RETENTION__ENABLED``) and the keeper
-    that brings tenants back from drained hot lanes (``TENANTQ_TENANT_ISOLATION__HOT_LANE``)."""
-    # Imported here: the services live in feature packages that import the foundation.
-    from tenantq.consumer.lane_keeper import LaneKeeper
-    from tenantq.outbox.relay import RelayService
-    from tenantq.periodic.scheduler import PeriodicScheduler
-    from tenantq.retention.pruner import Pruner
-
-    services: list[BackgroundService] = []
-    served = list(queues) or app.queues() or sorted(settings.queues)
-    if settings.outbox.relay_in_worker:
-        services.append(RelayService(settings, served))
-    if settings.periodic.enabled and app.schedules:
-        services.append(PeriodicScheduler(app, settings))
-    if settings.retention.enabled:
-        services.append(Pruner(settings))
-    if settings.tenant_isolation.hot_lane:
-        services.append(LaneKeeper(settings, served))
-    return services
 
 
 #: First pause after a failed round; it doubles per failure up to ``MAX_BACKOFF_SECONDS``.

@@ -11,6 +11,7 @@ endpoints of a running dev stack (``tenantq dev up``) are used, read from its st
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import json
 import math
 import os
@@ -24,6 +25,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -31,8 +33,37 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tenantq.errors import ConfigurationError
 
-#: librdkafka keys whose values are secrets: never logged, never shown in a repr.
-SECRET_KAFKA_KEY_FRAGMENTS = ("password", "secret", "key.pem", "token", "credential")
+#: librdkafka keys whose values are secrets: never logged, never shown in a repr or a dump
+#: (``sasl.password``, ``ssl.key.password``, ``ssl.keystore.password``, ``ssl.key.pem``,
+#: ``sasl.oauthbearer.client.secret``, the assertion key's passphrase, an OAUTHBEARER config
+#: line that may carry a client secret, a pasted JAAS line).
+SECRET_KAFKA_KEY_FRAGMENTS = (
+    "password",
+    "passphrase",
+    "secret",
+    "key.pem",
+    "private.key",
+    "token",
+    "credential",
+    "jaas",
+    "oauthbearer.config",
+)
+#: What a secret value is shown as.
+SECRET_MASK = "***"
+
+
+def is_secret_kafka_key(key: str) -> bool:
+    """Whether the librdkafka setting ``key`` holds a secret (``SECRET_KAFKA_KEY_FRAGMENTS``)."""
+    lowered = key.lower()
+    return any(fragment in lowered for fragment in SECRET_KAFKA_KEY_FRAGMENTS)
+
+
+def redact_kafka_config(config: dict[str, str]) -> dict[str, str]:
+    """``config`` with the values of secret keys masked."""
+    return {
+        key: SECRET_MASK if is_secret_kafka_key(key) else value for key, value in config.items()
+    }
+
 
 DEFAULT_RETRY_DELAYS_SECONDS = (5.0, 30.0, 300.0, 1800.0)
 
@@ -55,8 +86,12 @@ class QueueSettings(BaseModel):
         le=10_000,
         description="Partitions of each retry tier and the DLQ (default: same as the main topic).",
     )
-    replication_factor: int = Field(
-        1, ge=1, le=32, description="Replication factor of every topic."
+    replication_factor: int | None = Field(
+        None,
+        ge=1,
+        le=32,
+        description="Replication factor of every topic; unset = the cluster's: 3 when it "
+        "has three brokers or more (with min.insync.replicas=2), else one per broker.",
     )
     retry_delays_seconds: tuple[float, ...] = Field(
         DEFAULT_RETRY_DELAYS_SECONDS,
@@ -273,11 +308,19 @@ class ProducerSettings(BaseModel):
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 604_800.0}
+#: The longest duration read: "that long ago" must still be a time (the calendar begins in
+#: year 1), and no retention or filter needs more.
+MAX_DURATION = dt.timedelta(days=36_500)
+
+
+class DurationOutOfRange(ValueError):
+    """A duration written right but negative, not finite or over ``MAX_DURATION``."""
 
 
 def parse_duration(value: object) -> dt.timedelta:
     """A duration written ``0s``, ``90m``, ``12h``, ``7d``, ``2w`` (or ``500ms``), a number
-    of seconds, or a ``timedelta``; negative and non-finite values are refused."""
+    of seconds, or a ``timedelta``; negative, non-finite values and values over
+    ``MAX_DURATION`` (100 years) are refused with a ``ValueError`` saying so."""
     if isinstance(value, dt.timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, int | float) and not isinstance(value, bool):
@@ -289,15 +332,25 @@ def parse_duration(value: object) -> dt.timedelta:
                 seconds = float(value)
             except ValueError:
                 raise ValueError(
-                    f"{value!r} is not a duration (examples: 0s, 90m, 12h, 7d)"
+                    f"{_shown(value)} is not a duration (examples: 0s, 90m, 12h, 7d)"
                 ) from None
         else:
             seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
     else:
-        raise ValueError(f"{value!r} is not a duration (examples: 0s, 90m, 12h, 7d)")
+        raise ValueError(f"{_shown(value)} is not a duration (examples: 0s, 90m, 12h, 7d)")
     if not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(f"a duration must be finite and not negative, got {value!r}")
+        raise DurationOutOfRange(f"a duration must be finite and not negative, got {_shown(value)}")
+    if seconds > MAX_DURATION.total_seconds():
+        raise DurationOutOfRange(
+            f"a duration must be at most {MAX_DURATION.days}d (100 years), got {_shown(value)}"
+        )
     return dt.timedelta(seconds=seconds)
+
+
+def _shown(value: object) -> str:
+    """A bounded ``repr`` for error messages (the value may be anything anyone typed)."""
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:39] + "…"
 
 
 #: A ``timedelta`` setting that also reads ``7d``, ``90m``, ``0s`` or plain seconds.
@@ -388,13 +441,20 @@ class WebSettings(BaseModel):
     token: SecretStr | None = Field(
         None,
         description="Bearer token that every action (POST) requires, also the login form's "
-        "password; unset = the console is read-only.",
+        "password; unset or empty = the console is read-only. At least 16 characters: the "
+        "console refuses to start with a shorter one on an address other than localhost, and "
+        "warns on localhost.",
     )
     refresh_seconds: float = Field(
         5.0, ge=1, le=3_600, description="How often the overview refreshes itself."
     )
     session_hours: float = Field(
-        12.0, gt=0, le=24 * 30, description="How long a console login lasts."
+        12.0,
+        gt=0,
+        le=24 * 30,
+        description="How long a console sign-in lasts unless signed out sooner. Sign-ins are "
+        "rows in PostgreSQL: they outlive a restart of the console and hold across several "
+        "console processes; signing out ends one everywhere; a new token ends them all.",
     )
     top_tenants: int = Field(
         25, ge=1, le=10_000, description="Tenants listed by name on the Tenants page."
@@ -402,6 +462,78 @@ class WebSettings(BaseModel):
     kafka_timeout_seconds: float = Field(
         3.0, gt=0, le=60, description="Longest wait for the broker per read (lag, health)."
     )
+    allowed_hosts: tuple[str, ...] = Field(
+        (),
+        description="Host names and addresses the console answers to (the request's Host "
+        "header, port aside), so that a web page whose name was re-pointed at this machine "
+        "(DNS rebinding) cannot read it; other hosts get 400. Empty = the bind address, "
+        "localhost, 127.0.0.1 and ::1 (and this machine's host name when bound to every "
+        'interface). ["*"] turns the check off. As JSON: ["oncall.example.com"].',
+    )
+    trusted_proxies: tuple[str, ...] = Field(
+        (),
+        description="Addresses or networks (CIDR) of reverse proxies in front of the console "
+        "whose X-Forwarded-For and X-Forwarded-Proto are believed: the client address that "
+        "failed sign-ins are counted by, and https (cookies then carry Secure). Empty = no "
+        'proxy is believed. As JSON: ["10.0.0.0/8"].',
+    )
+    max_body_bytes: int = Field(
+        1_048_576,
+        ge=1_024,
+        le=100_000_000,
+        description="Largest request body (JSON or form) the console reads; a larger one is "
+        "refused with 413, before it is read when Content-Length says so.",
+    )
+    login_failures_per_client: int = Field(
+        20,
+        ge=1,
+        le=100_000,
+        description="Wrong tokens (sign-in form or bearer header) one client address (an IPv6 "
+        "/64) may present within a minute; past it, every token it presents is refused "
+        "unread (429 with Retry-After) until the minute has passed.",
+    )
+    login_failures_overall: int = Field(
+        300,
+        ge=1,
+        le=1_000_000,
+        description="Wrong tokens all clients together may present within a minute; past it, "
+        "every token is refused unread (429) until the minute has passed. Sessions already "
+        "signed in keep working.",
+    )
+
+    @field_validator("token")
+    @classmethod
+    def _empty_token_is_no_token(cls, value: SecretStr | None) -> SecretStr | None:
+        # TENANTQ_WEB__TOKEN= (set, empty) must not be read as "actions need the empty
+        # token": it is no token, and the console says it is read-only.
+        if value is not None and not value.get_secret_value().strip():
+            return None
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        names = []
+        for name in value:
+            cleaned = name.strip().lower().rstrip(".")
+            if cleaned.startswith("[") and cleaned.endswith("]"):
+                cleaned = cleaned[1:-1]
+            if not re.fullmatch(r"\*|[a-z0-9._:-]{1,253}", cleaned):
+                raise ValueError(f"{name[:100]!r} is not a host name or address")
+            names.append(cleaned)
+        return tuple(names)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxy_networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for network in value:
+            try:
+                ipaddress.ip_network(network.strip(), strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"{network[:100]!r} is not an address or a network (10.0.0.0/8)"
+                ) from None
+        return tuple(network.strip() for network in value)
 
 
 class Settings(BaseSettings):
@@ -417,7 +549,8 @@ class Settings(BaseSettings):
     kafka_config: dict[str, str] = Field(
         default_factory=dict,
         repr=False,
-        description="librdkafka settings passed through to every client (SASL, TLS, ...), as JSON.",
+        description="librdkafka settings passed through to every client (SASL, TLS, ...), as "
+        "JSON; unset with the dev stack's brokers = a secure dev stack's SASL and TLS settings.",
     )
     database_url: SecretStr | None = Field(
         None,
@@ -479,6 +612,9 @@ class Settings(BaseSettings):
             if state is not None:
                 if self.kafka_bootstrap_servers is None:
                     self.kafka_bootstrap_servers = state.get("kafka_bootstrap_servers")
+                    # A secure stack's SASL and TLS settings come with its brokers only.
+                    if not self.kafka_config and isinstance(state.get("kafka_config"), dict):
+                        self.kafka_config = dict(state["kafka_config"])
                 if self.database_url is None and state.get("database_url"):
                     self.database_url = SecretStr(state["database_url"])
         return self
@@ -519,10 +655,13 @@ class Settings(BaseSettings):
 
     def redacted_kafka_config(self) -> dict[str, str]:
         """The pass-through keys with secret values masked, for logs and ``repr``."""
-        return {
-            key: ("***" if any(f in key.lower() for f in SECRET_KAFKA_KEY_FRAGMENTS) else value)
-            for key, value in self.kafka_config.items()
-        }
+        return redact_kafka_config(self.kafka_config)
+
+    @field_serializer("kafka_config")
+    def _kafka_config_masked(self, config: dict[str, str]) -> dict[str, str]:
+        # Dumps are for people and logs, as the database URL's SecretStr is: the clients
+        # read the values through kafka_client_config, never from a dump.
+        return redact_kafka_config(config)
 
     def __repr_args__(self) -> Any:
         yield from super().__repr_args__()

@@ -1,41 +1,68 @@
 """PNG plots of a demo run: throughput over time, latency distribution per tenant class, and
 consumer lag per partition over time. matplotlib is optional (``pip install tenantq[report]``):
-without it the report is written without plots and says so."""
+without it the report is written without plots and says so. ``PlotFolder`` is how every
+report of the project (the demo's, the load tests') draws and saves its figures."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from tenantq.demo.report import DemoRun
+from tenantq.demo.record import DemoRun
+
+#: What a report says in place of its plots when matplotlib is not installed.
+NO_PLOTS = "_No plots: matplotlib is not installed (`pip install 'tenantq[report]'`)._"
+
+
+class PlotFolder:
+    """Figures drawn into ``folder`` as PNG files; ``written`` names the files saved, in order.
+
+    matplotlib draws to files only (no display needed, none opened), and every figure is
+    closed however its drawing ends, so a long report does not pile up open figures.
+    """
+
+    def __init__(self, pyplot: Any, folder: Path) -> None:
+        self._pyplot = pyplot
+        self.folder = folder
+        self.written: list[str] = []
+
+    @classmethod
+    def open(cls, folder: Path) -> PlotFolder | None:
+        """Figures into ``folder``; None when matplotlib is not installed."""
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as pyplot
+        except ImportError:
+            return None
+        return cls(pyplot, folder)
+
+    def save(
+        self, name: str, draw: Callable[[Any], None], size: tuple[float, float] = (9, 4.5)
+    ) -> None:
+        """A new figure of ``size`` inches, drawn by ``draw(figure)``, saved as ``name``."""
+        figure = self._pyplot.figure(figsize=size, dpi=100)
+        try:
+            draw(figure)
+            figure.tight_layout()
+            figure.savefig(self.folder / name)
+            self.written.append(name)
+        finally:
+            self._pyplot.close(figure)
 
 
 def write_plots(run: DemoRun, folder: Path) -> tuple[list[str], str]:
     """Write the plots into ``folder``; returns their file names and a note for the report."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")  # files only: no display needed, none opened
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return [], "_No plots: matplotlib is not installed (`pip install 'tenantq[report]'`)._"
-    written = []
-    for name, draw in (
-        ("throughput.png", _throughput),
-        ("latency.png", _latency),
-        ("partition_lag.png", _partition_lag),
-    ):
-        figure, axes = plt.subplots(figsize=(9, 4.5), dpi=100)
-        try:
-            draw(run, axes)
-            figure.tight_layout()
-            figure.savefig(folder / name)
-            written.append(name)
-        finally:
-            plt.close(figure)
-    return written, ""
+    plots = PlotFolder.open(folder)
+    if plots is None:
+        return [], NO_PLOTS
+    plots.save("throughput.png", lambda figure: _throughput(run, figure.subplots()))
+    plots.save("latency.png", lambda figure: _latency(run, figure.subplots()))
+    plots.save("partition_lag.png", lambda figure: _partition_lag(run, figure.subplots()))
+    return plots.written, ""
 
 
 def _throughput(run: DemoRun, axes: Any) -> None:

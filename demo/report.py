@@ -8,49 +8,16 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from tenantq.demo.kafka import DeadLetterReport
-from tenantq.demo.monitor import Sample, longest_stall
-from tenantq.demo.plan import TENANT_CLASSES, Workload
-from tenantq.store.job_sets import JobOutcome
-
-if TYPE_CHECKING:
-    from tenantq.demo.run import DemoOptions
+from tenantq.demo.monitor import longest_stall
+from tenantq.demo.plots import write_plots
+from tenantq.demo.record import DemoRun
 
 TERMINAL = ("succeeded", "dead", "canceled")
-
-
-@dataclass
-class DemoRun:
-    """Everything one run produced: the plan, the jobs' final rows, the DLQ and the samples."""
-
-    options: DemoOptions
-    prefix: str
-    workload: Workload
-    job_ids: list[uuid.UUID]
-    outcomes: list[JobOutcome]
-    dead_letters: DeadLetterReport
-    samples: list[Sample]
-    crashes: int
-    pool_exit: int | None
-    timed_out: bool
-    started_wall: float
-
-    def latencies(self) -> dict[str, list[float]]:
-        """Enqueue-to-finished seconds of every finished job, per tenant class and overall."""
-        classes = self.workload.tenant_classes
-        result: dict[str, list[float]] = {name: [] for name in ("all", *TENANT_CLASSES)}
-        for outcome in self.outcomes:
-            if outcome.finished_at is None or outcome.enqueued_at is None:
-                continue
-            latency = max(0.0, outcome.finished_at - outcome.enqueued_at)
-            result["all"].append(latency)
-            result[classes.get(outcome.tenant, "light")].append(latency)
-        return result
 
 
 @dataclass
@@ -215,8 +182,6 @@ def print_summary(summary: DemoSummary, console: Console) -> None:
 def write_report(run: DemoRun, summary: DemoSummary, folder: Path) -> Path:
     """``report.md``, ``summary.json`` and, when matplotlib is installed, plots in ``folder``;
     returns the folder."""
-    from tenantq.demo.plots import write_plots
-
     plots, plot_note = write_plots(run, folder)
     options = run.options
     lines = [

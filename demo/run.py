@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -23,7 +22,8 @@ from tenantq.demo.kafka import LagProbe, read_dead_letters
 from tenantq.demo.monitor import Monitor
 from tenantq.demo.plan import Workload, plan_workload
 from tenantq.demo.pool import WorkerPool
-from tenantq.demo.report import DemoRun, print_summary, summarize, write_report
+from tenantq.demo.record import DemoOptions, DemoRun
+from tenantq.demo.report import print_summary, summarize, write_report
 from tenantq.demo.workload import APP
 from tenantq.devstack.stack import DevStack, external_endpoints
 from tenantq.job_ids import new_job_id
@@ -43,20 +43,6 @@ RETRY_DELAYS_SECONDS = (1.0, 3.0, 10.0)
 ARRIVAL_RATE = 300.0
 ENQUEUE_CHUNK = 50
 SAMPLE_INTERVAL = 0.5
-
-
-@dataclass(frozen=True)
-class DemoOptions:
-    """The knobs of one demo run."""
-
-    jobs: int = 3000
-    tenants: int = 40
-    processes: int = 2
-    concurrency: int = 32
-    seed: int = 7
-    timeout: float = 300.0
-    report_dir: Path | None = None
-    delete_topics: bool = False
 
 
 def prepare_settings(console: Console) -> Settings:

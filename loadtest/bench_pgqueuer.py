@@ -31,6 +31,7 @@ from bench_run import (
     POSTGRES,
     THIS_RUN,
     Measured,
+    RunOptions,
     Servers,
     add_workers,
     background,
@@ -85,18 +86,8 @@ class PgqueuerConfig:
         return run if self.processes == 1 else f"{self.processes} x {run}"
 
 
-@dataclass
-class PgqueuerOptions:
-    jobs: int
-    latency_seconds: float
-    sample_interval: float
-    report_dir: Path
-    #: jobs/s of the latency phase; None: half the measured rate.
-    latency_rate: float | None = None
-
-
 class PgqueuerSide:
-    def __init__(self, servers: Servers, database: str, options: PgqueuerOptions) -> None:
+    def __init__(self, servers: Servers, database: str, options: RunOptions) -> None:
         self.servers = servers
         self.database = database
         self.options = options
@@ -188,8 +179,7 @@ class PgqueuerSide:
         workers: list[Any],
         sampler: Any,
     ) -> None:
-        rate = self.options.latency_rate or measured.rate / 2
-        count = max(1, int(rate * self.options.latency_seconds))
+        rate, count = self.options.half_load(measured.rate)
         phase_start = time.time()
         _enqueue(enqueuer, count, rate)
         wait_until(lambda: not _waiting(monitor), workers, 300, "half-load jobs drained")

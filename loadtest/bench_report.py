@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from bench_run import KAFKA, POSTGRES, WORKER, Measured, median
+
+from tenantq.demo.plots import NO_PLOTS, PlotFolder
 
 CPU_COLUMNS = (WORKER, KAFKA, POSTGRES, "total", "postgres (all)")
 
@@ -195,60 +198,50 @@ def write_report(
 
 
 def _plots(folder: Path, summaries: Sequence[ConfigSummary]) -> tuple[list[str], str]:
-    try:
-        import matplotlib
+    plots = PlotFolder.open(folder)
+    if plots is None:
+        return [], NO_PLOTS
+    plots.save("throughput.png", partial(_throughput_plot, summaries))
+    size = (9, 0.6 * len(summaries) + 1.5)
+    plots.save("cpu_per_job.png", partial(_cpu_plot, summaries), size)
+    return plots.written, ""
 
-        matplotlib.use("Agg")  # files only: no display needed, none opened
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return [], "_No plots: matplotlib is not installed (`pip install 'tenantq[report]'`)._"
-    written = []
-    figure, axes = plt.subplots(figsize=(9, 4.5), dpi=100)
-    try:
-        for summary in summaries:
-            run = summary.runs[0]
-            width = 0.25
-            buckets: dict[int, int] = {}
-            for at in run.finishes:
-                index = int((at - run.first_start) / width)
-                buckets[index] = buckets.get(index, 0) + 1
-            xs = [i * width for i in range(max(buckets, default=0) + 1)]
-            ys = [buckets.get(i, 0) / width for i in range(len(xs))]
-            style = "-" if summary.system == "tenantq" else "--"
-            axes.plot(xs, ys, style, linewidth=1.5, label=f"{summary.label} (run 1)")
-        axes.set_xlabel("seconds since the first job started")
-        axes.set_ylabel("jobs finished per second (0.25 s bins)")
-        axes.set_title("Throughput draining the backlog")
-        axes.legend(fontsize="small")
-        figure.tight_layout()
-        figure.savefig(folder / "throughput.png")
-        written.append("throughput.png")
-    finally:
-        plt.close(figure)
-    figure, axes = plt.subplots(figsize=(9, 0.6 * len(summaries) + 1.5), dpi=100)
-    try:
-        labels = [summary.label for summary in summaries]
-        left = [0.0] * len(summaries)
-        for column in (WORKER, KAFKA, POSTGRES):
-            values = [summary.cpu(column) or 0.0 for summary in summaries]
-            axes.barh(labels, values, left=left, label=column)
-            left = [a + b for a, b in zip(left, values, strict=True)]
-        everything = [
-            (summary.cpu("total") or 0.0)
-            - (summary.cpu(POSTGRES) or 0.0)
-            + (summary.cpu("postgres (all)") or 0.0)
-            for summary in summaries
-        ]
-        axes.scatter(
-            everything, labels, marker="|", s=200, color="black", label="with Postgres (all)"
-        )
-        axes.invert_yaxis()
-        axes.set_xlabel("CPU microseconds per job (median run)")
-        axes.set_title("CPU per job by process group")
-        axes.legend(fontsize="small", loc="lower right")
-        figure.tight_layout()
-        figure.savefig(folder / "cpu_per_job.png")
-        written.append("cpu_per_job.png")
-    finally:
-        plt.close(figure)
-    return written, ""
+
+def _throughput_plot(summaries: Sequence[ConfigSummary], figure: Any) -> None:
+    axes = figure.subplots()
+    for summary in summaries:
+        run = summary.runs[0]
+        width = 0.25
+        buckets: dict[int, int] = {}
+        for at in run.finishes:
+            index = int((at - run.first_start) / width)
+            buckets[index] = buckets.get(index, 0) + 1
+        xs = [i * width for i in range(max(buckets, default=0) + 1)]
+        ys = [buckets.get(i, 0) / width for i in range(len(xs))]
+        style = "-" if summary.system == "tenantq" else "--"
+        axes.plot(xs, ys, style, linewidth=1.5, label=f"{summary.label} (run 1)")
+    axes.set_xlabel("seconds since the first job started")
+    axes.set_ylabel("jobs finished per second (0.25 s bins)")
+    axes.set_title("Throughput draining the backlog")
+    axes.legend(fontsize="small")
+
+
+def _cpu_plot(summaries: Sequence[ConfigSummary], figure: Any) -> None:
+    axes = figure.subplots()
+    labels = [summary.label for summary in summaries]
+    left = [0.0] * len(summaries)
+    for column in (WORKER, KAFKA, POSTGRES):
+        values = [summary.cpu(column) or 0.0 for summary in summaries]
+        axes.barh(labels, values, left=left, label=column)
+        left = [a + b for a, b in zip(left, values, strict=True)]
+    everything = [
+        (summary.cpu("total") or 0.0)
+        - (summary.cpu(POSTGRES) or 0.0)
+        + (summary.cpu("postgres (all)") or 0.0)
+        for summary in summaries
+    ]
+    axes.scatter(everything, labels, marker="|", s=200, color="black", label="with Postgres (all)")
+    axes.invert_yaxis()
+    axes.set_xlabel("CPU microseconds per job (median run)")
+    axes.set_title("CPU per job by process group")
+    axes.legend(fontsize="small", loc="lower right")

@@ -56,6 +56,24 @@ class Servers:
 
 
 @dataclass(frozen=True)
+class RunOptions:
+    """What both sides of the benchmark run: the backlog, then the latency phase."""
+
+    jobs: int
+    latency_seconds: float
+    sample_interval: float
+    report_dir: Path
+    #: jobs/s of the latency phase; None: half the measured rate.
+    latency_rate: float | None = None
+
+    def half_load(self, measured_rate: float) -> tuple[float, int]:
+        """The latency phase after a backlog drained at ``measured_rate`` jobs/s: its rate
+        and how many jobs it enqueues."""
+        rate = self.latency_rate or measured_rate / 2
+        return rate, max(1, int(rate * self.latency_seconds))
+
+
+@dataclass(frozen=True)
 class Latency:
     """Enqueue-to-start at a steady offered rate, from the database's timestamps."""
 

@@ -31,6 +31,7 @@ from bench_run import (
     POSTGRES,
     THIS_RUN,
     Measured,
+    RunOptions,
     Servers,
     add_workers,
     background,
@@ -123,13 +124,13 @@ def prepare_database(servers: Servers, name: str) -> str:
 #: ``--history 0`` measures a new deployment.)
 HISTORY_JOBS = """
 INSERT INTO tenantq_jobs (
-    id, queue, job_type, tenant_id, partition_key, state, payload, payload_sha256, attempts,
-    max_attempts, origin_topic, origin_partition, origin_offset, enqueued_at, started_at,
-    finished_at, created_at, updated_at, success_worker_id, success_started_at,
+    id, deployment, queue, job_type, tenant_id, partition_key, state, payload, payload_sha256,
+    attempts, max_attempts, origin_topic, origin_partition, origin_offset, enqueued_at,
+    started_at, finished_at, created_at, updated_at, success_worker_id, success_started_at,
     success_duration_ms)
-SELECT gen_random_uuid(), 'history', 'noop', 'tenant-' || mod(i, 200), 'tenant-' || mod(i, 200),
-       'succeeded', decode('00', 'hex'), sha256(decode('00', 'hex')), 1, 25, 'history',
-       mod(i, 12), i, now() - interval '1 hour', now() - interval '1 hour',
+SELECT gen_random_uuid(), 'history', 'history', 'noop', 'tenant-' || mod(i, 200),
+       'tenant-' || mod(i, 200), 'succeeded', decode('00', 'hex'), sha256(decode('00', 'hex')),
+       1, 25, 'history', mod(i, 12), i, now() - interval '1 hour', now() - interval '1 hour',
        now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour',
        'history', now() - interval '1 hour', 0
 FROM generate_series(1, %(count)s) AS i
@@ -230,32 +231,24 @@ def raw_consume_rate(settings: tenantq.Settings, topic: str, count: int) -> floa
     return seen / elapsed if seen >= count and elapsed > 0 else 0.0
 
 
-@dataclass
-class TenantqOptions:
-    jobs: int
-    partitions: int
-    latency_seconds: float
-    sample_interval: float
-    report_dir: Path
-    #: jobs/s of the latency phase; None: half the measured rate.
-    latency_rate: float | None = None
-
-
 class TenantqSide:
     """Runs tenantq configurations against the benchmark's own database."""
 
-    def __init__(self, servers: Servers, database: str, options: TenantqOptions) -> None:
+    def __init__(
+        self, servers: Servers, database: str, options: RunOptions, partitions: int
+    ) -> None:
         self.servers = servers
         self.database = database
         self.url = url_of(servers, database)
         self.options = options
+        self.partitions = partitions
 
     def run(self, config: TenantqConfig, tag: str, *, raw: bool) -> tuple[Measured, float | None]:
         """One measured run; with ``raw``, the raw consumer's rate on the same topic too."""
         options = self.options
         with psycopg.connect(psycopg_url(self.url), autocommit=True) as connection:
-            # The previous run's jobs go, the history stays; statistics as a deployment's.
-            connection.execute(QUEUE_JOBS_DELETE, {"queue": QUEUE})
+            # The previous runs' jobs went with them, the history stays; statistics as a
+            # deployment's.
             connection.execute("DELETE FROM tenantq_workers")
             connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_attempt_log")
         # The benchmark's own clients log librdkafka warnings only (not its info lines about
@@ -264,7 +257,7 @@ class TenantqSide:
         with bench_settings(
             "tput",
             QUEUE,
-            options.partitions,
+            self.partitions,
             keep_topics=False,
             database_url=SecretStr(self.url),
             metrics_port=DEFAULT_METRICS_PORT,
@@ -277,6 +270,10 @@ class TenantqSide:
                 measured = self._measure(config, settings, progress, tag, user_kafka_config)
             finally:
                 progress.close()
+                with psycopg.connect(psycopg_url(self.url), autocommit=True) as connection:
+                    connection.execute(
+                        QUEUE_JOBS_DELETE, {"deployment": settings.topic_prefix, "queue": QUEUE}
+                    )
             rate = raw_consume_rate(settings, topic, options.jobs) if raw else None
         return measured, rate
 
@@ -359,8 +356,7 @@ class TenantqSide:
         while the workers run; enqueue-to-start per job from the rows (``enqueued_at``: the
         producer's stamp at enqueue, ``started_at``: PostgreSQL's ``now()`` at the claim; one
         host, one clock)."""
-        rate = self.options.latency_rate or measured.rate / 2
-        count = max(1, int(rate * self.options.latency_seconds))
+        rate, count = self.options.half_load(measured.rate)
         phase_start = enqueue(settings, count, rate)
         ends = progress.ends()
         wait_until(lambda: progress.reached(ends), [worker], 300, "half-load jobs drained")

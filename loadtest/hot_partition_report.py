@@ -19,11 +19,13 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
+from tenantq.demo.plots import NO_PLOTS, PlotFolder
 from tenantq.demo.report import percentile
 
 HOT, COLD, NEIGHBOURS = "hot", "cold", "neighbours"
@@ -819,14 +821,9 @@ def facts(figures: RunFigures) -> dict[str, Any]:
 def write_plots(runs: Sequence[RunFigures], folder: Path) -> tuple[list[str], str]:
     """Four plots per run (``<run>.<what>.png``) and, for several runs, a comparison of the
     cold tenants' latency; matplotlib is optional, as in ``tenantq demo``."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")  # files only: no display needed, none opened
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return [], "_No plots: matplotlib is not installed (`pip install 'tenantq[report]'`)._"
-    written = []
+    plots = PlotFolder.open(folder)
+    if plots is None:
+        return [], NO_PLOTS
     for figures in runs:
         for what, draw, size in (
             ("latency", _latency, (13, 4.5)),
@@ -834,25 +831,10 @@ def write_plots(runs: Sequence[RunFigures], folder: Path) -> tuple[list[str], st
             ("throughput", _throughput, (9, 6)),
             ("lane", _lane, (9, 3.5)),
         ):
-            name = f"{figures.data.name}.{what}.png"
-            figure = plt.figure(figsize=size, dpi=100)
-            try:
-                draw(figures, figure)
-                figure.tight_layout()
-                figure.savefig(folder / name)
-                written.append(name)
-            finally:
-                plt.close(figure)
+            plots.save(f"{figures.data.name}.{what}.png", partial(draw, figures), size)
     if len(runs) > 1:
-        figure = plt.figure(figsize=(9, 4.5), dpi=100)
-        try:
-            _compare(runs, figure)
-            figure.tight_layout()
-            figure.savefig(folder / "compare.cold-latency.png")
-            written.append("compare.cold-latency.png")
-        finally:
-            plt.close(figure)
-    return written, ""
+        plots.save("compare.cold-latency.png", partial(_compare, runs))
+    return plots.written, ""
 
 
 def _latencies(figures: RunFigures, klass: str, phase: str) -> list[float]:

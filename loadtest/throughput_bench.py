@@ -43,12 +43,11 @@ from pathlib import Path
 
 import machine_speed
 import psycopg
-from bench_pgqueuer import MISSING, PgqueuerConfig, PgqueuerOptions, PgqueuerSide
+from bench_pgqueuer import MISSING, PgqueuerConfig, PgqueuerSide
 from bench_report import background_text, best, round_ratios, summarize, table, write_report
-from bench_run import Measured, Servers, median
+from bench_run import Measured, RunOptions, Servers, median
 from bench_tenantq import (
     TenantqConfig,
-    TenantqOptions,
     TenantqSide,
     prepare_database,
     seed_history,
@@ -186,34 +185,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         seed_history(prepare_database(servers, tenantq_database), arguments.history)
         created.append(tenantq_database)
-        tenantq_side = TenantqSide(
-            servers,
-            tenantq_database,
-            TenantqOptions(
-                arguments.jobs,
-                arguments.partitions,
-                arguments.latency_seconds,
-                arguments.sample_interval,
-                report_dir,
-                arguments.latency_rate,
-            ),
+        options = RunOptions(
+            arguments.jobs,
+            arguments.latency_seconds,
+            arguments.sample_interval,
+            report_dir,
+            arguments.latency_rate,
         )
+        tenantq_side = TenantqSide(servers, tenantq_database, options, arguments.partitions)
         pgqueuer_side = None
         if pgqueuer_configs:
             with psycopg.connect(psycopg_url(servers.database_url), autocommit=True) as connection:
                 connection.execute(f'CREATE DATABASE "{pgqueuer_database}"')
             created.append(pgqueuer_database)
-            pgqueuer_side = PgqueuerSide(
-                servers,
-                pgqueuer_database,
-                PgqueuerOptions(
-                    arguments.jobs,
-                    arguments.latency_seconds,
-                    arguments.sample_interval,
-                    report_dir,
-                    arguments.latency_rate,
-                ),
-            )
+            pgqueuer_side = PgqueuerSide(servers, pgqueuer_database, options)
             pgqueuer_side.install()
         for round_number in range(1, arguments.runs + 1):
             for index, config in enumerate(tenantq_configs):

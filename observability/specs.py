@@ -1,6 +1,6 @@
 """Every Prometheus metric tenantq exports: names, types, labels and help, in one place.
 
-Three sources feed them:
+Four sources feed them:
 
 * ``WorkerMetrics``: what a worker process observes as it runs jobs (durations, outcomes,
   retries, leases, utilization, dependencies, consumer lag), on an injectable registry.
@@ -9,6 +9,7 @@ Three sources feed them:
   collector reports the same numbers, so dashboards take ``max`` over instances for them,
   never ``sum``.
 * the supervisor of a worker's processes: how often it had to start a member again.
+* the console (``tenantq web``, on its own ``/metrics``): wrong tokens and refused sign-ins.
 
 Names are constants here and nowhere else; ``SPECS`` lists them all, and a test checks that
 the shipped dashboard and alert rules only use names from it. Tenant and error labels are
@@ -67,6 +68,10 @@ WORKER_RESULTS_WAITING = "tenantq_worker_results_waiting"
 # -- from the supervisor ---------------------------------------------------------------------
 WORKER_RESTARTS = "tenantq_worker_restarts"
 
+# -- from the console ------------------------------------------------------------------------
+WEB_LOGIN_FAILURES = "tenantq_web_login_failures"
+WEB_LOGINS_REFUSED = "tenantq_web_logins_refused"
+
 Kind = Literal["counter", "gauge", "histogram"]
 
 # Jobs run from milliseconds (cache warm-up) to an hour (exports); buckets span both.
@@ -95,7 +100,7 @@ class MetricSpec:
     help: str
     labels: tuple[str, ...] = ()
     buckets: tuple[float, ...] = ()
-    source: Literal["postgres", "worker", "supervisor"] = "worker"
+    source: Literal["postgres", "worker", "supervisor", "console"] = "worker"
 
     def sample_names(self) -> frozenset[str]:
         """The names this family exposes on a scrape (what PromQL may refer to)."""
@@ -281,6 +286,22 @@ SPECS: tuple[MetricSpec, ...] = (
         "counter",
         "Worker processes that died and were started again by their supervisor.",
         source="supervisor",
+    ),
+    MetricSpec(
+        WEB_LOGIN_FAILURES,
+        "counter",
+        "Wrong tokens presented to the console, by way: the sign-in form (login) or an "
+        "Authorization header (bearer). A rise is someone guessing.",
+        ("via",),
+        source="console",
+    ),
+    MetricSpec(
+        WEB_LOGINS_REFUSED,
+        "counter",
+        "Token checks the console refused unread (429) because too many wrong tokens came "
+        "within a minute, by the limit reached: one client's (client) or everyone's (overall).",
+        ("limit",),
+        source="console",
     ),
 )
 

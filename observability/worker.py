@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import psycopg
 from prometheus_client import CollectorRegistry
@@ -21,12 +21,23 @@ from tenantq.settings import Settings
 from tenantq.store import stats
 from tenantq.store.engine import connect
 
-if TYPE_CHECKING:
-    from tenantq.consumer.partitions import Partitions
-
 log = logging.getLogger("tenantq.metrics")
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+class PartitionProgress(Protocol):
+    """What the gauges read of the partitions a worker owns (the worker's ``Partitions``)."""
+
+    def lag(self, consumer: Any) -> dict[tuple[str, int], int]:
+        """Messages behind the high watermark, per (topic, partition)."""
+        ...
+
+    def oldest_unfinished_ms(self) -> dict[str, int]:
+        """Per topic, the Kafka timestamp of the oldest message not yet durably done."""
+        ...
+
+
 #: How often a worker refreshes its utilization and lag gauges.
 OBSERVE_INTERVAL_SECONDS = 2.0
 
@@ -83,7 +94,7 @@ class WorkerObservability:
 
     def observe(
         self,
-        partitions: Partitions,
+        partitions: PartitionProgress,
         consumer: Any,
         busy: int,
         slots: int,

@@ -1,9 +1,9 @@
 """``WorkerMetrics``: the metrics a worker process records as it runs jobs.
 
-It subscribes to the worker's events (``tenantq.consumer.events.WorkerEvents``): each method
-knows which families it touches, so the worker never handles a metric object or a label.
-Tenant labels go through a ``TenantLabeler`` and error classes and dead-letter reasons through
-a ``BoundedLabel``, so neither tenant count nor exception variety can blow up a scrape.
+It subscribes to the worker's events (``tenantq.observability.worker_events.WorkerEvents``):
+each method knows which families it touches, so the worker never handles a metric object or a
+label. Tenant labels go through a ``TenantLabeler`` and error classes and dead-letter reasons
+through a ``BoundedLabel``, so neither tenant count nor exception variety can blow up a scrape.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any, cast
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
 
-from tenantq.consumer.events import WorkerEvents
 from tenantq.observability import specs as names
 from tenantq.observability.labels import BoundedLabel, TenantLabeler, is_identifier_label
 from tenantq.observability.tally import MetricTally
+from tenantq.observability.worker_events import WorkerEvents
 from tenantq.states import DECIDED_OUTCOMES, Outcome
 
 #: The ``outcome`` label values: the outcomes a worker decides (``stale`` is counted by

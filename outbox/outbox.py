@@ -86,9 +86,7 @@ class Outbox:
         self.settings = settings or (app.settings if app is not None else load_settings())
         self.app = app
         self._placement_reader = (
-            PlacementReader(self.settings.require_database_url())
-            if self.settings.database_url is not None
-            else None
+            PlacementReader(self.settings) if self.settings.database_url is not None else None
         )
         self._placements = PlacementBook(
             self._placement_reader, self.settings.producer.placement_ttl_seconds
@@ -148,45 +146,46 @@ class Outbox:
         max_attempts: int | None = None,
     ) -> OutboxRef:
         """``enqueue`` in the open transaction of a psycopg ``AsyncConnection``."""
+        request = EnqueueRequest(
+            job_type=job_type,
+            tenant=tenant,
+            payload=payload,
+            queue=queue,
+            run_after=run_after,
+            delay=delay,
+            max_attempts=max_attempts,
+            idempotency_key=idempotency_key,
+        )
+        return await self.enqueue_request_async(conn, request)
+
+    async def enqueue_request_async(
+        self, conn: psycopg.AsyncConnection[Any], request: EnqueueRequest
+    ) -> OutboxRef:
+        """``enqueue_async`` of a prepared ``EnqueueRequest`` (which may name its ``job_id``;
+        a typed job handle's ``enqueue_async(outbox, conn, ...)`` comes here)."""
         if not isinstance(conn, psycopg.AsyncConnection):
             raise ConfigurationError(
                 f"enqueue_async needs a psycopg AsyncConnection, got {type(conn).__name__}"
             )
-        row = self.prepare(
-            EnqueueRequest(
-                job_type=job_type,
-                tenant=tenant,
-                payload=payload,
-                queue=queue,
-                run_after=run_after,
-                delay=delay,
-                max_attempts=max_attempts,
-                idempotency_key=idempotency_key,
-            )
-        )
+        row = self.prepare(request)
         async with conn.cursor() as cursor:
             await cursor.execute(outbox_store.OUTBOX_ENQUEUE, row.parameters())
             inserted = await cursor.fetchone()
             if inserted is not None:
                 return OutboxRef(uuid.UUID(str(inserted[0])), True, row.queue)
-            await cursor.execute(
-                outbox_store.JOB_BY_IDEMPOTENCY_KEY,
-                {"queue": row.queue, "idempotency_key": row.idempotency_key},
-            )
+            await cursor.execute(outbox_store.JOB_BY_IDEMPOTENCY_KEY, row.key_parameters())
             found = await cursor.fetchone()
         return _existing(row, outbox_store.existing_job(found))
 
     def enqueue_request(self, conn: Any, request: EnqueueRequest) -> OutboxRef:
-        """``enqueue`` of a prepared ``EnqueueRequest`` (which may name its ``job_id``)."""
+        """``enqueue`` of a prepared ``EnqueueRequest`` (which may name its ``job_id``; a
+        typed job handle's ``enqueue(outbox, conn, ...)`` comes here)."""
         row = self.prepare(request)
         execute = _executor(conn)
         inserted = execute(outbox_store.OUTBOX_ENQUEUE, row.parameters())
         if inserted is not None:
             return OutboxRef(uuid.UUID(str(inserted[0])), True, row.queue)
-        found = execute(
-            outbox_store.JOB_BY_IDEMPOTENCY_KEY,
-            {"queue": row.queue, "idempotency_key": row.idempotency_key},
-        )
+        found = execute(outbox_store.JOB_BY_IDEMPOTENCY_KEY, row.key_parameters())
         return _existing(row, outbox_store.existing_job(found))
 
     def prepare(self, request: EnqueueRequest) -> outbox_store.OutboxRow:
@@ -199,6 +198,7 @@ class Outbox:
         )
         return outbox_store.OutboxRow(
             id=message.job_id,
+            deployment=self.settings.topic_prefix,
             queue=message.queue,
             main_topic=main_topic(self.settings.topic_prefix, message.queue),
             job_type=envelope.job_type,

@@ -14,17 +14,38 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from tenantq.errors import ConfigurationError
 from tenantq.partitioner.placement import HASHED, LANE, Placement
-from tenantq.store.placement import PlacementRecord
 
 logger = logging.getLogger("tenantq.placement")
 
-PlacementLoader = Callable[[str], Iterable[PlacementRecord]]
+
+class PlacementRow(Protocol):
+    """What the book reads of a row of the placement table (the store's ``PlacementRecord``:
+    the store lies above the partitioner, so the book names only the fields it uses)."""
+
+    @property
+    def tenant_id(self) -> str: ...
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def shards(self) -> int | None: ...
+
+    @property
+    def partitions(self) -> tuple[int, ...]: ...
+
+    @property
+    def automatic(self) -> bool: ...
 
 
-def placement_of(record: PlacementRecord) -> Placement:
+PlacementLoader = Callable[[str], Iterable[PlacementRow]]
+
+
+def placement_of(record: PlacementRow) -> Placement:
     """A table row as a ``Placement`` (raises ``ConfigurationError`` if it makes no sense)."""
     if record.mode == "spread":
         return Placement.spread(record.shards or 0)

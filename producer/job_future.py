@@ -18,7 +18,9 @@ It is a real ``Future`` subclass, so ``result``, ``add_done_callback``,
 ``concurrent.futures.wait``/``as_completed`` and ``asyncio.wrap_future`` work unchanged. The
 standard ``Future`` code touches ``_waiters`` and ``_done_callbacks`` only with the future's
 lock held, so making them on first use needs no lock of its own. A unit test pins the
-``Future`` internals this relies on.
+``Future`` internals this relies on, and another runs every test of ``JobFuture`` against a
+stock ``Future`` too. This module is the one place that knows those internals (the state
+names in ``_state`` among them): the producer's futures take them from here.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import logging
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING
 from typing import Any, TypeVar
+
+__all__ = ["FINISHED", "PENDING", "SETTLED", "JobFuture"]
 
 T = TypeVar("T")
 
@@ -96,13 +100,19 @@ class JobFuture(Future[T]):
         self._lock.release()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Release the lock until notified or ``timeout``; called with the lock held."""
+        """Release the lock until notified or ``timeout``; called with the lock held.
+
+        The lock is released as often as this thread holds it and taken back as often after
+        (``threading.Condition`` does the same through private methods of the lock): a
+        thread holding it twice would otherwise sleep holding it, and no other thread could
+        resolve the future. The sleeper is listed before the lock is let go, so a
+        ``notify_all`` between the release and the sleep still wakes it."""
         sleeper = _thread.allocate_lock()
         sleeper.acquire()
         if self._sleepers is None:
             self._sleepers = []
         self._sleepers.append(sleeper)
-        saved = self._lock._release_save()  # type: ignore[attr-defined]
+        held = _release_fully(self._lock)
         notified = False
         try:
             if timeout is None:
@@ -113,7 +123,8 @@ class JobFuture(Future[T]):
                 notified = sleeper.acquire(False)
             return notified
         finally:
-            self._lock._acquire_restore(saved)  # type: ignore[attr-defined]
+            for _ in range(held):
+                self._lock.acquire()
             if not notified:
                 try:
                     self._sleepers.remove(sleeper)
@@ -158,3 +169,17 @@ class JobFuture(Future[T]):
                 callback(self)
             except Exception:
                 logger.exception("exception calling callback for %r", self)
+
+
+def _release_fully(lock: _thread.RLock) -> int:
+    """Release ``lock``, held by this thread, until this thread no longer holds it; returns
+    how many times it was held. An ``RLock`` refuses a release by a thread that does not
+    hold it (``RuntimeError``), which is how the last one is known: once per ``wait``, the
+    slow path of a thread that is about to sleep."""
+    held = 0
+    while True:
+        try:
+            lock.release()
+        except RuntimeError:
+            return held
+        held += 1

@@ -88,9 +88,9 @@ def positional_produce(client: Any) -> Produce:
     ``on_delivery`` are aliases, ``timestamp`` 0 is "now"), the job id header's value as
     bytes (Kafka stores a header's value as bytes either way).
 
-    Keyword arguments cost 0.35 of the 1.2 us of a ``produce`` call (its C argument parser
-    matches each name; timeit, 20,000 messages with four headers). Another client (tests,
-    instrumentation) is called as before, with keyword arguments and the id as text.
+    Keyword arguments cost about a third of a ``produce`` call (its C argument parser
+    matches each name), and ``produce`` is called once per job. Another client (tests,
+    instrumentation) is called with keyword arguments and the id as text.
     """
     produce = client.produce
     if getattr(type(client), "produce", None) is confluent_kafka.Producer.produce:
@@ -141,7 +141,7 @@ class Producer:
         if placement_book is None:
             loader = None
             if self.settings.database_url is not None:
-                loader = PlacementReader(self.settings.require_database_url())
+                loader = PlacementReader(self.settings)
             placement_book = PlacementBook(loader, producer_settings.placement_ttl_seconds, clock)
             if loader is not None and producer_settings.placement_watch:
                 self._placement_watcher = PlacementWatcher(self.settings, placement_book.changed)
@@ -492,7 +492,8 @@ class Producer:
         # Only a job with options may get a pending row (``_with_pending_row``).
         with_rows = self._pending_rows is not None and outgoing.generic > 0
         # No index per message: the position of one that fails is worked out from what is
-        # left of ``remaining`` (enumerate cost 0.035 of the loop's 0.19 us; timeit).
+        # left of ``remaining`` (``enumerate`` costs a fifth of the loop's own time, and a
+        # failure is rare).
         remaining = iter(values)
         # Not strict: a batch passes one callback repeated without end.
         for value, destination, job_id, callback in zip(
@@ -656,16 +657,14 @@ class Producer:
         Each report's callback takes the GIL (confluent-kafka's ``dr_msg_cb``), and each
         time this thread wants it while another runs Python, that thread is stopped until
         this one has been scheduled and let it go; two threads serving reports at once hand
-        it over for every report. This thread used to sit in ``poll(0.1)``, serving reports
-        the moment they came, during publications too: in producer_bench, ``enqueue_many``
-        took 6.5 us a job, and 5.0 with this thread stopped (its ``poll(0)`` at the end of
-        each call serving every report). So a publication serves the reports ready at its
-        end, and this thread keeps out of its way while a thread publishes
-        (``_quiet_until``), then serves them in turns of ``poll(0.001)`` while jobs are in
-        flight (each report as it comes), else waits for the next publication or 0.1 s;
-        turns (``_serving``) keep the threads from serving at once. Measured: the same
-        time as with the thread stopped; a single job's enqueue-to-acknowledgement time as
-        before (1.7 ms median, 300 jobs); 0.2% of a core while idle (0.14% before).
+        it over for every report. A thread serving reports the moment they come, during
+        publications too, slows ``enqueue_many`` by about a third (producer_bench). So a
+        publication serves the reports ready at its end, and this thread keeps out of its
+        way while a thread publishes (``_quiet_until``), then serves them in turns of
+        ``poll(0.001)`` while jobs are in flight (each report as it comes, so a single job
+        is acknowledged as soon as Kafka answers), else waits for the next publication or
+        0.1 s, which keeps an idle producer's cost to a fraction of a percent of a core;
+        turns (``_serving``) keep the threads from serving at once.
         """
         in_flight = True
         while not self._stop_polling.is_set():

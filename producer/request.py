@@ -5,13 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any, NamedTuple, overload
 
 from pydantic import BaseModel
 
 from tenantq import headers as header_names
 from tenantq.app import App
+from tenantq.enqueue_request import EnqueueRequest as EnqueueRequest
 from tenantq.errors import ConfigurationError, InvalidJobError
 from tenantq.job_ids import job_id_text
 from tenantq.partitioner.placement import Placement, key_partition
@@ -55,22 +56,6 @@ LANE_BATCH_JOBS = 64
 _JOB_ID_LENGTH = encode_length(36)
 
 
-@dataclass(frozen=True, slots=True)
-class EnqueueRequest:
-    """One job to enqueue; the arguments of ``Producer.enqueue`` as a value."""
-
-    job_type: str
-    tenant: str
-    payload: Any
-    queue: str | None = None
-    job_id: uuid.UUID | str | None = None
-    run_after: dt.datetime | None = None
-    delay: float | dt.timedelta | None = None
-    max_attempts: int | None = None
-    idempotency_key: str | None = None
-    trace_context: Mapping[str, str] | None = None
-
-
 REQUEST_FIELDS = frozenset(field.name for field in fields(EnqueueRequest))
 
 
@@ -107,8 +92,7 @@ class Destination:
     ``EncodedJob`` that the jobs of a batch share (one per route and partition).
 
     A class with slots, not a named tuple: the producer's loops read four of its fields per
-    job, and a slot is read in a third of the time of a named tuple's field (0.02 against
-    0.06 us for the four; timeit)."""
+    job, and a slot is read in a third of the time of a named tuple's field."""
 
     __slots__ = ("extra_headers", "key", "keyed", "partition", "queue", "tenant_id", "topic")
 
@@ -144,10 +128,10 @@ class PreparedJobs(Sequence[EncodedJob]):
 
     A tuple per job (``EncodedJob``) is one more object for the cyclic GC to count and, while
     the job waits for its delivery report, to scan: with the future of each job as well,
-    ``enqueue_many`` of 100,000 jobs set off 257 young, 23 middle and 2 full collections,
-    1.7 us a job; without the tuples 135, 12 and 1, 0.9 us (producer_bench, timed through
-    ``gc.callbacks``). The columns hold only atomic values and the shared ``Destination``
-    of each job. The producer's hot loops read the columns directly.
+    that nearly doubles the collections a large ``enqueue_many`` sets off, and their time
+    (``loadtest/producer_bench.py --profile`` times them). The columns hold only atomic
+    values and the shared ``Destination`` of each job. The producer's hot loops read the
+    columns directly.
     """
 
     __slots__ = ("destinations", "generic", "ids", "job_ints", "keyed", "values")
@@ -357,13 +341,12 @@ class RequestPreparer:
         destinations: list[Destination] = []
         keyed = False
         generic = 0
-        # The hot loop of every enqueue. It is ``prepare`` for the common job without
-        # options, inlined: the same checks and the same bytes, with what depends only on
+        # The hot loop of every enqueue, so the producer's throughput: ``prepare`` for the
+        # common job without options, written out. The same checks and the same bytes (a
+        # unit test compares the two over many varied batches), with what depends only on
         # job type, tenant and queue done once per batch (``_Route``), the ids and their
-        # text made for the whole batch (``new_job_id_block``), the payload's JSON by the C
-        # encoder directly, and columns instead of a tuple per job (``PreparedJobs``).
-        # 10,000 requests of producer_bench: 3.2 us a job before, 1.8 now (timeit; 0.6 of it
-        # is the JSON encoder's own), and no object per job left for the cyclic GC.
+        # text made for the whole batch (``new_job_id_block``), and columns instead of a
+        # tuple per job (``PreparedJobs``), so no object per job is left for the cyclic GC.
         add_value, add_destination = values.append, destinations.append
         tenant_routes: dict[object, _Route] = {}
         routes_by_tenant = tenant_routes.get
@@ -398,7 +381,7 @@ class RequestPreparer:
                     continue
                 # The route of the job's tenant, if it is for the same job type and queue
                 # (the same objects, as a batch's requests usually hold): a lookup by tenant
-                # alone, 0.04 us, where the key of all three cost 0.07 (timeit).
+                # alone costs about half of one keyed by all three.
                 try:
                     route = routes_by_tenant(request.tenant)
                 except TypeError:  # an unhashable tenant: the checks will say what is wrong

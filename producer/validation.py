@@ -10,7 +10,7 @@ import datetime as dt
 import json
 import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -25,29 +25,46 @@ IDEMPOTENCY_KEY_MAX_LENGTH = 256
 TRACE_CONTEXT_MAX_ENTRIES = 32
 TRACE_CONTEXT_MAX_CHARS = 1024
 
-# One encoder for all payloads: ``json.dumps`` with options builds a new encoder per call,
-# and even ``JSONEncoder.encode`` builds a new C encoder each time; reusing the C encoder
-# halves the cost. Without circular-reference markers a cyclic payload ends in RecursionError,
-# which is caught below.
 _JSON_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-#: The C encoder itself, or None where the C accelerator is missing: ``C_ENCODER(value, 0)``
-#: is the list of chunks whose join is ``encode_json(value)`` for a non-string ``value``,
-#: raising as ``encode_json`` does. The producer's batch loop calls it directly.
-C_ENCODER = (
-    json.encoder.c_make_encoder(  # type: ignore[attr-defined]
-        None,
-        _JSON_ENCODER.default,
-        json.encoder.encode_basestring,
-        None,
-        ":",
-        ",",
-        False,
-        False,
-        False,
-    )  # fmt: skip
-    if getattr(json.encoder, "c_make_encoder", None) is not None
-    else None
-)
+
+
+def _reusable_c_encoder() -> Callable[[object, int], list[str]] | None:
+    """The payload JSON fast path, in this one place: the C encoder that
+    ``JSONEncoder.encode`` builds afresh for every call (``json.encoder.c_make_encoder``,
+    undocumented, which typeshed does not declare), built once with ``_JSON_ENCODER``'s
+    options. ``encoder(value, 0)`` is the list of chunks whose join is
+    ``_JSON_ENCODER.encode(value)`` for a value that is not a string, raising as it does
+    (but for a cyclic value: without circular-reference markers it ends in
+    ``RecursionError``, which the callers catch too). Building the encoder per call would
+    cost a third of a plain job's preparation (``prepare_all``).
+
+    None (and ``encode_json`` takes the public path) where the interpreter has no such
+    encoder or builds it differently; a unit test compares both paths with ``json.dumps``.
+    """
+    make_encoder = getattr(json.encoder, "c_make_encoder", None)
+    if make_encoder is None:
+        return None
+    try:
+        encoder: Callable[[object, int], list[str]] = make_encoder(
+            None,
+            _JSON_ENCODER.default,
+            json.encoder.encode_basestring,
+            None,
+            ":",
+            ",",
+            False,
+            False,
+            False,
+        )  # fmt: skip
+        if "".join(encoder({"a": [1, 2.5, None, True, "é"]}, 0)) != ('{"a":[1,2.5,null,true,"é"]}'):
+            return None
+    except (TypeError, ValueError):
+        return None
+    return encoder
+
+
+#: ``_reusable_c_encoder()``: the producer's batch loop calls it directly.
+C_ENCODER = _reusable_c_encoder()
 
 
 def encode_json(value: object) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException
 from tenantq.dlq.filter import FilterError, parse_time
 from tenantq.dlq.reader import DeadLetterReadError
 from tenantq.errors import ConfigurationError
+from tenantq.states import JobState
 from tenantq.store import console as console_store
 from tenantq.store import stats
 from tenantq.store.job_admin import get_job, list_attempts
@@ -31,10 +32,15 @@ from tenantq.web.dead_letters import (
     read_letters,
     replay_selection,
 )
+from tenantq.web.messages import quoted
 from tenantq.web.security import Actor
 from tenantq.web.views import hot_lane_of
 
 router = APIRouter(prefix="/api")
+
+#: Most letters one request lists or replays (the DLQ page's limit).
+MOST_LETTERS = 5_000
+JOB_STATES = frozenset(state.value for state in JobState)
 
 
 def plain(value: Any) -> Any:
@@ -103,6 +109,9 @@ def jobs(
     limit: int = Query(100, ge=1, le=1000),
 ) -> dict[str, Any]:
     """Jobs matching every given filter, newest first."""
+    unknown = sorted(set(state) - JOB_STATES)
+    if unknown:
+        raise HTTPException(400, f"state: {quoted(unknown[0])} is not a job state")
     try:
         search = console_store.JobSearch(
             queue=queue or None,
@@ -160,9 +169,10 @@ def dlq(
     request: Request,
     queue: str = Query("default"),
     filters: LetterFilters = Depends(),
-    limit: int = Query(100, ge=1, le=5000),
+    limit: int = Query(100, ge=1, le=MOST_LETTERS),
 ) -> dict[str, Any]:
-    """Dead letters matching the CLI's filters, with each job's state now."""
+    """Dead letters matching the CLI's filters, with each job's state now; a record that does
+    not parse has ``unreadable`` true, ``unreadable_reason`` and its ``raw_headers`` escaped."""
     console = console_of(request)
     try:
         where = filters.parse()
@@ -174,6 +184,7 @@ def dlq(
     states = current_states(console.database, letters)
     return {
         "queue": queue,
+        "unreadable": sum(1 for letter in letters if letter.unreadable),
         "letters": [
             {**letter.as_dict(), "job_state": states.get(letter.job_id) if letter.job_id else None}
             for letter in letters
@@ -184,11 +195,13 @@ def dlq(
 class ReplayRequest(BaseModel):
     """``POST /api/dlq/replay``: which letters (by job id), and how."""
 
-    job_ids: list[str] = Field(min_length=1)
+    job_ids: list[Annotated[str, Field(max_length=64)]] = Field(
+        min_length=1, max_length=MOST_LETTERS
+    )
     dry_run: bool = True
-    queue: str = "default"
-    canary: int = Field(0, ge=0)
-    rate: float | None = Field(None, gt=0)
+    queue: str = Field("default", max_length=64)
+    canary: int = Field(0, ge=0, le=MOST_LETTERS)
+    rate: float | None = Field(None, gt=0, allow_inf_nan=False)
 
 
 @router.post("/dlq/replay")
@@ -218,6 +231,7 @@ def dlq_replay(
         "failed": [str(job_id) for job_id in report.failed_ids],
         "actions": dict(report.actions),
         "skipped": dict(report.skip_reasons),
+        "unreadable": report.unreadable,
         "canary": report.canary,
         "stopped": report.stopped,
         "audit_id": audit_id,

@@ -1,5 +1,9 @@
 """What every route of the console shares: its collaborators (``Console``), rendering a page
-with the common context, and the check that guards every action (``acting``)."""
+with the common context, and the check that guards every action (``acting``).
+
+What the gate (``tenantq.web.gate``) found out about a request before any route ran is on
+``request.state``: ``caller`` (address, https), ``csrf_nonce`` and ``csrf_nonce_from_cookie``,
+``session`` (the live sign-in, or None) and, for an action, ``actor``."""
 
 from __future__ import annotations
 
@@ -11,14 +15,22 @@ from fastapi.responses import HTMLResponse
 
 from tenantq.observability.consumer_lag import BacklogProbe
 from tenantq.settings import Settings
+from tenantq.web.caller import Proxies
 from tenantq.web.database import Database
+from tenantq.web.exposure import allowed_hosts
+from tenantq.web.login_limiter import FailedLogins
+from tenantq.web.messages import quoted
+from tenantq.web.metrics import ConsoleMetrics
 from tenantq.web.security import (
     CSRF_FIELD,
     CSRF_HEADER,
-    SESSION_COOKIE,
     Actor,
     Guard,
+    NotAllowed,
+    nonce_binding,
+    session_binding,
 )
+from tenantq.web.sessions import Session, Sessions
 from tenantq.web.state import OverviewReader
 from tenantq.web.views import templates
 
@@ -27,9 +39,20 @@ class Console:
     """The collaborators of one console, built once in ``create_app``."""
 
     def __init__(self, settings: Settings) -> None:
+        web = settings.web
         self.settings = settings
-        self.guard = Guard(settings.web.token, session_seconds=settings.web.session_hours * 3600)
+        self.guard = Guard(web.token)
         self.database = Database(settings)
+        self.sessions = Sessions(self.database, self.guard, seconds=web.session_hours * 3600)
+        self.metrics = ConsoleMetrics()
+        self.failed_logins = FailedLogins(
+            per_client=web.login_failures_per_client,
+            overall=web.login_failures_overall,
+            events=self.metrics,
+        )
+        self.proxies = Proxies(web.trusted_proxies)
+        #: Host names answered (None: any); see ``tenantq.web.exposure``.
+        self.allowed_hosts = allowed_hosts(settings)
         self.probe = BacklogProbe(settings, timeout=settings.web.kafka_timeout_seconds)
         self.overview = OverviewReader(settings, self.database, self.probe)
         self.templates = templates()
@@ -58,12 +81,22 @@ def job_id_of(text: str) -> uuid.UUID:
     try:
         return uuid.UUID(text)
     except ValueError:
-        raise HTTPException(404, f"{text!r} is not a job id (a UUID)") from None
+        raise HTTPException(404, f"{quoted(text)} is not a job id (a UUID)") from None
 
 
-def signed_in_user(request: Request) -> str | None:
-    """The console user of the request's session cookie, if any."""
-    return console_of(request).guard.session_user(request.cookies.get(SESSION_COOKIE))
+def session_of(request: Request) -> Session | None:
+    """The live sign-in of the request (found by the gate), if any."""
+    session: Session | None = getattr(request.state, "session", None)
+    return session
+
+
+def csrf_binding(request: Request) -> str | None:
+    """What the request's CSRF tokens are bound to: its session, else its CSRF cookie's
+    nonce (None when it brought no cookie: no token can match then)."""
+    session = session_of(request)
+    if session is not None:
+        return session_binding(session.id)
+    return nonce_binding(request.state.csrf_nonce_from_cookie)
 
 
 def render(
@@ -76,13 +109,18 @@ def render(
 ) -> HTMLResponse:
     """A page with the context every template expects (user, read-only flag, CSRF token)."""
     console = console_of(request)
-    nonce: str = request.state.csrf_nonce
+    session = session_of(request)
+    binding = (
+        session_binding(session.id)
+        if session is not None
+        else nonce_binding(request.state.csrf_nonce)
+    )
     base = {
         "page": page,
-        "user": signed_in_user(request),
+        "user": session.user if session is not None else None,
         "read_only": console.guard.read_only,
         "csrf_field": CSRF_FIELD,
-        "csrf_token": console.guard.csrf_token(nonce),
+        "csrf_token": console.guard.csrf_token(binding or ""),
         "refresh_seconds": console.settings.web.refresh_seconds,
         "queues": sorted(console.settings.queues),
         "topic_prefix": console.settings.topic_prefix,
@@ -95,12 +133,17 @@ def render(
 
 
 async def acting(request: Request) -> Actor:
-    """The actor of an action (POST), or ``NotAllowed`` (401/403) raised to the handler.
+    """The actor of an action (POST), or ``NotAllowed`` raised to the handler.
 
-    A form's CSRF token is read from its ``csrf`` field, a script's from ``X-CSRF-Token``;
-    scripts holding the bearer token need neither.
+    The gate authenticated it before the body was read; what is left is the CSRF check of a
+    signed-in user, whose token is bound to the session: a form's ``csrf`` field, a script's
+    ``X-CSRF-Token`` header. Scripts holding the bearer token need neither.
     """
-    console = console_of(request)
+    actor: Actor | None = getattr(request.state, "actor", None)
+    if actor is None:
+        raise NotAllowed(401, "sign in with the console token to act")
+    if actor.via != "session":
+        return actor
     csrf_token = request.headers.get(CSRF_HEADER)
     content_type = request.headers.get("content-type", "")
     if csrf_token is None and content_type.startswith(
@@ -109,12 +152,5 @@ async def acting(request: Request) -> Actor:
         form = await request.form()
         value = form.get(CSRF_FIELD)
         csrf_token = value if isinstance(value, str) else None
-    return console.guard.authorize(
-        authorization=request.headers.get("authorization"),
-        session_cookie=request.cookies.get(SESSION_COOKIE),
-        csrf_nonce=request.state.csrf_nonce_from_cookie,
-        csrf_token=csrf_token,
-        origin=request.headers.get("origin"),
-        host=request.headers.get("host"),
-        actor_hint=request.headers.get("x-tenantq-actor"),
-    )
+    console_of(request).guard.require_csrf(csrf_binding(request), csrf_token)
+    return actor

@@ -27,6 +27,7 @@ from tenantq.store.placement import (
 )
 from tenantq.web import job_actions
 from tenantq.web.console import acting, console_of, declared_queue, job_id_of, render
+from tenantq.web.messages import shorten
 from tenantq.web.security import Actor
 from tenantq.web.views import hot_lane_of
 
@@ -153,7 +154,7 @@ def placement_action(
                 ttl = console.settings.producer.placement_ttl_seconds
                 flash = f"{tenant}: {placement.describe()} (producers follow within {ttl:g}s)"
     except (ConfigurationError, ValueError) as error:
-        flash, failed = str(error), True
+        flash, failed = shorten(str(error)), True
     context = _tenants_context(request, queue, "backlog", 60)
     context.update(flash=flash, flash_failed=failed)
     return render(request, "tenants.html", context, status=400 if failed else 200)
@@ -231,7 +232,7 @@ def jobs_page(
             limit=limit,
         )
     except ValueError as error:
-        context.update(jobs=[], error=str(error))
+        context.update(jobs=[], error=shorten(str(error)))
         return render(request, "jobs.html", context, status=400, page="jobs")
     with console_of(request).database.connection() as connection:
         context["jobs"] = console_store.job_search(connection, search)

@@ -29,7 +29,8 @@ def demo_command(
     """Start the stack and a worker pool, run a multi-tenant workload with injected failures
     and one poison job, then check that every job ended where the plan says."""
     # Imported here: every `tenantq` command (worker processes too) loads this module.
-    from tenantq.demo.run import DemoOptions, run_demo
+    from tenantq.demo.record import DemoOptions
+    from tenantq.demo.run import run_demo
 
     options = DemoOptions(
         jobs=jobs,

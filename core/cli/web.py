@@ -22,22 +22,33 @@ def web_command(
     ),
 ) -> None:
     """Serve the web console: queues, tenants, jobs, workers and the DLQ. Read-only unless
-    TENANTQ_WEB__TOKEN is set; every action then needs that token."""
+    TENANTQ_WEB__TOKEN is set (16 characters at least beyond localhost); every action then
+    needs that token."""
     settings = load_settings()
     try:
         import uvicorn
 
-        from tenantq.web.app import create_app
+        from tenantq.web.app import SERVER_OPTIONS, create_app
     except ImportError as error:
         raise ConfigurationError(
             f'the console needs its extra: pip install "tenantq[web]" ({error.name} missing)'
         ) from None
-    bind_host = host or settings.web.host
-    bind_port = settings.web.port if port is None else port
+    from tenantq.log import configure_logging
+
+    web = settings.web.model_copy(
+        update={
+            "host": host or settings.web.host,
+            "port": settings.web.port if port is None else port,
+        }
+    )
+    settings = settings.model_copy(update={"web": web})
+    configure_logging(settings.log_level)
+    app = create_app(settings)
     mode = (
         "read-only (no TENANTQ_WEB__TOKEN)"
-        if settings.web.token is None
+        if app.state.console.guard.read_only
         else "actions need the token"
     )
-    typer.echo(f"tenantq console on http://{bind_host}:{bind_port}/ — {mode}", err=True)
-    uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level="warning")
+    shown = f"[{web.host}]" if ":" in web.host else web.host
+    typer.echo(f"tenantq console on http://{shown}:{web.port}/ — {mode}", err=True)
+    uvicorn.run(app, host=web.host, port=web.port, log_level="warning", **SERVER_OPTIONS)

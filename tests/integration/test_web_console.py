@@ -3,7 +3,8 @@ numbers; a job that died shows why, with a hostile payload rendered as text (no 
 an action without the token is refused (401); after signing in, the dead job is found on the
 Dead letters page, previewed (dry run: nothing changes), replayed with a canary through the
 engine of ``tenantq dlq replay`` once the fix is out, and its page then shows ``succeeded``;
-every replay leaves an audit row naming the console user. Screenshots of each page go to
+every replay leaves an audit row naming the console user; signing out ends the session, so a
+saved copy of its cookie acts no more (401). Screenshots of each page go to
 ``reports/web-screenshots/``."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from typing import Any
@@ -28,6 +30,7 @@ from web_console import browser, console_settings, screenshot, serving
 import tenantq
 
 TOKEN = "console-token-for-tests"
+SESSION = "tenantq_session"
 #: A tenant of this test's own: the session's database is shared with every other test.
 TENANT = f"oncall-{uuid.uuid4().hex[:8]}"
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
@@ -79,6 +82,20 @@ def _texts(driver: WebDriver, css: str) -> list[str]:
 def _post(url: str, body: dict[str, Any]) -> int:
     request = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
+def _post_form(url: str, form: dict[str, str], cookies: dict[str, str]) -> int:
+    """POST a form as a script holding a saved copy of a browser's cookies would."""
+    request = urllib.request.Request(
+        url,
+        data=urllib.parse.urlencode(form).encode(),
+        headers={"Cookie": "; ".join(f"{name}={value}" for name, value in cookies.items())},
     )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
@@ -183,6 +200,16 @@ def test_find_why_a_job_died_replay_it_and_see_it_succeed(
         driver.get(f"{base}/jobs?tenant={TENANT}")
         assert str(dead_id) in _text(driver, "#jobs")
         screenshot(driver, "jobs")
+
+        # Signing out ends the session: a saved copy of its cookie no longer acts.
+        saved = {name: driver.get_cookie(name)["value"] for name in (SESSION, "tenantq_csrf")}
+        sign_out = 'form[action="/logout"]'
+        form_token = driver.find_element(By.CSS_SELECTOR, f'{sign_out} input[name="csrf"]')
+        csrf = str(form_token.get_attribute("value"))
+        assert _post_form(f"{base}/jobs/{dead_id}/run", {"csrf": csrf}, saved) == 409
+        _submit(driver, By.CSS_SELECTOR, f"{sign_out} button")
+        assert driver.find_elements(By.ID, "sign-in") and driver.get_cookie(SESSION) is None
+        assert _post_form(f"{base}/jobs/{dead_id}/run", {"csrf": csrf}, saved) == 401
     assert elapsed < 60, f"find, preview, replay and see it succeed took {elapsed:.0f}s"
     assert flaky.calls[dead_id] == 2
     audits = audit_rows(db, ["web:oncall"])

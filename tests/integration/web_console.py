@@ -11,6 +11,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvicorn
@@ -18,7 +19,7 @@ from support import free_port, wait_for
 
 import tenantq
 from tenantq.settings import WebSettings
-from tenantq.web.app import create_app
+from tenantq.web.app import SERVER_OPTIONS, create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "reports" / "web-screenshots"
@@ -51,7 +52,12 @@ def serving(settings: tenantq.Settings) -> Iterator[str]:
     """The console on a free port of 127.0.0.1 for the block; yields its base URL."""
     port = free_port()
     config = uvicorn.Config(
-        create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="on"
+        create_app(settings),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        **SERVER_OPTIONS,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="test-console", daemon=True)
@@ -104,3 +110,16 @@ def screenshot(driver: object, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     driver.save_screenshot(str(path))  # type: ignore[attr-defined]
     return path
+
+
+def csrf_of(page: str) -> str:
+    """The CSRF token the forms of a console page carry."""
+    return page.split('name="csrf" value="')[1].split('"')[0]
+
+
+def sign_in(client: Any, user: str, token: str) -> str:
+    """Sign ``client`` (a ``TestClient``) in as ``user``; the CSRF token of its session."""
+    form = {"user": user, "token": token, "csrf": csrf_of(client.get("/login").text)}
+    answer = client.post("/login", data=form, follow_redirects=False)
+    assert answer.status_code == 303, answer.text
+    return csrf_of(client.get("/login").text)

@@ -9,12 +9,14 @@ from typing import Any
 from fakes import DoneOffsets, FakeLane, work_item
 
 import tenantq
+from tenantq import headers
 from tenantq.consumer.claims import Claims
 from tenantq.consumer.events import WorkerEvents
 from tenantq.consumer.ledger import Claim
 from tenantq.consumer.work import WorkItem
 from tenantq.states import JobState
 from tenantq.store.job_store import JobStatus
+from tenantq.topic_admin import queue_topics
 
 
 class Rig:
@@ -31,7 +33,7 @@ class Rig:
             lane=FakeLane(),
             settings=tenantq.Settings().worker,
             worker_id="this-worker",
-            topics={},
+            topics={"default": queue_topics(tenantq.Settings(), "default")},
             events=WorkerEvents(),
             hold=lambda items: None,
             mark_done=self.done.done_items,
@@ -81,6 +83,24 @@ def test_job_past_its_crash_budget_is_buried_as_poison() -> None:
     assert settle.rows[0].bury == [job_id] and not rig.done
     ((_, error_class, _),) = settle.context[1]
     assert error_class == "PoisonJob"
+
+
+def test_a_job_id_of_another_deployment_is_dead_lettered_as_a_conflict() -> None:
+    # Forged or misrouted: the id is another deployment's job on the shared database. Not
+    # done quietly (as a terminal job would be), not claimed again: dead-lettered, with why.
+    job_id = uuid.uuid4()
+    rig = Rig()
+    for tier in (None, 0):
+        status = JobStatus.in_another_deployment(job_id)
+        rig.claims._sort_out([work_item(job_id=job_id, tier=tier)], {job_id: status})
+    letters = [(outgoing.headers, source) for outgoing, source in rig.published]
+    assert len(letters) == 2
+    for letter_headers, source in letters:
+        found = dict(letter_headers)
+        assert found[headers.ERROR_CLASS] == b"JobConflict"
+        assert b"another deployment" in found[headers.ERROR_MESSAGE]
+        assert source.offset == 5
+    assert not rig.done and not rig.claims.parked and not rig.lane.submitted
 
 
 def test_main_copy_of_a_job_running_here_is_done() -> None:

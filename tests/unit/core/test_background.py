@@ -1,26 +1,17 @@
 """``ServiceLoop``: rounds until stopped, one log line when a dependency goes down and one
 when it is back (not one per retry), a reset after each failure, and a stop within its
-timeout; ``background_services`` returns what the settings switch on."""
+timeout."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from pathlib import Path
 
-import fakes
 import pytest
 
-import tenantq
 from tenantq import background
-from tenantq.background import ServiceLoop, background_services, outage_of
-from tenantq.settings import (
-    OutboxSettings,
-    PeriodicSettings,
-    RetentionSettings,
-    TenantIsolationSettings,
-)
+from tenantq.background import ServiceLoop, outage_of
 
 
 class PostgresDown(Exception):
@@ -74,28 +65,3 @@ def test_an_outage_is_two_lines_and_the_loop_goes_on(
 def test_outages_are_named_by_the_dependency() -> None:
     assert outage_of(PostgresDown()) == "PostgreSQL"
     assert outage_of(ValueError()) == "ValueError"
-
-
-def test_background_services_follow_the_settings(tmp_path: Path) -> None:
-    app = tenantq.App()
-    everything = fakes.make_settings(tmp_path)
-    assert [s.name for s in background_services(app, everything, ["default"])] == [
-        "outbox-relay",
-        "pruner",
-        "lane-keeper",
-    ]
-    app.periodic("beat", job_type="ping", tenant="ops", every=5)
-    assert [s.name for s in background_services(app, everything, [])] == [
-        "outbox-relay",
-        "periodic",
-        "pruner",
-        "lane-keeper",
-    ]
-    nothing = fakes.make_settings(
-        tmp_path,
-        outbox=OutboxSettings(relay_in_worker=False),
-        periodic=PeriodicSettings(enabled=False),
-        retention=RetentionSettings(enabled=False),
-        tenant_isolation=TenantIsolationSettings(hot_lane=False),
-    )
-    assert background_services(app, nothing, ["default"]) == []

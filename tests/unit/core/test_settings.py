@@ -3,10 +3,13 @@ never appear in a repr."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from tenantq.errors import ConfigurationError
-from tenantq.settings import QueueSettings, Settings, load_settings
+from tenantq.settings import QueueSettings, Settings, WebSettings, load_settings
 
 
 def test_environment_is_read_with_prefix_and_nesting(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -44,6 +47,39 @@ def test_secrets_never_in_repr() -> None:
     assert settings.require_database_url().endswith("app:hunter2@db/jobs")
 
 
+SECRET_KAFKA_CONFIG = {
+    "sasl.password": "sasl-pw",
+    "ssl.key.password": "key-pw",
+    "ssl.keystore.password": "keystore-pw",
+    "ssl.key.pem": "-----BEGIN PRIVATE KEY-----",
+    "sasl.oauthbearer.client.secret": "client-secret",
+    "sasl.oauthbearer.assertion.private.key.passphrase": "pass-phrase-value",
+    "sasl.oauthbearer.config": "clientSecret=inline-secret",
+}
+
+
+def test_secrets_never_in_a_dump() -> None:
+    settings = Settings(
+        kafka_bootstrap_servers="b:9092",
+        database_url="postgresql://app:hunter2@db/jobs",
+        kafka_config={**SECRET_KAFKA_CONFIG, "security.protocol": "SASL_SSL"},
+    )
+    dumps = (
+        settings.model_dump_json()
+        + str(settings.model_dump())
+        + str(settings.model_dump(mode="json"))
+    )
+    for secret in (*SECRET_KAFKA_CONFIG.values(), "hunter2"):
+        assert secret not in dumps
+    assert "SASL_SSL" in dumps and '"sasl.password":"***"' in settings.model_dump_json()
+    # The clients still get every value.
+    assert settings.kafka_client_config()["ssl.keystore.password"] == "keystore-pw"
+    assert settings.model_copy().kafka_config == {
+        **SECRET_KAFKA_CONFIG,
+        "security.protocol": "SASL_SSL",
+    }
+
+
 def test_client_overrides_win_over_pass_through() -> None:
     settings = Settings(kafka_bootstrap_servers="b:1", kafka_config={"linger.ms": "50"})
     config = settings.kafka_client_config(**{"linger.ms": 1, "acks": "all"})
@@ -75,6 +111,23 @@ def test_missing_servers_are_clear_errors(tmp_path: object) -> None:
         settings.require_bootstrap_servers()
     with pytest.raises(ConfigurationError, match="tenantq dev up"):
         settings.require_database_url()
+
+
+def test_a_secure_dev_stack_gives_its_client_settings_with_its_brokers_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("TENANTQ_KAFKA_BOOTSTRAP_SERVERS", "TENANTQ_KAFKA_CONFIG", "TENANTQ_DATABASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    security = {"security.protocol": "SASL_SSL", "sasl.password": "pw"}
+    (tmp_path / "state.json").write_text(
+        json.dumps({"kafka_bootstrap_servers": "127.0.0.1:1", "kafka_config": security})
+    )
+    assert Settings(dev_home=tmp_path).kafka_config == security
+    elsewhere = Settings(dev_home=tmp_path, kafka_bootstrap_servers="kafka.example:9092")
+    assert elsewhere.kafka_config == {}
+    own = Settings(dev_home=tmp_path, kafka_config={"client.id": "x"})
+    assert own.kafka_config == {"client.id": "x"}
+    assert "pw" not in repr(Settings(dev_home=tmp_path))
 
 
 def test_settings_default_to_localhost() -> None:
@@ -110,3 +163,31 @@ def test_retention_reads_durations_from_the_environment(monkeypatch: pytest.Monk
     monkeypatch.setenv("TENANTQ_RETENTION__CANCELED", "soon")
     with pytest.raises(ConfigurationError, match="TENANTQ_RETENTION__CANCELED"):
         load_settings()
+
+
+def test_an_empty_console_token_is_no_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TENANTQ_WEB__TOKEN", "")
+    assert load_settings().web.token is None
+    monkeypatch.setenv("TENANTQ_WEB__TOKEN", "  ")
+    assert load_settings().web.token is None
+
+
+def test_console_hosts_and_proxies_are_checked() -> None:
+    web = WebSettings(
+        allowed_hosts=["Oncall.Example.com.", "[::1]"], trusted_proxies=["10.0.0.0/8"]
+    )
+    assert web.allowed_hosts == ("oncall.example.com", "::1")
+    with pytest.raises(ValueError, match="not a host name"):
+        WebSettings(allowed_hosts=["evil.example/path"])
+    with pytest.raises(ValueError, match="not an address or a network"):
+        WebSettings(trusted_proxies=["proxy.example"])
+
+
+@pytest.mark.parametrize("written", ["99999999d", "36501d", "1e300", float("inf")])
+def test_durations_are_bounded_with_a_clear_message(written: object) -> None:
+    from tenantq.settings import MAX_DURATION, parse_duration
+
+    with pytest.raises(ValueError, match=r"at most 36500d|finite") as raised:
+        parse_duration(written)
+    assert len(str(raised.value)) < 120
+    assert parse_duration("36500d") == MAX_DURATION

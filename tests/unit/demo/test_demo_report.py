@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from tenantq.demo.kafka import DeadLetterReport
 from tenantq.demo.plan import plan_workload
-from tenantq.demo.report import DemoRun, summarize
-from tenantq.demo.run import DemoOptions
+from tenantq.demo.record import DemoOptions, DemoRun
+from tenantq.demo.report import summarize
 from tenantq.store.job_sets import JobOutcome
 
+#: The knobs of a run but its job count (which the report reads).
+OPTIONS: dict[str, Any] = {
+    "tenants": 3,
+    "processes": 2,
+    "concurrency": 32,
+    "seed": 7,
+    "timeout": 300.0,
+    "report_dir": None,
+    "delete_topics": False,
+}
 
-def _run(workload_jobs: int, rows_for: int) -> DemoRun:
+
+def demo_run(workload_jobs: int, rows_for: int) -> DemoRun:
     workload = plan_workload(workload_jobs, 3, seed=7)
     job_ids = [uuid.uuid4() for _ in workload.jobs]
     outcomes = [
@@ -19,7 +31,7 @@ def _run(workload_jobs: int, rows_for: int) -> DemoRun:
         for job in workload.jobs[:rows_for]
     ]
     return DemoRun(
-        options=DemoOptions(jobs=workload_jobs),
+        options=DemoOptions(jobs=workload_jobs, **OPTIONS),
         prefix="demo",
         workload=workload,
         job_ids=job_ids,
@@ -34,7 +46,7 @@ def _run(workload_jobs: int, rows_for: int) -> DemoRun:
 
 
 def test_jobs_that_never_reached_the_database_are_named_with_tenant_and_type() -> None:
-    run = _run(10, rows_for=9)
+    run = demo_run(10, rows_for=9)
     missing = run.workload.jobs[9]
     problems = summarize(run).problems
     line = next(problem for problem in problems if "not terminal" in problem)
@@ -43,7 +55,7 @@ def test_jobs_that_never_reached_the_database_are_named_with_tenant_and_type() -
 
 
 def test_a_long_list_is_cut_after_five() -> None:
-    run = _run(10, rows_for=2)
+    run = demo_run(10, rows_for=2)
     line = next(p for p in summarize(run).problems if "not terminal" in p)
     assert line.startswith("8 jobs are not terminal: ")
     assert line.endswith(" and 3 more")

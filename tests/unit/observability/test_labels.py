@@ -9,7 +9,7 @@ import pytest
 from tenantq.errors import InvalidTenantId
 from tenantq.observability import labels
 from tenantq.observability.labels import OTHER, TenantLabeler, is_tenant_label
-from tenantq.partitioner.tenant_id import validate_tenant_id
+from tenantq.tenant_ids import validate_tenant_id
 
 
 def test_tenant_labeler_keeps_first_n_and_folds_the_rest() -> None:

@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fakes import UNIT_TOPICS, FakeKafkaProducer, make_settings
 from fastavro import schemaless_writer
 from pydantic import BaseModel, Field
@@ -237,3 +238,138 @@ def test_prepared_jobs_read_as_the_list_of_their_jobs(tmp_path: Path) -> None:
             [EnqueueRequest("resize", "t", {}, idempotency_key="k")], dt.datetime.now(dt.UTC)
         )
         assert keyed.keyed and keyed.generic == 1 and keyed[0].keyed
+
+
+#: The options that send a request down ``prepare``'s own path within ``prepare_all``.
+OPTIONS = ("run_after", "delay", "max_attempts", "idempotency_key", "trace_context")
+
+
+def lane_partitions(job: Any, topics: dict[str, int]) -> int:
+    return topics[job.topic]
+
+
+def test_prepare_all_is_prepare_job_by_job(tmp_path: Path) -> None:
+    """The differential test of the batch fast path: over many varied batches (every payload
+    kind, both request forms, explicit ids, every option, every placement mode, a registered
+    model), each job ``prepare_all`` makes is the job ``prepare`` makes of its request alone
+    with the same id. A hot-lane job's partition is the one exception, by design: a batch
+    keeps a lane partition for ``LANE_BATCH_JOBS`` jobs (``_lane_partition``), where
+    ``prepare`` draws one per job; the first of each run is ``prepare``'s draw."""
+    from tenantq.producer.request import LANE_BATCH_JOBS
+
+    rows = [
+        PlacementRecord("default", "spready", "spread", 4, ()),
+        PlacementRecord("default", "pinny", "pinned", None, (1, 3)),
+        PlacementRecord("default", "hot", "lane", None, ()),
+        PlacementRecord("mail", "hot", "lane", None, ()),
+    ]
+    app = tenantq.App()
+
+    @app.job("thumbnail", queue="mail")
+    def thumbnail(ctx: Any, payload: Thumbnail) -> None:
+        return None
+
+    topics = {**UNIT_TOPICS, "unit.default.lane": 6, "unit.mail.lane": 2}
+    generator = random.Random(21)
+    compared = lane_jobs = 0
+    with Producer(
+        make_settings(tmp_path),
+        app,
+        placement_book=PlacementBook(lambda queue: rows, 5.0),
+        kafka_client=FakeKafkaProducer(topics),
+    ) as made:
+        preparer = made._preparer
+        batches = [varied_requests(generator, size) for size in [1, 2, 15, 16, 17, 65, 300] * 3]
+        # Long runs of one hot-lane route, with other jobs between.
+        batches.append(
+            [EnqueueRequest("resize", "hot", {"n": n}) for n in range(150)]
+            + varied_requests(generator, 40)
+            + [EnqueueRequest("resize", "hot", {"n": n}) for n in range(70)]
+        )
+        moved = 0
+        for requests in batches:
+            now = dt.datetime.now(dt.UTC) + dt.timedelta(microseconds=generator.randrange(10**6))
+            batched = preparer.prepare_all(requests, now)
+            assert len(batched) == len(requests)
+            run: dict[tuple[object, ...], tuple[int, int]] = {}
+            for index, (request, job) in enumerate(zip(requests, batched, strict=True)):
+                alone = preparer.prepare(request, now, batched.job_ints[index])
+                compared += 1
+                fields = request if isinstance(request, dict) else dataclasses.asdict(request)
+                if not job.topic.endswith(".lane") or any(
+                    fields.get(option) is not None for option in OPTIONS
+                ):
+                    assert job == alone
+                    continue
+                lane_jobs += 1
+                assert job._replace(partition=alone.partition) == alone
+                assert 0 <= job.partition < lane_partitions(job, topics)
+                # A run per (job type, tenant, queue asked for): it starts at prepare's draw
+                # for its first job, keeps its partition, then moves to the next one.
+                key = (fields["job_type"], fields["tenant"], fields.get("queue"))
+                partition, jobs = run.get(key, (-1, 0))
+                if partition < 0:
+                    assert job.partition == alone.partition
+                    run[key] = (job.partition, 1)
+                elif jobs < LANE_BATCH_JOBS:
+                    assert job.partition == partition
+                    run[key] = (partition, jobs + 1)
+                else:
+                    assert job.partition == (partition + 1) % lane_partitions(job, topics)
+                    run[key] = (job.partition, 1)
+                    moved += 1
+    assert compared > 1500 and lane_jobs > 200 and moved >= 3
+
+
+class Refused(BaseModel):
+    count: int
+
+
+def test_prepare_all_refuses_what_prepare_refuses(tmp_path: Path) -> None:
+    """Every kind of bad request, at any position of a batch of good ones: ``prepare_all``
+    raises the error ``prepare`` raises for it alone (same class, same message), with a note
+    naming its index."""
+    app = tenantq.App()
+    app.job("counted", model=Refused)(lambda ctx, payload: None)
+    cyclic: dict[str, Any] = {}
+    cyclic["self"] = cyclic
+    bad_requests: list[Any] = [
+        EnqueueRequest("resize", "", {}),
+        EnqueueRequest("resize", "bad tenant!", {}),
+        EnqueueRequest("resize", 7, {}),  # type: ignore[arg-type]
+        EnqueueRequest("bad type!", "acme", {}),
+        EnqueueRequest(None, "acme", {}),  # type: ignore[arg-type]
+        EnqueueRequest("resize", "acme", {}, queue="undeclared"),
+        EnqueueRequest("resize", "acme", {"x": float("nan")}),
+        EnqueueRequest("resize", "acme", {"when": dt.datetime(2026, 1, 1)}),
+        EnqueueRequest("resize", "acme", cyclic),
+        EnqueueRequest("resize", "acme", {"big": "x" * 300_000}),
+        EnqueueRequest("counted", "acme", {"count": "many"}),
+        EnqueueRequest("counted", "acme", Thumbnail(width=1)),
+        EnqueueRequest("resize", "acme", {}, max_attempts=0),
+        EnqueueRequest("resize", "acme", {}, delay=float("nan")),
+        EnqueueRequest("resize", "acme", {}, job_id="not-a-uuid"),
+        EnqueueRequest("resize", "acme", {}, idempotency_key=""),
+        {"job_type": "resize", "tenant": "acme"},
+        {"job_type": "resize", "tenant": "acme", "payload": {}, "colour": "red"},
+        "not a request",
+    ]
+    good = [EnqueueRequest("resize", f"t{n}", {"n": n}) for n in range(20)]
+    generator = random.Random(22)
+    with Producer(
+        make_settings(tmp_path, max_payload_bytes=200_000),
+        app,
+        placement_book=PlacementBook(None, 5.0),
+        kafka_client=FakeKafkaProducer(),
+    ) as made:
+        preparer = made._preparer
+        now = dt.datetime.now(dt.UTC)
+        for bad in bad_requests:
+            with pytest.raises(tenantq.TenantqError) as alone:
+                preparer.prepare(bad, now)
+            position = generator.randrange(len(good) + 1)
+            batch = [*good[:position], bad, *good[position:]]
+            with pytest.raises(type(alone.value)) as batched:
+                preparer.prepare_all(batch, now)
+            assert str(batched.value) == str(alone.value)
+            assert f"request #{position} of the batch" in " ".join(batched.value.__notes__)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import io
 import random
 import uuid
 import weakref
 from typing import Any
 
+import fastavro
 import pytest
 from envelope_records import random_head, random_text
 
@@ -212,3 +214,152 @@ def test_the_creation_times_remembered_are_bounded() -> None:
         envelope = envelope_reader._read_plain(data)
         assert envelope is not None and envelope.created_at == created
         assert len(envelope_reader._CREATED) <= envelope_reader.CREATED_REMEMBERED
+
+
+def fastavro_envelope(data: bytes) -> Envelope:
+    """The envelope fastavro reads from ``data``, with nothing of tenantq's decoding in
+    between: the reference the specialised reader is compared with."""
+    schema = DEFAULT_CODEC.writer
+    assert data[:2] == b"\xc3\x01" and data[2:10] == schema.fingerprint
+    body = io.BytesIO(data[10:])
+    record = fastavro.schemaless_reader(body, schema.parsed, schema.parsed)
+    assert isinstance(record, dict) and body.read() == b""
+    return Envelope(**record)
+
+
+def fastavro_bytes(record: dict[str, Any]) -> bytes:
+    """``record`` written by fastavro alone, as single-object encoding."""
+    buffer = io.BytesIO()
+    buffer.write(b"\xc3\x01" + DEFAULT_CODEC.writer.fingerprint)
+    fastavro.schemaless_writer(buffer, DEFAULT_CODEC.writer.parsed, record)
+    return buffer.getvalue()
+
+
+#: Texts that reach every corner of a string field: empty, each UTF-8 width, escapes and
+#: controls, and lengths on both sides of where the Avro length prefix grows a byte.
+EDGE_TEXTS = [
+    "",
+    "a",
+    "é",
+    "漢字",
+    "🙂" * 3,
+    '\x00\n\t"\\\u2028',
+    "x" * 63,
+    "x" * 64,
+    "é" * 32,
+    "y" * 8191,
+    "y" * 8192,
+]
+#: Every optional field at its default (None, empty, 0) and at other values, edges included.
+OPTIONAL_VALUES: dict[str, list[Any]] = {
+    "run_after": [
+        None,
+        dt.datetime(1970, 1, 1, tzinfo=dt.UTC),
+        dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC),
+        dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC),
+    ],
+    "max_attempts": [None, 0, 1, -1, 2**31 - 1, -(2**31)],
+    "idempotency_key": [None, "", "k", "ключ-🙂", "z" * 300],
+    "trace_context": [
+        {},
+        {"": ""},
+        {"traceparent": "00-ab-cd-01"},
+        {f"k{n}é": "v" * n for n in range(40)},
+    ],
+    "replay_count": [0, 1, -1, 63, 64, 2**31 - 1, -(2**31)],
+    "attributes": [{}, {"a": ""}, {"🙂": "漢"}, {f"{n}": "w" * n for n in range(100)}],
+}
+
+
+def edge_records(generator: random.Random) -> list[dict[str, Any]]:
+    """Envelope records over the edges: every optional field alone at each of its values,
+    every subset of them set together, names and payloads of every edge text, payloads up
+    to 900 kB, job ids of every digit, creation times from before 1970 to year 9999."""
+    created_times = [
+        dt.datetime(1970, 1, 1, tzinfo=dt.UTC),
+        dt.datetime(1900, 1, 1, tzinfo=dt.UTC),
+        dt.datetime(2026, 6, 1, 12, 0, 0, 1, tzinfo=dt.UTC),
+        dt.datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC),
+    ]
+    job_ids = [
+        "00000000-0000-0000-0000-000000000000",
+        "ffffffff-ffff-ffff-ffff-ffffffffffff",
+        str(uuid.UUID(int=generator.getrandbits(128))),
+    ]
+    payloads = [b"", b"{}", b"null", '{"t":"é漢🙂"}'.encode(), b"x" * 16383, b"x" * 16384]
+    payloads += [bytes(generator.randrange(256) for _ in range(1000)), b"p" * 900_000]
+
+    def base() -> dict[str, Any]:
+        return {
+            "job_id": generator.choice(job_ids),
+            "queue": "default",
+            "job_type": "send_email",
+            "tenant_id": "acme",
+            "partition_key": "acme",
+            "payload": b'{"to":"a@example.com"}',
+            "created_at": generator.choice(created_times),
+            "run_after": None,
+            "max_attempts": None,
+            "idempotency_key": None,
+            "trace_context": {},
+            "replay_count": 0,
+            "attributes": {},
+        }
+
+    records = []
+    for name, values in OPTIONAL_VALUES.items():
+        for value in values:
+            records.append(base() | {name: value})
+    names = list(OPTIONAL_VALUES)
+    for mask in range(1 << len(names)):
+        record = base()
+        for bit, name in enumerate(names):
+            if mask & (1 << bit):
+                record[name] = generator.choice(OPTIONAL_VALUES[name][1:])
+        records.append(record)
+    for text in EDGE_TEXTS:
+        for field in ("queue", "job_type", "tenant_id", "partition_key"):
+            records.append(base() | {field: text})
+        records.append(base() | {"queue": text, "job_type": text, "tenant_id": text})
+    for payload in payloads:
+        records.append(base() | {"payload": payload})
+        records.append(base() | {"payload": payload, "idempotency_key": "k", "replay_count": 2})
+    for job_id in job_ids:
+        records.append(base() | {"job_id": job_id.upper()})
+    return records
+
+
+def test_the_reader_equals_fastavro_over_edge_envelopes() -> None:
+    """The differential test of the specialised reader against fastavro: envelopes written
+    by fastavro alone, over every edge (``edge_records``), read by ``read_envelope`` and by
+    fastavro alone, give equal envelopes; so does every truncation point of a few."""
+    generator = random.Random(31)
+    records = edge_records(generator)
+    assert len(records) > 150
+    plain = 0
+    for record in records:
+        data = fastavro_bytes(record)
+        assert data == DEFAULT_CODEC.encode_record(record)
+        expected = fastavro_envelope(data)
+        read = read_envelope(data, max_bytes=MAX_BYTES)
+        assert read == expected
+        assert type(read.job_id) is uuid.UUID and read.job_id.is_safe is expected.job_id.is_safe
+        plain += envelope_reader._read_plain(data) is not None
+    assert plain > 50  # the fast path itself was compared, not only its fallback
+    for record in records[:: max(1, len(records) // 12)]:
+        data = fastavro_bytes(record)
+        for end in sorted({*range(0, min(len(data), 80)), len(data) - 1, len(data) // 2}):
+            assert fast_outcome(data[:end]) == outcome(data[:end])
+
+
+def test_the_reader_equals_fastavro_over_random_envelopes() -> None:
+    """Random envelopes of every field's kind of text and size (``tests/envelope_records``),
+    a third of them with a random set of optional fields, read alike by both."""
+    generator = random.Random(32)
+    for _ in range(3000):
+        record = random_record(generator, plain=generator.random() < 0.66)
+        if generator.random() < 0.2:
+            for name in generator.sample(list(OPTIONAL_VALUES), 3):
+                record[name] = generator.choice(OPTIONAL_VALUES[name])
+        data = fastavro_bytes(record)
+        assert read_envelope(data, max_bytes=MAX_BYTES) == fastavro_envelope(data)

@@ -1,5 +1,8 @@
 """A periodic schedule: its definition, its ticks, and the identity of each tick's job.
 
+The app holds its schedules as it holds its job types (``app.periodic`` checks one as it is
+declared), so they are part of the foundation; ``tenantq.periodic.scheduler`` enqueues them.
+
 Ticks are pure functions of the definition, the same in every process:
 
 - ``every=N`` ticks at whole multiples of N seconds since the Unix epoch (``every=2`` at
@@ -25,7 +28,7 @@ from typing import Any
 from cronsim import CronSim, CronSimError
 
 from tenantq.errors import ConfigurationError, InvalidTenantId
-from tenantq.partitioner.tenant_id import validate_tenant_id
+from tenantq.tenant_ids import validate_tenant_id
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -76,10 +79,13 @@ class Schedule:
         since = _micros(moment - EPOCH)
         return EPOCH + dt.timedelta(microseconds=(since // period) * period)
 
-    def job_id(self, tick: dt.datetime) -> uuid.UUID:
-        """The id of the job of ``tick``: the same wherever it is computed."""
+    def job_id(self, tick: dt.datetime, deployment: str) -> uuid.UUID:
+        """The id of the job of ``tick`` in ``deployment`` (the topic prefix): the same
+        wherever it is computed, and another in each deployment (job ids are unique across
+        the deployments that share a database)."""
         milliseconds = _micros(tick.astimezone(dt.UTC) - EPOCH) // 1000
-        digest = hashlib.sha256(f"{self.name}\x00{tick_text(tick)}".encode()).digest()
+        text = f"{deployment}\x00{self.name}\x00{tick_text(tick)}"
+        digest = hashlib.sha256(text.encode()).digest()
         bits = int.from_bytes(digest[:10])
         value = (
             (milliseconds << 80)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tenantq.errors import InvalidTenantId
-from tenantq.partitioner.tenant_id import validate_tenant_id
+from tenantq.tenant_ids import validate_tenant_id
 
 
 @pytest.mark.parametrize("tenant", ["a", "acme", "A.b_c:d-9", "x" * 128])
