@@ -23,11 +23,11 @@ import time
 import uuid
 from collections.abc import Callable
 
-from tenantq.consumer.events import WorkerEvents
 from tenantq.consumer.intake import Polled
 from tenantq.consumer.ledger import Claim, ClaimSettings, OperationLane, Settle, SettleWaiting
 from tenantq.consumer.outcomes import crashed_too_often
 from tenantq.consumer.work import WorkItem
+from tenantq.observability.worker_events import WorkerEvents
 from tenantq.producer.publisher import Outgoing, dead_letter
 from tenantq.settings import WorkerSettings
 from tenantq.states import JobState

@@ -18,12 +18,12 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
-from tenantq.consumer.events import WorkerEvents
 from tenantq.consumer.ledger import Complete, OperationLane
 from tenantq.consumer.outcomes import Verdict
 from tenantq.consumer.work import WorkItem
 from tenantq.headers import DelayReason
 from tenantq.log import job_fields, log_event
+from tenantq.observability.worker_events import WorkerEvents
 from tenantq.producer.publisher import Outgoing, dead_letter, retry_message
 from tenantq.settings import Settings
 from tenantq.states import JobState, Outcome

@@ -21,7 +21,6 @@ from typing import Any
 
 from tenantq.consumer.completer import Completion
 from tenantq.consumer.dependencies import DependencyGuard
-from tenantq.consumer.events import WorkerEvents
 from tenantq.consumer.executor import Executor
 from tenantq.consumer.inbox import Inbox
 from tenantq.consumer.ledger import CountCrashes, Operation
@@ -31,6 +30,7 @@ from tenantq.consumer.runner import Task
 from tenantq.consumer.slots import SlotBook
 from tenantq.consumer.starts import RunningTasks
 from tenantq.consumer.work import WorkItem
+from tenantq.observability.worker_events import WorkerEvents
 
 log = logging.getLogger("tenantq.worker")
 

@@ -20,11 +20,11 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, TopicPartition
 
 from tenantq.consumer.completer import Completer
-from tenantq.consumer.events import WorkerEvents
 from tenantq.consumer.executor import Executor
 from tenantq.consumer.finishing import Finisher
 from tenantq.consumer.partitions import Key, Partitions
 from tenantq.consumer.work import WorkItem
+from tenantq.observability.worker_events import WorkerEvents
 from tenantq.producer.publisher import Publisher
 from tenantq.settings import WorkerSettings
 

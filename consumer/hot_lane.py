@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tenantq.consumer.events import WorkerEvents
+from tenantq.observability.worker_events import WorkerEvents
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.settings import Settings, TenantIsolationSettings
 from tenantq.store.placement import PlacementReader, PlacementWatcher

@@ -29,16 +29,16 @@ from confluent_kafka import Consumer, Message
 
 from tenantq import headers
 from tenantq.app import JobType, resolve_max_attempts
-from tenantq.consumer.events import READ_FROM_HOT_LANE, READ_FROM_MAIN, WorkerEvents
 from tenantq.consumer.topic_map import TopicMap
 from tenantq.consumer.work import WorkItem
 from tenantq.errors import EnvelopeError, InvalidTenantId
+from tenantq.observability.worker_events import READ_FROM_HOT_LANE, READ_FROM_MAIN, WorkerEvents
 from tenantq.partitioner.placement import LANE
-from tenantq.partitioner.tenant_id import validate_tenant_id
 from tenantq.producer.publisher import Outgoing, dead_letter, retry_message
 from tenantq.schemas.envelope import Envelope
 from tenantq.schemas.envelope_reader import read_envelope
 from tenantq.settings import Settings
+from tenantq.tenant_ids import validate_tenant_id
 
 if TYPE_CHECKING:
     from tenantq.consumer.partitions import Partitions

@@ -21,7 +21,6 @@ from tenantq.app import JobType
 from tenantq.consumer.completer import Completion
 from tenantq.consumer.context import JobContext, LeaseKeeper
 from tenantq.consumer.dependencies import DependencyGuard
-from tenantq.consumer.events import WorkerEvents
 from tenantq.consumer.executor import Executor
 from tenantq.consumer.outcomes import Verdict
 from tenantq.consumer.retry_policy import RetryPolicy
@@ -29,6 +28,7 @@ from tenantq.consumer.runner import Task
 from tenantq.consumer.slots import SlotBook
 from tenantq.consumer.work import WorkItem
 from tenantq.headers import DelayReason
+from tenantq.observability.worker_events import WorkerEvents
 from tenantq.settings import WorkerSettings
 
 #: Start events of a batch: (queue, job type, tenant, seconds since enqueue or None).

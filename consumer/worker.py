@@ -48,7 +48,6 @@ from tenantq.consumer.completer import Completer
 from tenantq.consumer.database_health import EXIT_DATABASE_GONE, DatabaseHealth
 from tenantq.consumer.dependencies import DependencyGuard, policies_from
 from tenantq.consumer.dispatch import Dispatch, fair_dispatcher
-from tenantq.consumer.events import WorkerEvents
 from tenantq.consumer.executor import ProcessExecutor, executor_for
 from tenantq.consumer.finishing import Finisher
 from tenantq.consumer.group_config import consumer_config
@@ -70,6 +69,7 @@ from tenantq.consumer.stopping import StopRequest
 from tenantq.consumer.topic_map import TopicMap
 from tenantq.consumer.work import WorkItem
 from tenantq.observability.worker import WorkerObservability
+from tenantq.observability.worker_events import WorkerEvents
 from tenantq.producer.publisher import Publisher
 from tenantq.settings import Settings
 from tenantq.store.job_store import JobStore

@@ -35,10 +35,10 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 import tenantq
-from tenantq.consumer.events import WorkerEvents
 from tenantq.consumer.intake import Polled
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.work import WorkItem
+from tenantq.observability.worker_events import WorkerEvents
 from tenantq.schemas.envelope import Envelope
 from tenantq.store.job_store import Lease
 from tenantq.store.placement import PlacementRecord

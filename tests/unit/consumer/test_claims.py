@@ -11,9 +11,9 @@ from fakes import DoneOffsets, FakeLane, work_item
 import tenantq
 from tenantq import headers
 from tenantq.consumer.claims import Claims
-from tenantq.consumer.events import WorkerEvents
 from tenantq.consumer.ledger import Claim
 from tenantq.consumer.work import WorkItem
+from tenantq.observability.worker_events import WorkerEvents
 from tenantq.states import JobState
 from tenantq.store.job_store import JobStatus
 from tenantq.topic_admin import queue_topics

@@ -10,8 +10,8 @@ from pathlib import Path
 from fakes import DoneOffsets, FakeLane, FakePublisher, make_settings, work_item
 
 from tenantq.consumer.completer import Completer, Completion, _result
-from tenantq.consumer.events import WorkerEvents
 from tenantq.consumer.outcomes import Verdict
+from tenantq.observability.worker_events import WorkerEvents
 from tenantq.states import JobState
 from tenantq.topic_admin import queue_topics
 

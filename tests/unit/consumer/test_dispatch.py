@@ -14,12 +14,12 @@ from tenantq.consumer.claims import Claims
 from tenantq.consumer.dependencies import DependencyGuard, policies_from
 from tenantq.consumer.dispatch import Dispatch
 from tenantq.consumer.dispatcher import FairDispatcher
-from tenantq.consumer.events import WorkerEvents
 from tenantq.consumer.ledger import Claim, ClaimAnswer
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.slots import SlotBook
 from tenantq.consumer.starts import RunningTasks, Starter
 from tenantq.consumer.work import HOT_LANE_SUFFIX, WorkItem
+from tenantq.observability.worker_events import WorkerEvents
 
 SLOTS = 8
 

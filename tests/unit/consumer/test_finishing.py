@@ -14,7 +14,6 @@ from tenantq.consumer.completer import Completion
 from tenantq.consumer.context import JobContext
 from tenantq.consumer.dependencies import DependencyGuard
 from tenantq.consumer.dispatcher import FairDispatcher
-from tenantq.consumer.events import WorkerEvents
 from tenantq.consumer.finishing import Finisher
 from tenantq.consumer.inbox import Inbox
 from tenantq.consumer.ledger import CountCrashes
@@ -22,6 +21,7 @@ from tenantq.consumer.runner import Task
 from tenantq.consumer.slots import SlotBook
 from tenantq.consumer.starts import RunningTasks
 from tenantq.consumer.work import WorkItem
+from tenantq.observability.worker_events import WorkerEvents
 from tenantq.states import JobState
 
 CRASH_BUDGET = 3

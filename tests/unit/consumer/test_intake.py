@@ -12,11 +12,11 @@ from confluent_kafka import TopicPartition
 from fakes import FakeConsumer, FakeMessage, FakePublisher, RecordingEvents
 
 import tenantq
-from tenantq.consumer.events import WorkerEvents
 from tenantq.consumer.intake import Intake
 from tenantq.consumer.partitions import Partitions
 from tenantq.consumer.topic_map import TopicMap
 from tenantq.consumer.work import WorkItem
+from tenantq.observability.worker_events import WorkerEvents
 from tenantq.schemas.envelope import Envelope, encode_envelope
 
 LANE = "p.default.lane"
