@@ -77,7 +77,8 @@ def encode_json(value: object) -> str:
 
 
 def check_job_type_name(name: object) -> str:
-    if not isinstance(name, str) or not JOB_TYPE_PATTERN.match(name):
+    # fullmatch: the pattern's ``$`` alone would also let a trailing newline through.
+    if not isinstance(name, str) or not JOB_TYPE_PATTERN.fullmatch(name):
         raise InvalidJobError(f"job type {name!r} must match {JOB_TYPE_PATTERN.pattern}")
     return name
 

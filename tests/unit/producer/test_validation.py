@@ -75,3 +75,10 @@ def test_encode_json_is_json_dumps(fast: bool, monkeypatch: pytest.MonkeyPatch) 
     cyclic.append(cyclic)
     with pytest.raises((ValueError, RecursionError)):
         encode_json(cyclic)
+
+
+def test_a_job_type_name_with_a_trailing_newline_is_refused() -> None:
+    """The pattern's ``$`` matches before a final newline; the name must match whole."""
+    assert validation.check_job_type_name("send_email") == "send_email"
+    with pytest.raises(validation.InvalidJobError, match="must match"):
+        validation.check_job_type_name("send_email\n")
