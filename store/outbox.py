@@ -131,47 +131,46 @@ WHERE o.id = ANY(%(ids)s::bigint[]) AND o.deployment = %(deployment)s AND o.valu
 ORDER BY o.id
 """
 
-#: Entries get their record, and their jobs the topic, partition and key it names.
+#: Entries get their record, and their jobs the topic, partition and key it names. Both are
+#: found by primary key (``= ANY``) and joined to the batch's arrays by hash: a join through
+#: ``unnest`` alone ran as a nested loop over the whole table on a deployment whose statistics
+#: were older than its rows (4.6 s for 500 entries instead of 20 ms).
 OUTBOX_ENCODE = """
-WITH encoded AS (
-    SELECT *
-    FROM unnest(%(ids)s::bigint[], %(job_ids)s::uuid[], %(topics)s::text[],
-                %(partitions)s::int[], %(keys)s::bytea[], %(values)s::bytea[],
-                %(headers)s::text[], %(partition_keys)s::text[])
-         AS e(id, job_id, topic, partition, key, value, headers, partition_key)
-),
-entries AS (
+WITH entries AS (
     UPDATE tenantq_outbox o
     SET topic = e.topic, partition = e.partition, key = e.key, value = e.value,
         headers = e.headers::jsonb
-    FROM encoded e
-    WHERE o.id = e.id AND o.deployment = %(deployment)s AND o.value IS NULL
+    FROM unnest(%(ids)s::bigint[], %(topics)s::text[], %(partitions)s::int[], %(keys)s::bytea[],
+                %(values)s::bytea[], %(headers)s::text[])
+         AS e(id, topic, partition, key, value, headers)
+    WHERE o.id = ANY(%(ids)s::bigint[]) AND o.id = e.id AND o.deployment = %(deployment)s
+      AND o.value IS NULL
 )
 UPDATE tenantq_jobs j
 SET partition_key = e.partition_key, origin_topic = e.topic, origin_partition = e.partition,
     updated_at = now()
-FROM encoded e
-WHERE j.id = e.job_id AND j.deployment = %(deployment)s AND j.origin_topic IS NULL
+FROM unnest(%(job_ids)s::uuid[], %(topics)s::text[], %(partitions)s::int[],
+            %(partition_keys)s::text[])
+     AS e(job_id, topic, partition, partition_key)
+WHERE j.id = ANY(%(job_ids)s::uuid[]) AND j.id = e.job_id AND j.deployment = %(deployment)s
+  AND j.origin_topic IS NULL
 """
 
 #: Entries whose job cannot be encoded (the relay's settings refuse it): the job is dead with
-#: the reason (``pending -> dead``: it was never published), the entry gone.
+#: the reason (``pending -> dead``: it was never published), the entry gone. Found by primary
+#: key, as in ``OUTBOX_ENCODE``.
 OUTBOX_REFUSE = """
-WITH refused AS (
-    SELECT *
-    FROM unnest(%(ids)s::bigint[], %(job_ids)s::uuid[], %(error_classes)s::text[],
-                %(error_messages)s::text[])
-         AS r(id, job_id, error_class, error_message)
-),
-entries AS (
-    DELETE FROM tenantq_outbox o USING refused r
-    WHERE o.id = r.id AND o.deployment = %(deployment)s AND o.value IS NULL
+WITH entries AS (
+    DELETE FROM tenantq_outbox o
+    WHERE o.id = ANY(%(ids)s::bigint[]) AND o.deployment = %(deployment)s AND o.value IS NULL
 )
 UPDATE tenantq_jobs j
 SET state = 'dead', finished_at = now(), updated_at = now(),
     last_error_class = r.error_class, last_error_message = r.error_message
-FROM refused r
-WHERE j.id = r.job_id AND j.deployment = %(deployment)s AND j.state = 'pending'
+FROM unnest(%(job_ids)s::uuid[], %(error_classes)s::text[], %(error_messages)s::text[])
+     AS r(job_id, error_class, error_message)
+WHERE j.id = ANY(%(job_ids)s::uuid[]) AND j.id = r.job_id AND j.deployment = %(deployment)s
+  AND j.state = 'pending'
 """
 
 #: Unpublished entries per queue and the age of the oldest (the relay's lag).
