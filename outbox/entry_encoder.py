@@ -86,7 +86,7 @@ class EntryEncoder:
                 except _REFUSALS as error:
                     refused.append(
                         outbox_store.RefusedEntry(
-                            job.entry_id, job.job_id, type(error).__name__, str(error)
+                            job.entry_id, job.job_id, _error_class(error), str(error)
                         )
                     )
                     continue
@@ -139,3 +139,10 @@ class EntryEncoder:
         """Close the placement reader's connection."""
         if self._placement_reader is not None:
             self._placement_reader.close()
+
+
+def _error_class(error: BaseException) -> str:
+    """The error's class as a job's ``last_error_class`` names it (the worker's way: module
+    and name, a builtin's name alone)."""
+    kind = type(error)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"

@@ -164,7 +164,7 @@ def test_a_job_the_relays_limits_refuse_is_dead_and_the_rest_is_published(
     finally:
         strict.close()
     state, *_, error_class, error_message = job_row(db, too_big)
-    assert (state, error_class) == ("dead", "InvalidJobError")
+    assert (state, error_class) == ("dead", "tenantq.errors.InvalidJobError")
     assert "the limit (max_message_bytes) is 2048" in error_message
     assert set(published(settings, topic)) == {behind}
     left = db.execute("SELECT count(*) FROM tenantq_outbox WHERE main_topic = %s", (topic,))
