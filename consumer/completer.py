@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 
+from tenantq.consumer.attempt_trace import trace_stale
 from tenantq.consumer.events import WorkerEvents
 from tenantq.consumer.ledger import Complete, Ledger
 from tenantq.consumer.outcomes import Verdict
@@ -213,6 +214,7 @@ class Completer:
     def _stale(self, item: WorkItem, already_lost: bool) -> None:
         """The store refused the result: the attempt no longer held the lease."""
         self._stats["stale_refused"] += 1
+        trace_stale(item)
         self._events.stale_result_refused(item.queue)
         if not already_lost:
             self._events.lease_expired(item.queue)

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from tenantq.app import load_app
 from tenantq.errors import ConfigurationError
+from tenantq.observability import tracing
 from tenantq.settings import load_settings
 
 console = Console()
@@ -42,6 +43,7 @@ def worker_command(
 
     # One JSON event per line (job id, tenant, attempt as fields), secrets masked.
     configure_logging(settings.log_level)
+    _trace_from_environment()
     app = load_app(app_reference)
     queue_list = [q.strip() for q in queues.split(",")] if queues else None
     for name in queue_list or []:
@@ -63,7 +65,10 @@ def worker_command(
         from tenantq.consumer.collector import settle_collector
 
         settle_collector()
-        worker.run()
+        try:
+            worker.run()
+        finally:
+            tracing.shutdown()
         raise typer.Exit(worker.exit_code)
     from tenantq.consumer.supervisor import Supervisor
     from tenantq.services.worker_services import background_services
@@ -77,7 +82,24 @@ def worker_command(
         arguments.append("--strict-priority")
     served = queue_list or app.queues() or ["default"]
     services = background_services(app, settings, served)
-    raise typer.Exit(Supervisor(arguments, processes, settings, queue_list, services).run())
+    try:
+        code = Supervisor(arguments, processes, settings, queue_list, services).run()
+    finally:
+        tracing.shutdown()
+    raise typer.Exit(code)
+
+
+def _trace_from_environment() -> None:
+    """OpenTelemetry from the standard ``OTEL_*`` variables when ``OTEL_TRACES_EXPORTER`` is
+    set (every process of the worker does the same: supervisor, members, handler
+    processes). Tracing that cannot be set up is reported and left off: the jobs still run."""
+    try:
+        if tracing.configure_from_environment(tracing.WORKER_SERVICE_NAME):
+            logging.getLogger("tenantq.worker").info(
+                "tracing on: exporting spans to %s", os.environ.get("OTEL_TRACES_EXPORTER")
+            )
+    except tracing.TracingUnavailable as error:
+        logging.getLogger("tenantq.worker").warning("tracing is off: %s", error)
 
 
 def _stop_with_supervisor(worker: Any) -> None:
