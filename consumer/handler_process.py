@@ -185,9 +185,9 @@ def main(connection: Any, spec: HandlerProcessSpec) -> None:
     from tenantq.log import configure_logging
 
     configure_logging(spec.log_level)
-    _trace_from_environment()
     settings = spec.settings
     app = load_app(spec.app_reference)
+    _trace_from_environment()
     folder = Path(spec.notes)
     table = _ThreadTable(folder / THREAD_TABLE, rows=4 * spec.slots + 64)
     _leave_notes(folder)

@@ -77,6 +77,8 @@ REPLAYS = "tenantq.job.replays"
 #: How the attempt ended: one of ``tenantq.states.Outcome``'s values.
 OUTCOME = "tenantq.attempt.outcome"
 RETRY_DELAY = "tenantq.attempt.retry_delay_seconds"
+#: Why an attempt that did not fail did not succeed either (snoozed, released, canceled).
+REASON = "tenantq.attempt.reason"
 
 #: Outcomes of an attempt that are failures (span status ERROR).
 FAILED_OUTCOMES = frozenset({"retrying", "dead", "timeout", "crashed", "stale"})
@@ -140,10 +142,13 @@ def configure_from_environment(default_service_name: str = WORKER_SERVICE_NAME) 
     exporters read their own variables (``OTEL_EXPORTER_OTLP_ENDPOINT``, ...), the sampler
     ``OTEL_TRACES_SAMPLER``, the batch processor ``OTEL_BSP_*``; the resource is
     ``OTEL_RESOURCE_ATTRIBUTES`` with ``service.name`` from ``OTEL_SERVICE_NAME``, else
-    ``default_service_name``. Raises ``TracingUnavailable`` when the SDK or an exporter is
-    not installed.
+    ``default_service_name``. Nothing is done under ``OTEL_SDK_DISABLED=true``, or when a
+    tracer provider is set already (the app's own, set when it was imported: it is used).
+    Raises ``TracingUnavailable`` when the SDK or an exporter is not installed.
     """
     global _configured
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
     names = [name.strip() for name in os.environ.get("OTEL_TRACES_EXPORTER", "").split(",") if name]
     names = [name for name in names if name and name.lower() != "none"]
     if not names:
@@ -158,6 +163,8 @@ def configure_from_environment(default_service_name: str = WORKER_SERVICE_NAME) 
             "OTEL_TRACES_EXPORTER is set but the OpenTelemetry SDK is not installed "
             "(pip install 'tenantq[otel]')"
         ) from None
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return False  # the app set up its own provider (at import): it is the one used
     exporters = [_exporter(name) for name in names]
     resource = Resource.create()
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
@@ -234,9 +241,14 @@ class _LineWriter:
         self._stream = stream
 
     def write(self, text: str) -> int:
+        try:
+            descriptor = self._stream.fileno()
+        except (AttributeError, OSError, ValueError):  # not a file (a test's capture)
+            self._stream.write(text)
+            self._stream.flush()
+            return len(text)
         self._stream.flush()
         data = text.encode()
-        descriptor = self._stream.fileno()
         written = 0
         while written < len(data):
             written += os.write(descriptor, data[written:])
@@ -583,12 +595,13 @@ class AttemptSpan:
         if delay_seconds is not None and outcome in ("retrying", "snoozed", "timeout"):
             attributes[RETRY_DELAY] = delay_seconds
         span.set_attributes(attributes)
-        if error is not None and isinstance(error, Exception):
-            span.record_exception(error)
         if outcome in FAILED_OUTCOMES:
+            if error is not None and isinstance(error, Exception):
+                span.record_exception(error)
             self._tracer._fail(span, error_class, error_message)
-        elif error_class is not None:
-            span.set_attribute(ERROR_TYPE, error_class)
+        elif error_message:
+            # Not a failure (snoozed, released, canceled): why, without an error status.
+            span.set_attribute(REASON, error_message)
         span.end()
 
 

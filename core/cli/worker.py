@@ -43,8 +43,9 @@ def worker_command(
 
     # One JSON event per line (job id, tenant, attempt as fields), secrets masked.
     configure_logging(settings.log_level)
-    _trace_from_environment()
     app = load_app(app_reference)
+    # After the app's import: an app that sets up its own tracer provider keeps it.
+    _trace_from_environment()
     queue_list = [q.strip() for q in queues.split(",")] if queues else None
     for name in queue_list or []:
         settings.queue(name)

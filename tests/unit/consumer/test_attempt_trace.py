@@ -176,6 +176,8 @@ def test_failed_attempts_end_with_their_outcome_error_and_exception(
     assert snoozed.attributes is not None
     assert snoozed.attributes["tenantq.attempt.outcome"] == "snoozed"
     assert snoozed.status.status_code is StatusCode.UNSET
+    assert "error.type" not in snoozed.attributes
+    assert snoozed.attributes["tenantq.attempt.reason"]
     assert (
         refused.attributes is not None and refused.attributes["tenantq.attempt.outcome"] == "dead"
     )

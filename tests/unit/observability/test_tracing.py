@@ -163,6 +163,26 @@ def test_the_console_exporter_writes_one_span_per_line_as_the_worker_service() -
     assert json.loads(named[0])["resource"]["attributes"]["service.name"] == "billing-jobs"
 
 
+def test_an_apps_own_provider_is_kept_and_a_disabled_sdk_is_left_off() -> None:
+    _python(
+        """
+        import os
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from tenantq.observability import tracing
+        os.environ["OTEL_SDK_DISABLED"] = "true"
+        assert tracing.configure_from_environment() is False
+        del os.environ["OTEL_SDK_DISABLED"]
+        own = TracerProvider()
+        trace.set_tracer_provider(own)  # as an app may at import
+        assert tracing.configure_from_environment() is False
+        assert trace.get_tracer_provider() is own
+        assert tracing.job_tracer() is not None
+        """,
+        env={"OTEL_TRACES_EXPORTER": "console"},
+    )
+
+
 def test_no_exporter_named_is_no_tracing_and_an_unknown_one_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
