@@ -16,6 +16,7 @@ and sort out what the claim did not take.
 | cancel requested before it ran                 | canceled, offset done                         |
 | attempts used up at lease time                 | dead with the reason, DLQ, offset done        |
 | same job id, different payload                 | DLQ as a conflict; the original is kept       |
+| job id of another deployment on the database   | DLQ as a conflict; its row is not touched     |
 | leased by another live worker                  | parked, claimed again when the lease ends     |
 | waiting, not due, main topic                   | offset done: its retry message owns the wait  |
 | waiting and due (or a retry message) unclaimed | claimed again shortly (clock or timing race)  |
@@ -549,9 +550,12 @@ class Intake:
         #: (item, error class, why) of each job that goes dead at lease time.
         to_bury: list[tuple[WorkItem, str, str]] = []
         conflicts: list[WorkItem] = []
+        foreign: list[WorkItem] = []
         for item in items:
             status = statuses.get(item.job_id)
-            if status is None:
+            if status is not None and status.of_another_deployment:
+                foreign.append(item)  # forged or misrouted: not this deployment's job
+            elif status is None:
                 # Not inserted: its idempotency key belongs to another job. The original
                 # stands; this copy is a duplicate by key.
                 log.info(
@@ -598,6 +602,12 @@ class Intake:
             worker.mark_done(item)
         self._dead_letter_items(
             conflicts, "JobConflict", "same job id with a different payload; the original is kept"
+        )
+        self._dead_letter_items(
+            foreign,
+            "JobConflict",
+            "the job id belongs to another deployment (topic prefix) on this database; "
+            "its job is not touched",
         )
         if to_cancel or to_bury:
             settle = Settle(

@@ -160,7 +160,7 @@ class Worker:
             lane_of=lambda item: item.dispatch_lane,
         )
         self._placements = PlacementBook(
-            PlacementReader(self.settings.require_database_url()),
+            PlacementReader(self.settings),
             self.settings.producer.placement_ttl_seconds,
             refresh_in_background=True,
         )

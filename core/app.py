@@ -210,7 +210,7 @@ class App:
         ``timedelta``, ticks at whole multiples since the epoch) or at each match of a
         five-field ``cron`` expression (UTC). Every ``tenantq worker`` of this app schedules,
         and each tick still makes one job. Ticks missed while no worker ran are skipped
-        unless ``catch_up``. ``name`` is unique per database (``tenantq periodic list``)."""
+        unless ``catch_up``. ``name`` is unique per deployment (``tenantq periodic list``)."""
         if name in self._schedules:
             raise ConfigurationError(f"periodic {name!r} is declared twice")
         self._schedules[name] = make_schedule(

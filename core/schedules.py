@@ -79,10 +79,13 @@ class Schedule:
         since = _micros(moment - EPOCH)
         return EPOCH + dt.timedelta(microseconds=(since // period) * period)
 
-    def job_id(self, tick: dt.datetime) -> uuid.UUID:
-        """The id of the job of ``tick``: the same wherever it is computed."""
+    def job_id(self, tick: dt.datetime, deployment: str) -> uuid.UUID:
+        """The id of the job of ``tick`` in ``deployment`` (the topic prefix): the same
+        wherever it is computed, and another in each deployment (job ids are unique across
+        the deployments that share a database)."""
         milliseconds = _micros(tick.astimezone(dt.UTC) - EPOCH) // 1000
-        digest = hashlib.sha256(f"{self.name}\x00{tick_text(tick)}".encode()).digest()
+        text = f"{deployment}\x00{self.name}\x00{tick_text(tick)}"
+        digest = hashlib.sha256(text.encode()).digest()
         bits = int.from_bytes(digest[:10])
         value = (
             (milliseconds << 80)

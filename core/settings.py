@@ -86,8 +86,12 @@ class QueueSettings(BaseModel):
         le=10_000,
         description="Partitions of each retry tier and the DLQ (default: same as the main topic).",
     )
-    replication_factor: int = Field(
-        1, ge=1, le=32, description="Replication factor of every topic."
+    replication_factor: int | None = Field(
+        None,
+        ge=1,
+        le=32,
+        description="Replication factor of every topic; unset = the cluster's: 3 when it "
+        "has three brokers or more (with min.insync.replicas=2), else one per broker.",
     )
     retry_delays_seconds: tuple[float, ...] = Field(
         DEFAULT_RETRY_DELAYS_SECONDS,
@@ -304,11 +308,19 @@ class ProducerSettings(BaseModel):
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 604_800.0}
+#: The longest duration read: "that long ago" must still be a time (the calendar begins in
+#: year 1), and no retention or filter needs more.
+MAX_DURATION = dt.timedelta(days=36_500)
+
+
+class DurationOutOfRange(ValueError):
+    """A duration written right but negative, not finite or over ``MAX_DURATION``."""
 
 
 def parse_duration(value: object) -> dt.timedelta:
     """A duration written ``0s``, ``90m``, ``12h``, ``7d``, ``2w`` (or ``500ms``), a number
-    of seconds, or a ``timedelta``; negative and non-finite values are refused."""
+    of seconds, or a ``timedelta``; negative, non-finite values and values over
+    ``MAX_DURATION`` (100 years) are refused with a ``ValueError`` saying so."""
     if isinstance(value, dt.timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, int | float) and not isinstance(value, bool):
@@ -320,15 +332,25 @@ def parse_duration(value: object) -> dt.timedelta:
                 seconds = float(value)
             except ValueError:
                 raise ValueError(
-                    f"{value!r} is not a duration (examples: 0s, 90m, 12h, 7d)"
+                    f"{_shown(value)} is not a duration (examples: 0s, 90m, 12h, 7d)"
                 ) from None
         else:
             seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
     else:
-        raise ValueError(f"{value!r} is not a duration (examples: 0s, 90m, 12h, 7d)")
+        raise ValueError(f"{_shown(value)} is not a duration (examples: 0s, 90m, 12h, 7d)")
     if not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(f"a duration must be finite and not negative, got {value!r}")
+        raise DurationOutOfRange(f"a duration must be finite and not negative, got {_shown(value)}")
+    if seconds > MAX_DURATION.total_seconds():
+        raise DurationOutOfRange(
+            f"a duration must be at most {MAX_DURATION.days}d (100 years), got {_shown(value)}"
+        )
     return dt.timedelta(seconds=seconds)
+
+
+def _shown(value: object) -> str:
+    """A bounded ``repr`` for error messages (the value may be anything anyone typed)."""
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:39] + "…"
 
 
 #: A ``timedelta`` setting that also reads ``7d``, ``90m``, ``0s`` or plain seconds.
@@ -527,7 +549,8 @@ class Settings(BaseSettings):
     kafka_config: dict[str, str] = Field(
         default_factory=dict,
         repr=False,
-        description="librdkafka settings passed through to every client (SASL, TLS, ...), as JSON.",
+        description="librdkafka settings passed through to every client (SASL, TLS, ...), as "
+        "JSON; unset with the dev stack's brokers = a secure dev stack's SASL and TLS settings.",
     )
     database_url: SecretStr | None = Field(
         None,
@@ -589,6 +612,9 @@ class Settings(BaseSettings):
             if state is not None:
                 if self.kafka_bootstrap_servers is None:
                     self.kafka_bootstrap_servers = state.get("kafka_bootstrap_servers")
+                    # A secure stack's SASL and TLS settings come with its brokers only.
+                    if not self.kafka_config and isinstance(state.get("kafka_config"), dict):
+                        self.kafka_config = dict(state["kafka_config"])
                 if self.database_url is None and state.get("database_url"):
                     self.database_url = SecretStr(state["database_url"])
         return self

@@ -11,12 +11,11 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-import psycopg
 from rich.table import Table
 
 from tenantq.demo.kafka import LagProbe
+from tenantq.store.engine import DeploymentConnection
 from tenantq.store.job_sets import job_set_oldest_runnable_age, job_set_state_counts
 
 STATES = ("pending", "runnable", "leased", "retrying", "succeeded", "dead", "canceled")
@@ -68,7 +67,7 @@ def longest_stall(samples: Sequence[Sample]) -> tuple[float, int | None]:
 class Monitor:
     """Takes samples of one demo run and renders the latest one."""
 
-    connection: psycopg.Connection[Any]
+    connection: DeploymentConnection
     probe: LagProbe
     job_ids: Sequence[uuid.UUID]
     enqueued: Callable[[], int]

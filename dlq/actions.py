@@ -10,11 +10,14 @@ from __future__ import annotations
 import getpass
 import itertools
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Literal
 
 from tenantq.dlq.filter import DeadLetterFilter
+from tenantq.dlq.header_values import printable
+from tenantq.dlq.pacing import check_rate
 from tenantq.dlq.purge import PurgePlan, execute_purge, plan_purge
 from tenantq.dlq.reader import DeadLetterReader
 from tenantq.dlq.records import DeadLetter
@@ -25,13 +28,29 @@ from tenantq.store import replay as replay_store
 from tenantq.store.engine import connect
 from tenantq.topics import main_topic
 
+#: What an audit row's actor may be: a name, not text (``ops``, ``web:alice``, ``uid:1000``,
+#: ``alice@example.com``). Newlines, markup and unbounded lengths stay out of the audit trail.
+ACTOR = re.compile(r"[A-Za-z0-9._@:+-]{1,100}")
+ACTOR_RULE = "1-100 letters, digits or . _ @ : + -"
+
+
+def validate_actor(actor: str) -> str:
+    """``actor`` if it is a name audit rows can hold (``ACTOR``), else ``ConfigurationError``."""
+    if ACTOR.fullmatch(actor) is None:
+        raise ConfigurationError(
+            f"actor '{printable(actor, 40)}' is not a name: {ACTOR_RULE} (it goes into audit rows)"
+        )
+    return actor
+
 
 def current_actor() -> str:
-    """Who is at the keyboard, for audit rows when ``--actor`` is not given."""
+    """Who is at the keyboard, for audit rows when ``--actor`` is not given: the login name
+    when it is a valid actor, else ``uid:<n>``."""
     try:
-        return getpass.getuser()
+        name = getpass.getuser()
     except (KeyError, OSError):  # no passwd entry (containers)
-        return f"uid:{os.getuid()}"
+        name = ""
+    return name if ACTOR.fullmatch(name) else f"uid:{os.getuid()}"
 
 
 @contextmanager
@@ -45,7 +64,7 @@ def selected(
     on_open: Callable[[DeadLetterReader], None] | None = None,
 ) -> Iterator[Iterator[DeadLetter]]:
     """The DLQ records of ``queue`` that match ``where``, streamed, at most ``limit``."""
-    with DeadLetterReader(settings, queue, since=where.since) as reader:
+    with _reader(settings, queue, where) as reader:
         if on_open is not None:
             on_open(reader)
         yield _matching(reader, where, limit, on_scanned)
@@ -68,11 +87,15 @@ def replay_dead_letters(
     on_outcome: Callable[[ReplayOutcome], None] | None = None,
 ) -> tuple[ReplayReport, int]:
     """Replay (or with ``dry_run`` only preview) the matching records; returns the report and
-    the id of its audit row. See ``tenantq.dlq.replay`` for the order that keeps replays safe."""
+    the id of its audit row. See ``tenantq.dlq.replay`` for the order that keeps replays safe.
+    Unreadable records are skipped and counted (``ReplayReport.unreadable``)."""
+    validate_actor(actor)
+    if rate is not None:
+        check_rate(rate)
     with connect(settings, autocommit=True, application_name="tenantq-dlq") as connection:
         report: ReplayReport | None = None
         try:
-            with DeadLetterReader(settings, queue, since=where.since) as reader:
+            with _reader(settings, queue, where) as reader:
                 if on_open is not None:
                     on_open(reader)
                 replayer = Replayer(
@@ -118,6 +141,7 @@ def purge_dead_letters(
 ) -> tuple[PurgePlan, int]:
     """Delete the DLQ records older than ``where.until`` (the only filter a purge honours:
     see ``tenantq.dlq.purge``); returns the plan and the audit row's id."""
+    validate_actor(actor)
     if not where.only_until:
         raise ConfigurationError(
             "purge deletes every record of a partition below an offset, so it takes --until "
@@ -140,6 +164,10 @@ def purge_dead_letters(
             job_ids=plan.job_ids,
         )
     return plan, audit_id
+
+
+def _reader(settings: Settings, queue: str, where: DeadLetterFilter) -> DeadLetterReader:
+    return DeadLetterReader(settings, queue, since=where.since, positions=where.positions)
 
 
 def _matching(

@@ -2,7 +2,9 @@
 
 Within one option, repeated values are alternatives (``--tenant a --tenant b``: either); across
 options, all must hold. Times are ISO 8601 (a time without a zone is UTC) or relative to now
-(``90s``, ``15m``, ``1h``, ``2d``, ``1w``: that long ago).
+(``90s``, ``15m``, ``1h``, ``2d``, ``1w``: that long ago, read by the settings' duration
+parser, at most 100 years). A record whose time is unknown (unreadable, no usable timestamp)
+matches no time condition.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from tenantq.dlq.header_values import printable
 from tenantq.dlq.records import DeadLetter
+from tenantq.settings import DurationOutOfRange, parse_duration
 
-_RELATIVE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)\s*$", re.IGNORECASE)
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+_POSITION = re.compile(r"([0-9]{1,10})@([0-9]{1,19})")
 
 
 class FilterError(ValueError):
@@ -25,28 +28,41 @@ class FilterError(ValueError):
 
 
 def parse_time(text: str, *, now: dt.datetime | None = None) -> dt.datetime:
-    """An aware UTC time from ISO 8601 or a relative age (``1h`` = one hour before ``now``)."""
+    """An aware UTC time from ISO 8601 or an age (``1h`` = one hour before ``now``); a
+    ``FilterError`` saying why for anything else, out-of-range times and ages included."""
     current = now or dt.datetime.now(dt.UTC)
-    relative = _RELATIVE.match(text)
-    if relative:
-        amount, unit = float(relative.group(1)), relative.group(2).lower()
-        try:
-            return current - dt.timedelta(seconds=amount * _UNIT_SECONDS[unit])
-        except OverflowError:
-            raise FilterError(f"{text!r} reaches back before the year 1") from None
+    written = text.strip()
     try:
-        parsed = dt.datetime.fromisoformat(text.strip())
+        parsed = dt.datetime.fromisoformat(written)
     except ValueError:
-        raise FilterError(
-            f"{text!r} is neither an ISO 8601 time (2026-01-31T12:00:00Z) "
-            "nor a relative age (90s, 15m, 1h, 2d, 1w)"
-        ) from None
+        try:
+            return current - parse_duration(written)
+        except DurationOutOfRange as error:
+            raise FilterError(f"'{printable(text, 40)}' is out of range: {error}") from None
+        except (ValueError, OverflowError) as error:
+            raise FilterError(
+                f"'{printable(text, 40)}' is neither an ISO 8601 time (2026-01-31T12:00:00Z) "
+                f"nor an age (90s, 15m, 1h, 2d, 1w): {error}"
+            ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.UTC)
     try:
         return parsed.astimezone(dt.UTC)
-    except OverflowError:
-        raise FilterError(f"{text!r} is out of range in UTC") from None
+    except OverflowError:  # 9999-12-31T23:00-05:00 is past the calendar in UTC
+        raise FilterError(f"'{printable(text, 40)}' is out of range in UTC") from None
+
+
+def _option_time(option: str, text: str | None, now: dt.datetime) -> dt.datetime | None:
+    try:
+        return parse_time(text, now=now) if text else None
+    except FilterError as error:
+        raise FilterError(f"{option}: {error}") from None
+
+
+def parse_position(text: str) -> tuple[int, int] | None:
+    """``partition@offset`` (``2@17``: how the DLQ tools name a record), else None."""
+    found = _POSITION.fullmatch(text.strip())
+    return None if found is None else (int(found.group(1)), int(found.group(2)))
 
 
 def parse_job_ids(values: Iterable[str]) -> frozenset[uuid.UUID]:
@@ -56,7 +72,7 @@ def parse_job_ids(values: Iterable[str]) -> frozenset[uuid.UUID]:
         try:
             ids.add(uuid.UUID(value.strip()))
         except ValueError:
-            raise FilterError(f"--job-id {value!r} is not a UUID") from None
+            raise FilterError(f"--job-id '{printable(value, 40)}' is not a UUID") from None
     return frozenset(ids)
 
 
@@ -71,6 +87,8 @@ class DeadLetterFilter:
     since: dt.datetime | None = None
     until: dt.datetime | None = None
     job_ids: frozenset[uuid.UUID] = frozenset()
+    #: (partition, offset) of records wanted by where they sit (``tenantq dlq show 2@17``).
+    positions: frozenset[tuple[int, int]] = frozenset()
 
     @classmethod
     def parse(
@@ -90,8 +108,8 @@ class DeadLetterFilter:
             tenants=frozenset(tenants),
             job_types=frozenset(job_types),
             error_classes=tuple(error_classes),
-            since=parse_time(since, now=current) if since else None,
-            until=parse_time(until, now=current) if until else None,
+            since=_option_time("--since", since, current),
+            until=_option_time("--until", until, current),
             job_ids=parse_job_ids(job_ids),
         )
         if built.since and built.until and built.since >= built.until:
@@ -106,9 +124,11 @@ class DeadLetterFilter:
             return False
         if self.error_classes and not letter.error_class.startswith(self.error_classes):
             return False
-        if self.since and letter.dead_at < self.since:
+        if self.since and (letter.dead_at is None or letter.dead_at < self.since):
             return False
-        if self.until and letter.dead_at >= self.until:
+        if self.until and (letter.dead_at is None or letter.dead_at >= self.until):
+            return False
+        if self.positions and (letter.dlq_partition, letter.dlq_offset) not in self.positions:
             return False
         return not (self.job_ids and letter.job_id not in self.job_ids)
 
@@ -126,4 +146,9 @@ class DeadLetterFilter:
             "since": self.since.isoformat() if self.since else None,
             "until": self.until.isoformat() if self.until else None,
             "job_ids": sorted(str(job_id) for job_id in self.job_ids),
+            **(
+                {"positions": [f"{p}@{o}" for p, o in sorted(self.positions)]}
+                if self.positions
+                else {}
+            ),
         }

@@ -6,7 +6,22 @@ import math
 import time
 from collections.abc import Callable
 
+from tenantq.errors import ConfigurationError
 from tenantq.token_bucket import TokenBucket
+
+#: The highest ``--rate`` taken: above it, pacing would not slow a replay down anyway.
+MAX_RATE = 1_000_000.0
+
+
+def check_rate(rate: float) -> float:
+    """``rate`` if it is a number of publishes per second a replay can keep to, else a
+    ``ConfigurationError`` saying what is expected (0, negative, NaN and infinity are not)."""
+    if not (math.isfinite(rate) and 0 < rate <= MAX_RATE):
+        raise ConfigurationError(
+            f"rate must be a number of publishes per second above 0 and at most {MAX_RATE:,.0f}"
+            f", got {rate!r}"
+        )
+    return rate
 
 
 class RateLimiter:

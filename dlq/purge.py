@@ -10,6 +10,8 @@ records below the cut are older. Filters on tenant, job type, error class, job i
 Job rows are not changed: a dead job stays dead (terminal) and keeps its payload in
 Postgres; it only can no longer be replayed from the DLQ. The summary says how many of the
 purged jobs are still dead, and an audit row (action ``purge``) records who purged what.
+Unreadable records (``tenantq.dlq.records``) below the cut are deleted with the rest (a purge
+is how they leave the topic); the plan counts them, as no job can be named for them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import OFFSET_END, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from tenantq.dlq.kafka_client import ClientReport, error_text
 from tenantq.dlq.reader import METADATA_TIMEOUT, DeadLetterReader, DeadLetterReadError
 from tenantq.settings import Settings
 from tenantq.store import replay as replay_store
@@ -40,7 +43,10 @@ class PurgePlan:
     until: dt.datetime
     cuts: dict[int, tuple[int, int]] = field(default_factory=dict)
     job_ids: list[uuid.UUID] = field(default_factory=list)
+    #: Records without a job id (the worker could not decode them) that do parse.
     undecodable: int = 0
+    #: Records that do not parse (deleted all the same; no job is named for them).
+    unreadable: int = 0
     #: States of the purged jobs' rows ("no row" for records without one).
     job_states: Counter[str] = field(default_factory=Counter)
 
@@ -57,7 +63,9 @@ def plan_purge(settings: Settings, queue: str, until: dt.datetime) -> PurgePlan:
         # Read exactly the records below the cuts, to name their jobs in the audit row.
         reader.ranges = {p: cut for p, cut in plan.cuts.items() if cut[0] < cut[1]}
         for letter in reader.records():
-            if letter.job_id is None:
+            if letter.unreadable:
+                plan.unreadable += 1
+            elif letter.job_id is None:
                 plan.undecodable += 1
             elif len(plan.job_ids) < AUDIT_JOB_IDS_LIMIT:
                 plan.job_ids.append(letter.job_id)
@@ -76,14 +84,16 @@ def execute_purge(settings: Settings, plan: PurgePlan) -> dict[int, int]:
     ]
     if not wanted:
         return {}
-    admin = AdminClient(settings.kafka_client_config())
+    client = ClientReport(settings.require_bootstrap_servers())
+    admin = AdminClient(settings.kafka_client_config(**client.config()))
     futures = admin.delete_records(wanted, request_timeout=30)
     result = {}
     for partition, future in futures.items():
         try:
             deleted = future.result()
         except KafkaException as error:
-            raise DeadLetterReadError(f"deleting records of {plan.topic}: {error}") from None
+            failure = f"deleting records of {plan.topic}: {error_text(error)}"
+            raise DeadLetterReadError(client.describe(failure)) from None
         result[partition.partition] = int(deleted.low_watermark)
     return result
 
@@ -91,17 +101,24 @@ def execute_purge(settings: Settings, plan: PurgePlan) -> dict[int, int]:
 def _cuts(
     settings: Settings, topic: str, ranges: dict[int, tuple[int, int]], until: dt.datetime
 ) -> dict[int, tuple[int, int]]:
+    client = ClientReport(settings.require_bootstrap_servers())
     consumer = Consumer(
         settings.kafka_client_config(
-            **{"group.id": f"tenantq-dlq-purge-{uuid.uuid4().hex}", "enable.auto.commit": False}
+            **{
+                "group.id": f"tenantq-dlq-purge-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                **client.config(),
+            }
         )
     )
     try:
-        until_ms = int(until.timestamp() * 1000)
+        # Kafka reads a negative time as "latest" or "earliest": before 1970 is 0.
+        until_ms = max(0, int(until.timestamp() * 1000))
         asked = [TopicPartition(topic, p, until_ms) for p in ranges]
         found = consumer.offsets_for_times(asked, timeout=METADATA_TIMEOUT)
     except KafkaException as error:
-        raise DeadLetterReadError(f"reading offsets of {topic}: {error}") from None
+        failure = f"reading the offsets of {topic}: {error_text(error)}"
+        raise DeadLetterReadError(client.describe(failure)) from None
     finally:
         consumer.close()
     cuts = {}

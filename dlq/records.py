@@ -4,6 +4,20 @@ The worker writes each dead letter as the original key and value bytes plus head
 why it died (``tenantq.producer.publisher.dead_letter``). The envelope is the truth: the job
 id, type and tenant come from it when it decodes, and from the headers only when it does not
 (an undecodable message has no envelope and possibly no job row; it cannot be replayed).
+
+Anyone can write to a DLQ topic, so nothing read here raises. A record that does not parse
+is **unreadable**: a header tenantq reads holds what the worker could not have written there
+(``tenantq.dlq.header_values``), or the body is not an envelope although no ``Undecodable``
+error class says so. It is listed with what could be read and why it is unreadable, and it
+is never replayed.
+
+| record | decoded as | replay |
+| --- | --- | --- |
+| envelope, headers parse | a dead letter | yes, by its job row |
+| worker's ``Undecodable:*`` letter, body not an envelope | undecodable | skipped |
+| envelope, error class ``Undecodable:*`` (an invalid tenant) | undecodable | skipped |
+| a header that does not parse | unreadable | skipped, counted |
+| body not an envelope, no ``Undecodable:*`` error class | unreadable | skipped, counted |
 """
 
 from __future__ import annotations
@@ -15,20 +29,26 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenantq import headers
+from tenantq.dlq import header_values
+from tenantq.dlq.header_values import printable, time_of_ms
 from tenantq.errors import EnvelopeError
 from tenantq.schemas.envelope import Envelope, decode_envelope
 
 #: Error classes the worker gives messages it could not decode (``Undecodable:<reason>``).
 UNDECODABLE_PREFIX = "Undecodable:"
+#: Why replay skips an unreadable record (one text, so a report counts them together).
+UNREADABLE_SKIP = "unreadable: a DLQ record that does not parse is never replayed"
 
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
     """A DLQ record: where it sits, what job it was, and why it died."""
 
+    topic: str
     dlq_partition: int
     dlq_offset: int
-    timestamp_ms: int
+    #: The record's Kafka timestamp (ms), None when the record has none.
+    timestamp_ms: int | None
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes], ...]
@@ -42,19 +62,34 @@ class DeadLetter:
     source_topic: str | None
     source_partition: int | None
     source_offset: int | None
-    dead_at: dt.datetime
+    #: From the dead-at header, else the record's timestamp; None when neither is a time.
+    dead_at: dt.datetime | None
     envelope: Envelope | None
     #: Why the value is not a usable envelope (None when it is).
     undecodable_reason: str | None
+    #: Why the record does not parse (None when it does): see the module docstring.
+    unreadable_reason: str | None = None
+
+    @property
+    def unreadable(self) -> bool:
+        """Whether the record does not parse (listed as such, never replayed)."""
+        return self.unreadable_reason is not None
+
+    @property
+    def position(self) -> str:
+        """``partition@offset``: how `tenantq dlq show` and the console name a record."""
+        return f"{self.dlq_partition}@{self.dlq_offset}"
 
     @property
     def replayable(self) -> bool:
-        """Whether replay can publish it again: only a decodable envelope can be."""
-        return self.envelope is not None and not self.error_class.startswith(UNDECODABLE_PREFIX)
+        """Whether replay can publish it again: only a readable, decodable envelope can be."""
+        return self.skip_reason is None
 
     @property
     def skip_reason(self) -> str | None:
         """Why replay must skip it, or None."""
+        if self.unreadable:
+            return UNREADABLE_SKIP
         if self.envelope is None:
             return f"undecodable ({self.undecodable_reason}): no envelope to replay"
         if self.error_class.startswith(UNDECODABLE_PREFIX):
@@ -68,12 +103,19 @@ class DeadLetter:
         assert self.envelope is not None
         return hashlib.sha256(self.envelope.payload).digest()
 
+    def raw_headers(self) -> list[tuple[str, str]]:
+        """Every header, name and value escaped for a terminal or a page (``printable``)."""
+        return [(printable(name, 80), printable(value)) for name, value in self.headers]
+
     def as_dict(self, *, full: bool = False) -> dict[str, Any]:
-        """Plain data for JSON; ``full`` adds every header and the decoded envelope."""
+        """Plain data for JSON; ``full`` adds every header and the decoded envelope. An
+        unreadable record always carries its headers, escaped, and why it is unreadable."""
         data: dict[str, Any] = {
+            "topic": self.topic,
             "dlq_partition": self.dlq_partition,
             "dlq_offset": self.dlq_offset,
-            "dead_at": self.dead_at.isoformat(),
+            "timestamp_ms": self.timestamp_ms,
+            "dead_at": self.dead_at.isoformat() if self.dead_at else None,
             "job_id": str(self.job_id) if self.job_id else None,
             "job_type": self.job_type,
             "tenant": self.tenant,
@@ -85,11 +127,16 @@ class DeadLetter:
             "source_partition": self.source_partition,
             "source_offset": self.source_offset,
             "replayable": self.replayable,
+            "unreadable": self.unreadable,
         }
+        if self.unreadable:
+            data["unreadable_reason"] = self.unreadable_reason
+            data["raw_headers"] = [list(pair) for pair in self.raw_headers()]
         if full:
             data["key"] = _text(self.key)
             data["headers"] = {name: _text(value) for name, value in self.headers}
             data["undecodable_reason"] = self.undecodable_reason
+            data["unreadable_reason"] = self.unreadable_reason
             data["envelope"] = _envelope_dict(self.envelope)
             data["value_bytes"] = None if self.value is None else len(self.value)
         return data
@@ -97,9 +144,10 @@ class DeadLetter:
 
 def decode_dead_letter(
     *,
+    topic: str,
     partition: int,
     offset: int,
-    timestamp_ms: int,
+    timestamp_ms: int | None,
     key: bytes | None,
     value: bytes | None,
     raw_headers: list[tuple[str, bytes]],
@@ -107,52 +155,93 @@ def decode_dead_letter(
 ) -> DeadLetter:
     """A DLQ record as a ``DeadLetter``; never raises on bad content, only describes it."""
     found = headers.header_map(list(raw_headers))
+    parsed, problems = header_values.parse_headers(found)
     envelope: Envelope | None = None
     reason: str | None = None
     try:
         envelope = decode_envelope(value, max_bytes=max_bytes)
     except EnvelopeError as error:
-        reason = f"{getattr(error, 'reason', type(error).__name__)}: {error}"
-    dead_at_ms = _int(found.get(headers.DEAD_AT_MS)) or timestamp_ms
+        reason = f"{error.reason}: {error}"
+    error_class = _str_of(parsed, headers.ERROR_CLASS)
+    if envelope is None and not (error_class or "").startswith(UNDECODABLE_PREFIX):
+        problems.append(
+            f"body: not an envelope ({printable(reason, 200)}) and no "
+            f"{UNDECODABLE_PREFIX}* error class says the worker found it so"
+        )
+    dead_at = parsed.get(headers.DEAD_AT_MS)
     return DeadLetter(
+        topic=topic,
         dlq_partition=partition,
         dlq_offset=offset,
         timestamp_ms=timestamp_ms,
         key=key,
         value=value,
         headers=tuple(raw_headers),
-        job_id=envelope.job_id if envelope else _uuid(found.get(headers.JOB_ID)),
-        job_type=envelope.job_type if envelope else _str(found.get(headers.JOB_TYPE)),
-        tenant=envelope.tenant_id if envelope else _str(found.get(headers.TENANT)),
-        error_class=_str(found.get(headers.ERROR_CLASS)) or "(unknown)",
-        error_message=_str(found.get(headers.ERROR_MESSAGE)) or "",
-        attempts=_int(found.get(headers.ATTEMPTS)),
-        worker=_str(found.get(headers.WORKER)),
-        source_topic=_str(found.get(headers.SOURCE_TOPIC)),
-        source_partition=_int(found.get(headers.SOURCE_PARTITION)),
-        source_offset=_int(found.get(headers.SOURCE_OFFSET)),
-        dead_at=dt.datetime.fromtimestamp(dead_at_ms / 1000, tz=dt.UTC),
+        job_id=envelope.job_id if envelope else _uuid_of(parsed, headers.JOB_ID),
+        job_type=envelope.job_type if envelope else _str_of(parsed, headers.JOB_TYPE),
+        tenant=envelope.tenant_id if envelope else _str_of(parsed, headers.TENANT),
+        error_class=error_class or "(unknown)",
+        error_message=_str_of(parsed, headers.ERROR_MESSAGE) or "",
+        attempts=_int_of(parsed, headers.ATTEMPTS),
+        worker=_str_of(parsed, headers.WORKER),
+        source_topic=_str_of(parsed, headers.SOURCE_TOPIC),
+        source_partition=_int_of(parsed, headers.SOURCE_PARTITION),
+        source_offset=_int_of(parsed, headers.SOURCE_OFFSET),
+        dead_at=dead_at if isinstance(dead_at, dt.datetime) else time_of_ms(timestamp_ms),
         envelope=envelope,
         undecodable_reason=reason,
+        unreadable_reason="; ".join(problems) or None,
     )
 
 
-def _str(value: bytes | None) -> str | None:
-    return None if value is None else value.decode("utf-8", errors="replace")
+def unreadable_letter(
+    *,
+    topic: str,
+    partition: int,
+    offset: int,
+    timestamp_ms: int | None,
+    raw_headers: list[tuple[str, bytes]],
+    reason: str,
+) -> DeadLetter:
+    """A record that could not be read at all, with where it sits and why."""
+    return DeadLetter(
+        topic=topic,
+        dlq_partition=partition,
+        dlq_offset=offset,
+        timestamp_ms=timestamp_ms,
+        key=None,
+        value=None,
+        headers=tuple(raw_headers),
+        job_id=None,
+        job_type=None,
+        tenant=None,
+        error_class="(unknown)",
+        error_message="",
+        attempts=None,
+        worker=None,
+        source_topic=None,
+        source_partition=None,
+        source_offset=None,
+        dead_at=time_of_ms(timestamp_ms),
+        envelope=None,
+        undecodable_reason=None,
+        unreadable_reason=reason,
+    )
 
 
-def _int(value: bytes | None) -> int | None:
-    try:
-        return None if value is None else int(value)
-    except ValueError:
-        return None
+def _str_of(parsed: dict[str, header_values.HeaderValue], header: str) -> str | None:
+    value = parsed.get(header)
+    return value if isinstance(value, str) else None
 
 
-def _uuid(value: bytes | None) -> uuid.UUID | None:
-    try:
-        return None if value is None else uuid.UUID(value.decode("ascii", errors="replace"))
-    except ValueError:
-        return None
+def _uuid_of(parsed: dict[str, header_values.HeaderValue], header: str) -> uuid.UUID | None:
+    value = parsed.get(header)
+    return value if isinstance(value, uuid.UUID) else None
+
+
+def _int_of(parsed: dict[str, header_values.HeaderValue], header: str) -> int | None:
+    value = parsed.get(header)
+    return value if isinstance(value, int) else None
 
 
 def _text(value: bytes | None) -> str | None:
@@ -170,7 +259,7 @@ def _envelope_dict(envelope: Envelope | None) -> dict[str, Any] | None:
         return None
     try:
         payload: Any = envelope.payload_json()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         payload = _text(envelope.payload)
     return {
         "job_id": str(envelope.job_id),

@@ -29,18 +29,18 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
-
-import psycopg
+from typing import Literal
 
 from tenantq import headers
-from tenantq.dlq.pacing import RateLimiter
+from tenantq.dlq.kafka_client import ClientReport, quiet_producer
+from tenantq.dlq.pacing import RateLimiter, check_rate
 from tenantq.dlq.records import DeadLetter
 from tenantq.dlq.replay_trace import ReplaySpans
 from tenantq.partitioner.murmur2 import default_partition
 from tenantq.producer.publisher import Outgoing, Publisher, retry_message
 from tenantq.settings import Settings
 from tenantq.store import replay as replay_store
+from tenantq.store.engine import DeploymentConnection
 from tenantq.topics import QueueTopics
 
 #: Records per statement and publish round when no ``--rate`` is given.
@@ -92,6 +92,8 @@ class ReplayReport:
 
     dry_run: bool
     matched: int = 0
+    #: Matched records that do not parse: never replayed (also counted as skipped).
+    unreadable: int = 0
     actions: Counter[str] = field(default_factory=Counter)
     skip_reasons: Counter[str] = field(default_factory=Counter)
     #: Jobs published (or, in a dry run, that would be), in order.
@@ -107,6 +109,8 @@ class ReplayReport:
         self.actions[outcome.action] += 1
         if outcome.action == "skipped":
             self.skip_reasons[outcome.detail] += 1
+            if outcome.letter.unreadable:
+                self.unreadable += 1
         if len(self.outcomes) < OUTCOMES_KEPT:
             self.outcomes.append(outcome)
 
@@ -123,7 +127,7 @@ class Replayer:
         self,
         settings: Settings,
         queue: str,
-        connection: psycopg.Connection[Any],
+        connection: DeploymentConnection,
         *,
         main_partitions: int,
         dry_run: bool = False,
@@ -142,7 +146,7 @@ class Replayer:
         self.connection = connection
         self.main_partitions = main_partitions
         self.dry_run = dry_run
-        self.limiter = RateLimiter(rate) if rate else None
+        self.limiter = RateLimiter(check_rate(rate)) if rate is not None else None
         self.batch_size = self.limiter.batch_size(BATCH_SIZE) if self.limiter else BATCH_SIZE
         self.canary = 0 if dry_run else canary
         self.canary_timeout = canary_timeout
@@ -275,7 +279,14 @@ class Replayer:
 
     def _publisher_of(self) -> Publisher:
         if self._publisher is None:
-            self._publisher = Publisher(self.settings, client_id="tenantq-dlq-replay")
+            # Quiet: a broker that drops the producer must not print librdkafka's every retry;
+            # a publish it does not acknowledge is a "failed" outcome all the same.
+            report = ClientReport(self.settings.require_bootstrap_servers())
+            self._publisher = Publisher(
+                self.settings,
+                client_id="tenantq-dlq-replay",
+                producer_factory=quiet_producer(report),
+            )
         return self._publisher
 
     def _record(self, outcome: ReplayOutcome) -> None:

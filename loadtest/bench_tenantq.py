@@ -132,13 +132,13 @@ def prepare_database(servers: Servers, name: str) -> str:
 #: ``--history 0`` measures a new deployment.)
 HISTORY_JOBS = """
 INSERT INTO tenantq_jobs (
-    id, queue, job_type, tenant_id, partition_key, state, payload, payload_sha256, attempts,
-    max_attempts, origin_topic, origin_partition, origin_offset, enqueued_at, started_at,
-    finished_at, created_at, updated_at, success_worker_id, success_started_at,
+    id, deployment, queue, job_type, tenant_id, partition_key, state, payload, payload_sha256,
+    attempts, max_attempts, origin_topic, origin_partition, origin_offset, enqueued_at,
+    started_at, finished_at, created_at, updated_at, success_worker_id, success_started_at,
     success_duration_ms)
-SELECT gen_random_uuid(), 'history', 'noop', 'tenant-' || mod(i, 200), 'tenant-' || mod(i, 200),
-       'succeeded', decode('00', 'hex'), sha256(decode('00', 'hex')), 1, 25, 'history',
-       mod(i, 12), i, now() - interval '1 hour', now() - interval '1 hour',
+SELECT gen_random_uuid(), 'history', 'history', 'noop', 'tenant-' || mod(i, 200),
+       'tenant-' || mod(i, 200), 'succeeded', decode('00', 'hex'), sha256(decode('00', 'hex')),
+       1, 25, 'history', mod(i, 12), i, now() - interval '1 hour', now() - interval '1 hour',
        now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour',
        'history', now() - interval '1 hour', 0
 FROM generate_series(1, %(count)s) AS i
@@ -285,8 +285,8 @@ class TenantqSide:
         """One measured run; with ``raw``, the raw consumer's rate on the same topic too."""
         options = self.options
         with psycopg.connect(psycopg_url(self.url), autocommit=True) as connection:
-            # The previous run's jobs go, the history stays; statistics as a deployment's.
-            connection.execute(QUEUE_JOBS_DELETE, {"queue": QUEUE})
+            # The previous runs' jobs went with them, the history stays; statistics as a
+            # deployment's.
             connection.execute("DELETE FROM tenantq_workers")
             connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_attempt_log")
         # The benchmark's own clients log librdkafka warnings only (not its info lines about
@@ -308,6 +308,10 @@ class TenantqSide:
                 measured = self._measure(config, settings, progress, tag, user_kafka_config)
             finally:
                 progress.close()
+                with psycopg.connect(psycopg_url(self.url), autocommit=True) as connection:
+                    connection.execute(
+                        QUEUE_JOBS_DELETE, {"deployment": settings.topic_prefix, "queue": QUEUE}
+                    )
             rate = raw_consume_rate(settings, topic, options.jobs) if raw else None
         return measured, rate
 

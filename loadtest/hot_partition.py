@@ -596,11 +596,14 @@ def handler_start_gap(
     }
 
 
-def remove_rows(connection: psycopg.Connection[Any], queue: str) -> None:
-    """The run's job rows with their attempts, and its placements: the run's queue
-    is its own, so nobody else's rows match."""
-    connection.execute(QUEUE_JOBS_DELETE, {"queue": queue})
-    connection.execute("DELETE FROM tenantq_tenant_placement WHERE queue = %s", (queue,))
+def remove_rows(connection: psycopg.Connection[Any], prefix: str, queue: str) -> None:
+    """The run's job rows with their attempts, and its placements: the run's deployment
+    (topic prefix) and queue are its own, so nobody else's rows match."""
+    connection.execute(QUEUE_JOBS_DELETE, {"deployment": prefix, "queue": queue})
+    connection.execute(
+        "DELETE FROM tenantq_tenant_placement WHERE deployment = %s AND queue = %s",
+        (prefix, queue),
+    )
 
 
 def migrate_database(settings: Settings) -> str:
@@ -1161,16 +1164,16 @@ class Run:
 
 
 @contextlib.contextmanager
-def removing_rows(base: Settings, queues: list[str], *, keep: bool) -> Iterator[None]:
-    """On the way out, the rows of every run's queue (those of a failed run too)."""
+def removing_rows(base: Settings, queues: list[tuple[str, str]], *, keep: bool) -> Iterator[None]:
+    """On the way out, the rows of every run's (prefix, queue) (those of a failed run too)."""
     try:
         yield
     finally:
         if not keep and queues:
             url = psycopg_url(base.require_database_url())
             with contextlib.suppress(Exception), psycopg.connect(url, autocommit=True) as conn:
-                for queue in queues:
-                    remove_rows(conn, queue)
+                for prefix, queue in queues:
+                    remove_rows(conn, prefix, queue)
 
 
 def run_all(chosen: Sequence[Scenario], options: Options) -> tuple[list[RunFigures], list[str]]:
@@ -1185,7 +1188,7 @@ def run_all(chosen: Sequence[Scenario], options: Options) -> tuple[list[RunFigur
     )
     results: list[RunFigures] = []
     failures: list[str] = []
-    queues: list[str] = []
+    queues: list[tuple[str, str]] = []
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(bar_width=24),
@@ -1197,7 +1200,7 @@ def run_all(chosen: Sequence[Scenario], options: Options) -> tuple[list[RunFigur
     with progress, removing_rows(base, queues, keep=options.keep):
         for scenario in chosen:
             run = Run(scenario, base, options, progress)
-            queues.append(run.queue)
+            queues.append((run.prefix, run.queue))
             try:
                 data = run.execute()
             except Exception as error:

@@ -13,7 +13,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 
 import psycopg
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -24,10 +23,11 @@ from tenantq.observability import specs as names
 from tenantq.store import outbox as outbox_store
 from tenantq.store import placement as placement_store
 from tenantq.store import stats
+from tenantq.store.engine import DeploymentConnection
 
 logger = logging.getLogger("tenantq.observability.specs")
 
-ConnectionFactory = Callable[[], psycopg.Connection[Any]]
+ConnectionFactory = Callable[[], DeploymentConnection]
 
 
 class QueueStatsCollector(Collector):
@@ -56,7 +56,7 @@ class QueueStatsCollector(Collector):
         self._stale_worker_seconds = stale_worker_seconds
         self._min_interval = min_interval_seconds
         self._clock = clock
-        self._connection: psycopg.Connection[Any] | None = None
+        self._connection: DeploymentConnection | None = None
         self._lock = threading.Lock()
         self._cached: list[Metric] = []
         self._cached_at: float | None = None

@@ -88,9 +88,7 @@ class Outbox:
         self.settings = settings or (app.settings if app is not None else load_settings())
         self.app = app
         self._placement_reader = (
-            PlacementReader(self.settings.require_database_url())
-            if self.settings.database_url is not None
-            else None
+            PlacementReader(self.settings) if self.settings.database_url is not None else None
         )
         self._placements = PlacementBook(
             self._placement_reader, self.settings.producer.placement_ttl_seconds
@@ -179,10 +177,7 @@ class Outbox:
                 inserted = await cursor.fetchone()
                 if inserted is not None:
                     return OutboxRef(uuid.UUID(str(inserted[0])), True, row.queue)
-                await cursor.execute(
-                    outbox_store.JOB_BY_IDEMPOTENCY_KEY,
-                    {"queue": row.queue, "idempotency_key": row.idempotency_key},
-                )
+                await cursor.execute(outbox_store.JOB_BY_IDEMPOTENCY_KEY, row.key_parameters())
                 found = await cursor.fetchone()
             return _existing(row, outbox_store.existing_job(found))
         except BaseException as error:
@@ -203,10 +198,7 @@ class Outbox:
             inserted = execute(outbox_store.OUTBOX_ENQUEUE, row.parameters())
             if inserted is not None:
                 return OutboxRef(uuid.UUID(str(inserted[0])), True, row.queue)
-            found = execute(
-                outbox_store.JOB_BY_IDEMPOTENCY_KEY,
-                {"queue": row.queue, "idempotency_key": row.idempotency_key},
-            )
+            found = execute(outbox_store.JOB_BY_IDEMPOTENCY_KEY, row.key_parameters())
             return _existing(row, outbox_store.existing_job(found))
         except BaseException as error:
             if creation is not None:
@@ -245,6 +237,7 @@ class Outbox:
         )
         return outbox_store.OutboxRow(
             id=message.job_id,
+            deployment=self.settings.topic_prefix,
             queue=message.queue,
             main_topic=main_topic(self.settings.topic_prefix, message.queue),
             job_type=envelope.job_type,

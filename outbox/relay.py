@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import confluent_kafka
-import psycopg
 
 from tenantq.background import ServiceLoop
 from tenantq.errors import TenantqError
@@ -35,7 +34,7 @@ from tenantq.producer.delivery import confirmed
 from tenantq.settings import Settings
 from tenantq.store import locks
 from tenantq.store import outbox as outbox_store
-from tenantq.store.engine import LazyConnection
+from tenantq.store.engine import DeploymentConnection, LazyConnection
 from tenantq.topics import main_topic
 
 log = logging.getLogger("tenantq.outbox")
@@ -158,7 +157,7 @@ class RelayService(ServiceLoop):
             return outbox.standby_seconds
         return 0.0 if more else outbox.poll_interval_seconds
 
-    def relay(self, connection: psycopg.Connection[Any], topic: str) -> bool:
+    def relay(self, connection: DeploymentConnection, topic: str) -> bool:
         """One round of one held queue; True when a full batch suggests more is waiting."""
         batch_size = self.settings.outbox.batch_size
         entries = outbox_store.outbox_next_batch(connection, topic, batch_size)
@@ -186,7 +185,7 @@ class RelayService(ServiceLoop):
                 pass
         return self.published - before
 
-    def _take_locks(self, connection: psycopg.Connection[Any]) -> None:
+    def _take_locks(self, connection: DeploymentConnection) -> None:
         for topic, queue in self.main_topics.items():
             if topic in self.held:
                 continue

@@ -21,9 +21,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any
-
-import psycopg
 
 from tenantq.app import App
 from tenantq.background import ServiceLoop
@@ -33,7 +30,7 @@ from tenantq.producer.request import EnqueueRequest
 from tenantq.schedules import Schedule, tick_text
 from tenantq.settings import Settings
 from tenantq.store import periodic as periodic_store
-from tenantq.store.engine import LazyConnection
+from tenantq.store.engine import DeploymentConnection, LazyConnection
 
 log = logging.getLogger("tenantq.periodic")
 
@@ -65,7 +62,7 @@ class PeriodicScheduler(ServiceLoop):
 
     def fire(
         self,
-        connection: psycopg.Connection[Any],
+        connection: DeploymentConnection,
         schedule: Schedule,
         expected: dt.datetime,
         now: dt.datetime,
@@ -81,10 +78,11 @@ class PeriodicScheduler(ServiceLoop):
             late = (now - latest).total_seconds()
             tick = latest if late <= self.settings.periodic.misfire_grace_seconds else None
             next_tick = schedule.next_after(now)
-        job_id = schedule.job_id(tick) if tick is not None else None
-        with connection.transaction(), connection.cursor() as cursor:
+        deployment = self.settings.topic_prefix
+        job_id = schedule.job_id(tick, deployment) if tick is not None else None
+        with connection.transaction():
             won = periodic_store.periodic_advance(
-                cursor,
+                connection,
                 name=schedule.name,
                 expected=expected,
                 next_tick=next_tick,
@@ -107,11 +105,11 @@ class PeriodicScheduler(ServiceLoop):
             tenant=schedule.tenant,
             payload=schedule.payload,
             queue=schedule.queue,
-            job_id=schedule.job_id(tick),
+            job_id=schedule.job_id(tick, self.settings.topic_prefix),
             idempotency_key=schedule.idempotency_key(tick),
         )
 
-    def _register(self, connection: psycopg.Connection[Any]) -> None:
+    def _register(self, connection: DeploymentConnection) -> None:
         """Upsert every valid schedule; one whose job would not validate is left out, with
         one error line, rather than failing every tick."""
         now_row = connection.execute("SELECT now()").fetchone()

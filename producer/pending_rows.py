@@ -20,7 +20,7 @@ import psycopg
 from tenantq.app import App, resolve_max_attempts
 from tenantq.schemas.envelope import decode_envelope
 from tenantq.settings import Settings
-from tenantq.store.engine import connect
+from tenantq.store.engine import DeploymentConnection, connect
 from tenantq.store.job_store import ClaimRequest
 from tenantq.store.pending import insert_pending
 from tenantq.store.transient import describe_database_error, is_refusal
@@ -41,7 +41,7 @@ class PendingRecorder:
         self._lock = threading.Lock()
         #: Acknowledged messages whose rows are not written yet (delivery thread appends).
         self._acknowledged: list[tuple[bytes, str, int, int]] = []
-        self._connection: psycopg.Connection[Any] | None = None
+        self._connection: DeploymentConnection | None = None
         #: While the database is away: since when, the next try, and the pause before it.
         self._away_since: float | None = None
         self._retry_at = 0.0

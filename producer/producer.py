@@ -143,7 +143,7 @@ class Producer:
         if placement_book is None:
             loader = None
             if self.settings.database_url is not None:
-                loader = PlacementReader(self.settings.require_database_url())
+                loader = PlacementReader(self.settings)
             placement_book = PlacementBook(loader, producer_settings.placement_ttl_seconds, clock)
             if loader is not None and producer_settings.placement_watch:
                 self._placement_watcher = PlacementWatcher(self.settings, placement_book.changed)

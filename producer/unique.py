@@ -33,8 +33,8 @@ from tenantq.producer.delivery import JobRef
 from tenantq.producer.request import EncodedJob, EnqueueRequest
 from tenantq.schemas.envelope import decode_envelope
 from tenantq.settings import Settings
-from tenantq.store.engine import connect
-from tenantq.store.outbox import JOBS_BY_IDEMPOTENCY_KEYS
+from tenantq.store.engine import DeploymentConnection, connect
+from tenantq.store.outbox import jobs_by_idempotency_keys
 
 logger = logging.getLogger("tenantq.producer")
 
@@ -54,7 +54,7 @@ class UniqueJobs:
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._connection: psycopg.Connection[Any] | None = None
+        self._connection: DeploymentConnection | None = None
         self._lock = threading.Lock()
         self._warned = False
 
@@ -109,9 +109,7 @@ class UniqueJobs:
                     self._connection = connect(
                         self._settings, autocommit=True, application_name="tenantq-producer"
                     )
-                rows = self._connection.execute(
-                    JOBS_BY_IDEMPOTENCY_KEYS, {"queues": queues, "keys": keys}
-                ).fetchall()
+                rows = jobs_by_idempotency_keys(self._connection, queues, keys)
             except psycopg.Error as error:
                 # Uniqueness then rests on the claim, as without database access.
                 if not self._warned:

@@ -13,15 +13,12 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
-from typing import Any
-
-import psycopg
 
 from tenantq.background import ServiceLoop
 from tenantq.settings import RetentionSettings, Settings
 from tenantq.store import locks
 from tenantq.store import retention as retention_store
-from tenantq.store.engine import LazyConnection
+from tenantq.store.engine import DeploymentConnection, LazyConnection
 from tenantq.store.retention import Pruned
 
 log = logging.getLogger("tenantq.retention")
@@ -39,7 +36,7 @@ def policy_ages(retention: RetentionSettings) -> Ages:
 
 
 def prune_jobs(
-    connection: psycopg.Connection[Any],
+    connection: DeploymentConnection,
     ages: Ages,
     *,
     batch_size: int,
@@ -61,9 +58,10 @@ def prune_jobs(
 
 class Pruner(ServiceLoop):
     """The retention policy as a ``BackgroundService``: every ``interval_seconds``, the one
-    pruner that holds the advisory lock (``tenantq.store.locks.RETENTION_PRUNER``) deletes
-    what the policy says; the pruners of other workers find the lock taken and skip the
-    round. Owns one connection."""
+    pruner of the deployment that holds the advisory lock
+    (``tenantq.store.locks.RETENTION_PRUNER``, keyed by the topic prefix) deletes what the
+    policy says of that deployment's rows; the pruners of its other workers find the lock
+    taken and skip the round. Owns one connection."""
 
     def __init__(self, settings: Settings, *, name: str = "pruner") -> None:
         super().__init__(name)
@@ -76,7 +74,7 @@ class Pruner(ServiceLoop):
     def run_round(self) -> float:
         retention = self.settings.retention
         connection = self._database.get()
-        key = (locks.RETENTION_PRUNER, 0)
+        key = (locks.RETENTION_PRUNER, locks.name_key(self.settings.topic_prefix))
         if not locks.try_lock(connection, *key):
             return retention.interval_seconds
         try:

@@ -9,6 +9,9 @@ psycopg never turns them into a generic plan that ignores which filters are set.
 
 Cost: finished jobs are read through ``ix_tenantq_jobs_finished_at`` and only a bounded
 window of it; a search is a ``LIMIT`` scan in ``created_at`` order.
+
+Every statement reads (or changes) the rows of the connection's deployment only
+(``DeploymentConnection``): the console of one topic prefix never lists or acts on another's.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
 from psycopg.rows import dict_row
+
+from tenantq.store.engine import DeploymentConnection
 
 #: The database's own clock, for the health line (and a round-trip time).
 DATABASE_PING = "SELECT now()"
@@ -32,7 +36,7 @@ SELECT id, hostname, pid, queues, slots, running_jobs,
        extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age_seconds,
        extract(epoch FROM now() - started_at)::float8 AS uptime_seconds
 FROM tenantq_workers
-WHERE stopped_at IS NULL
+WHERE deployment = %(deployment)s AND stopped_at IS NULL
   AND heartbeat_at > now() - %(within)s * interval '1 second'
 ORDER BY id
 """
@@ -44,7 +48,7 @@ SELECT queue,
        count(*) FILTER (WHERE state = 'succeeded')::bigint,
        count(*) FILTER (WHERE state = 'dead')::bigint
 FROM tenantq_jobs
-WHERE finished_at IS NOT NULL
+WHERE deployment = %(deployment)s AND finished_at IS NOT NULL
   AND finished_at > now() - %(minutes)s * interval '1 minute'
   AND queue = ANY(%(queues)s::text[])
 GROUP BY 1, 2
@@ -58,7 +62,7 @@ WITH done AS (
     SELECT tenant_id,
            extract(epoch FROM finished_at - coalesce(enqueued_at, created_at))::float8 AS latency
     FROM tenantq_jobs
-    WHERE finished_at IS NOT NULL
+    WHERE deployment = %(deployment)s AND finished_at IS NOT NULL
       AND finished_at > now() - %(minutes)s * interval '1 minute'
       AND state = 'succeeded' AND queue = %(queue)s
 ),
@@ -88,7 +92,8 @@ JOB_SEARCH = """
 SELECT id, queue, job_type, tenant_id, state::text AS state, attempts, max_attempts, replays,
        last_error_class, last_error_message, created_at, run_after, finished_at
 FROM tenantq_jobs
-WHERE (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+WHERE deployment = %(deployment)s
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s::text)
   AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s::text)
   AND (%(states)s::text[] IS NULL OR state::text = ANY(%(states)s::text[]))
@@ -104,7 +109,8 @@ LIMIT %(limit)s
 JOB_RUN_NOW = """
 UPDATE tenantq_jobs
 SET run_after = now(), updated_at = now()
-WHERE id = %(id)s AND state IN ('pending', 'runnable', 'retrying') AND NOT cancel_requested
+WHERE id = %(id)s AND deployment = %(deployment)s
+  AND state IN ('pending', 'runnable', 'retrying') AND NOT cancel_requested
 RETURNING id, queue, job_type, tenant_id, partition_key, payload, max_attempts,
           idempotency_key, created_at, origin_topic, origin_partition, replays
 """
@@ -113,6 +119,7 @@ RETURNING id, queue, job_type, tenant_id, partition_key, payload, max_attempts,
 REPLAY_AUDIT_RECENT = """
 SELECT id, actor, at, queue, action, dry_run, matched, replayed
 FROM tenantq_replay_audit
+WHERE deployment = %(deployment)s
 ORDER BY id DESC
 LIMIT %(limit)s
 """
@@ -173,7 +180,7 @@ class JobSearch:
     limit: int = 100
 
 
-def database_ping(connection: psycopg.Connection[Any]) -> tuple[dt.datetime, float]:
+def database_ping(connection: DeploymentConnection) -> tuple[dt.datetime, float]:
     """The database clock and the round trip in milliseconds."""
     started = time.perf_counter()
     with connection.cursor() as cursor:
@@ -183,10 +190,10 @@ def database_ping(connection: psycopg.Connection[Any]) -> tuple[dt.datetime, flo
     return row[0], (time.perf_counter() - started) * 1000
 
 
-def worker_list(connection: psycopg.Connection[Any], *, within_seconds: float) -> list[WorkerRow]:
+def worker_list(connection: DeploymentConnection, *, within_seconds: float) -> list[WorkerRow]:
     """Workers not stopped whose last heartbeat is at most ``within_seconds`` old."""
     with connection.cursor() as cursor:
-        cursor.execute(WORKER_LIST, {"within": within_seconds})
+        cursor.execute(WORKER_LIST, {"deployment": connection.deployment, "within": within_seconds})
         rows = cursor.fetchall()
     return [
         WorkerRow(
@@ -204,21 +211,27 @@ def worker_list(connection: psycopg.Connection[Any], *, within_seconds: float) -
 
 
 def job_finished_per_minute(
-    connection: psycopg.Connection[Any], queues: Sequence[str], *, minutes: int
+    connection: DeploymentConnection, queues: Sequence[str], *, minutes: int
 ) -> list[FinishedMinute]:
     """Succeeded and dead jobs per queue and minute over the last ``minutes``."""
     with connection.cursor() as cursor:
-        cursor.execute(JOB_FINISHED_PER_MINUTE, {"queues": list(queues), "minutes": minutes})
+        cursor.execute(
+            JOB_FINISHED_PER_MINUTE,
+            {"deployment": connection.deployment, "queues": list(queues), "minutes": minutes},
+        )
         rows = cursor.fetchall()
     return [FinishedMinute(row[0], int(row[1]), int(row[2]), int(row[3])) for row in rows]
 
 
 def job_latency_by_tenant_class(
-    connection: psycopg.Connection[Any], queue: str, *, minutes: int
+    connection: DeploymentConnection, queue: str, *, minutes: int
 ) -> list[ClassLatency]:
     """p50/p90/p99 enqueue-to-finished seconds per tenant class (hot, heavy, light)."""
     with connection.cursor() as cursor:
-        cursor.execute(JOB_LATENCY_BY_TENANT_CLASS, {"queue": queue, "minutes": minutes})
+        cursor.execute(
+            JOB_LATENCY_BY_TENANT_CLASS,
+            {"deployment": connection.deployment, "queue": queue, "minutes": minutes},
+        )
         rows = cursor.fetchall()
     order = {"hot": 0, "heavy": 1, "light": 2}
     found = [
@@ -228,9 +241,10 @@ def job_latency_by_tenant_class(
     return sorted(found, key=lambda item: order.get(item.tenant_class, 9))
 
 
-def job_search(connection: psycopg.Connection[Any], search: JobSearch) -> list[dict[str, Any]]:
+def job_search(connection: DeploymentConnection, search: JobSearch) -> list[dict[str, Any]]:
     """Jobs matching ``search``, newest first, at most ``search.limit``."""
     parameters = {
+        "deployment": connection.deployment,
         "queue": search.queue or None,
         "tenant": search.tenant or None,
         "job_type": search.job_type or None,
@@ -245,16 +259,16 @@ def job_search(connection: psycopg.Connection[Any], search: JobSearch) -> list[d
         return cursor.fetchall()
 
 
-def job_run_now(connection: psycopg.Connection[Any], job_id: uuid.UUID) -> dict[str, Any] | None:
+def job_run_now(connection: DeploymentConnection, job_id: uuid.UUID) -> dict[str, Any] | None:
     """Make a waiting job due now; returns what is needed to publish it again, or None when
     the job does not wait (running, finished, asked to cancel, or unknown)."""
     with connection.transaction(), connection.cursor(row_factory=dict_row) as cursor:
-        cursor.execute(JOB_RUN_NOW, {"id": job_id})
+        cursor.execute(JOB_RUN_NOW, {"id": job_id, "deployment": connection.deployment})
         return cursor.fetchone()
 
 
-def replay_audit_recent(connection: psycopg.Connection[Any], *, limit: int) -> list[dict[str, Any]]:
+def replay_audit_recent(connection: DeploymentConnection, *, limit: int) -> list[dict[str, Any]]:
     """The latest ``limit`` replay and purge audit rows, newest first."""
     with connection.cursor(row_factory=dict_row) as cursor:
-        cursor.execute(REPLAY_AUDIT_RECENT, {"limit": limit})
+        cursor.execute(REPLAY_AUDIT_RECENT, {"deployment": connection.deployment, "limit": limit})
         return cursor.fetchall()

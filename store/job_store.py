@@ -160,7 +160,9 @@ class Lease(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class JobStatus:
-    """The state of a job the claim did not take."""
+    """The state of a job the claim did not take. ``of_another_deployment``: the job id is
+    another deployment's (a forged or misrouted message); nothing else of its row is read,
+    and it is reported as dead, so whatever reads only the state leaves it alone."""
 
     job_id: uuid.UUID
     state: JobState
@@ -172,6 +174,12 @@ class JobStatus:
     payload_sha256: bytes | None
     lease_left_seconds: float
     crashes: int = 0
+    of_another_deployment: bool = False
+
+    @classmethod
+    def in_another_deployment(cls, job_id: uuid.UUID) -> JobStatus:
+        """A job id that another deployment on the database holds."""
+        return cls(job_id, JobState.DEAD, None, 0, 1, False, False, None, 0.0, 0, True)
 
 
 class Result(NamedTuple):
@@ -191,7 +199,9 @@ class Result(NamedTuple):
 
 class JobStore:
     """Postgres access of one worker thread: one connection, opened on first use and opened
-    again after the database dropped it (never shared across threads).
+    again after the database dropped it (never shared across threads). Every statement is
+    scoped to ``deployment`` (the topic prefix), bound when the store is made (``open``:
+    the settings').
 
     Every method runs in its own short transaction and raises ``DatabaseUnavailable`` when
     the server cannot be reached (the connection is dropped, the next call reconnects), or the
@@ -202,12 +212,15 @@ class JobStore:
         self,
         connect_to_database: Callable[[], psycopg.Connection[Any]],
         owner: str,
+        *,
+        deployment: str,
     ) -> None:
         self._connect = connect_to_database
         self._connection: psycopg.Connection[Any] | None = None
         #: ``time.monotonic()`` when the connection was opened.
         self._opened_at: float | None = None
         self.owner = owner
+        self.deployment = deployment
 
     @classmethod
     def open(cls, settings: Settings, owner: str, *, role: str = "worker") -> JobStore:
@@ -220,6 +233,7 @@ class JobStore:
                 generic_plans=True,
             ),
             owner,
+            deployment=settings.topic_prefix,
         )
 
     def close(self) -> None:
@@ -289,6 +303,7 @@ class JobStore:
         parameters = {
             **job_row_arrays(requests),
             "owner": self.owner,
+            "deployment": self.deployment,
             "lease_seconds": lease_seconds,
             "stale_owner_seconds": stale_owner_seconds,
             "crash_budget": crash_budget,
@@ -309,9 +324,12 @@ class JobStore:
             return {}
 
         def work(cursor: psycopg.Cursor[Any]) -> dict[uuid.UUID, JobStatus]:
-            cursor.execute(statements.JOB_STATE_BATCH, {"ids": ids})
+            cursor.execute(statements.JOB_STATE_BATCH, {"ids": ids, "deployment": self.deployment})
             found = {}
             for row in cursor.fetchall():
+                if not row[-1]:
+                    found[row[0]] = JobStatus.in_another_deployment(row[0])
+                    continue
                 (
                     job_id,
                     state,
@@ -326,6 +344,7 @@ class JobStore:
                     _error_message,
                     lease_left,
                     crashes,
+                    _ours,
                 ) = row
                 found[job_id] = JobStatus(
                     job_id,
@@ -357,7 +376,7 @@ class JobStore:
             return set()
 
         def work(cursor: psycopg.Cursor[Any]) -> set[uuid.UUID]:
-            cursor.execute(statement, {"ids": ids, **parameters})
+            cursor.execute(statement, {"ids": ids, "deployment": self.deployment, **parameters})
             return {row[0] for row in cursor.fetchall()}
 
         return self._run(work)
@@ -382,6 +401,7 @@ class JobStore:
             "durations": BigintArray([r.duration_ms for r in results]),
             "started_ats": TimestamptzArray([r.started_at for r in results]),
             "owner": self.owner,
+            "deployment": self.deployment,
         }
 
         statement = statements.JOB_COMPLETE_BATCH_AGAIN if again else statements.JOB_COMPLETE_BATCH
@@ -406,6 +426,7 @@ class JobStore:
             "started_ats": started,
             "durations": durations,
             "owner": self.owner,
+            "deployment": self.deployment,
             "reason": printable(reason),
         }
 
@@ -430,6 +451,7 @@ class JobStore:
             "ids": list(job_ids),
             "lease_seconds": lease_seconds,
             "owner": self.owner,
+            "deployment": self.deployment,
             "running": running,
             "slots": slots,
         }
@@ -445,6 +467,7 @@ class JobStore:
             "id": job_id,
             "attempt": attempt,
             "owner": self.owner,
+            "deployment": self.deployment,
             "progress": Jsonb(progress),
         }
 
@@ -458,6 +481,7 @@ class JobStore:
 
     def register_worker(self, hostname: str, pid: int, queues: list[str], slots: int) -> None:
         parameters = {
+            "deployment": self.deployment,
             "id": self.owner,
             "hostname": hostname,
             "pid": pid,
@@ -467,7 +491,8 @@ class JobStore:
         self._run(lambda cursor: cursor.execute(statements.WORKER_REGISTER, parameters))
 
     def stop_worker(self) -> None:
-        self._run(lambda cursor: cursor.execute(statements.WORKER_STOP, {"id": self.owner}))
+        parameters = {"deployment": self.deployment, "id": self.owner}
+        self._run(lambda cursor: cursor.execute(statements.WORKER_STOP, parameters))
 
     def enter_lane(self, queue: str, tenant_id: str, reason: str) -> bool:
         """Move a tenant that floods its partition to the queue's hot lane (a placement row of
@@ -477,12 +502,12 @@ class JobStore:
         def work(cursor: psycopg.Cursor[Any]) -> bool:
             cursor.execute(
                 placement.LANE_ENTER,
-                {"queue": queue, "tenant_id": tenant_id, "updated_by": self.owner,
-                 "reason": reason},
+                {"deployment": self.deployment, "queue": queue, "tenant_id": tenant_id,
+                 "updated_by": self.owner, "reason": reason},
             )  # fmt: skip
             moved = cursor.fetchone() is not None
             if moved:
-                placement.placement_changed(cursor, queue)
+                placement.placement_changed(cursor, self.deployment, queue)
             return moved
 
         # The notification goes out with the placement row, or not at all.
@@ -491,7 +516,7 @@ class JobStore:
     def worker_crashed(self, worker_id: str, reason: str) -> int:
         """A worker process died: stop it in the registry and free its leases at once
         (``WORKER_CRASHED``); returns how many jobs it held."""
-        parameters = {"id": worker_id, "reason": printable(reason)}
+        parameters = {"deployment": self.deployment, "id": worker_id, "reason": printable(reason)}
 
         def work(cursor: psycopg.Cursor[Any]) -> int:
             cursor.execute(statements.WORKER_CRASHED, parameters)

@@ -3,7 +3,8 @@
 Postgres advisory locks take two 32-bit keys. The first names the service (a constant per
 service, ``0x7471....``: "tq" and a number, unlikely to collide with an application's own
 locks), the second the thing it serves: the CRC-32 of a queue's main topic for the outbox
-relay (one relay per queue and topic prefix), 0 for the pruner (one per database).
+relay (one relay per queue and topic prefix), the CRC-32 of the topic prefix for the pruner
+(one per deployment: each prunes its own rows by its own policy).
 
 Session-level locks (``pg_try_advisory_lock``) are held by a service's own connection: if the
 process dies or its connection drops, Postgres releases the lock and a standby takes over.
@@ -18,7 +19,7 @@ import psycopg
 
 #: One active outbox relay per queue (second key: the queue's main topic).
 OUTBOX_RELAY = 0x74710001
-#: One active pruner per database (second key: 0).
+#: One active pruner per deployment (second key: the topic prefix).
 RETENTION_PRUNER = 0x74710002
 
 ADVISORY_TRY_LOCK = "SELECT pg_try_advisory_lock(%(namespace)s::int, %(key)s::int)"

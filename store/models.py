@@ -3,6 +3,13 @@
 Alembic migrations (``tenantq.migrations``) build exactly this schema; a test compares the two.
 Constraints carry the invariants of the state machine so that no bug in Python can store a job
 that is, say, succeeded without a finish time or leased without an owner.
+
+Deployments are namespaces (migration 0010): every table a deployment writes has a
+``deployment`` column (the topic prefix), without a default, so a row cannot be written
+without one; keys and unique indexes include it, and every index the statements search by
+leads with it. ``tenantq_attempt_log`` has none: an attempt row belongs to its job's
+deployment (job ids are unique across deployments, and every statement that writes one
+checks that the job is its own).
 """
 
 from __future__ import annotations
@@ -55,7 +62,10 @@ _outcome_list = ", ".join(f"'{outcome.value}'" for outcome in Outcome)
 jobs = Table(
     "tenantq_jobs",
     metadata,
+    # The primary key is the id alone, across deployments: a message of one deployment that
+    # carries another's job id is a conflict the claim refuses, never a second row.
     Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("deployment", Text, nullable=False),
     Column("queue", Text, nullable=False),
     Column("job_type", Text, nullable=False),
     Column("tenant_id", Text, nullable=False),
@@ -109,9 +119,11 @@ jobs = Table(
     CheckConstraint(
         "success_worker_id IS NULL OR state = 'succeeded'", name="success_only_when_succeeded"
     ),
-    # An idempotency key names one job per queue; jobs without a key have no entry.
+    # An idempotency key names one job per deployment and queue; jobs without a key have no
+    # entry.
     Index(
-        "uq_tenantq_jobs_queue_idempotency_key",
+        "uq_tenantq_jobs_deployment_queue_idempotency_key",
+        "deployment",
         "queue",
         "idempotency_key",
         unique=True,
@@ -120,17 +132,24 @@ jobs = Table(
     # Oldest runnable job per queue (the headline metric) and due retries.
     Index(
         "ix_tenantq_jobs_waiting",
+        "deployment",
         "queue",
         "run_after",
         postgresql_where=text(f"state IN ({_leasable_list})"),
     ),
     # Heartbeats and release by owner; the leased jobs of the stats.
-    Index("ix_tenantq_jobs_lease_owner", "lease_owner", postgresql_where=text("state = 'leased'")),
+    Index(
+        "ix_tenantq_jobs_lease_owner",
+        "deployment",
+        "lease_owner",
+        postgresql_where=text("state = 'leased'"),
+    ),
     # Stats of the waiting jobs by queue/tenant/state. Not of the leased ones (migration
     # 0009): every claim inserted an entry here, a sixth of its Postgres time, for a stats
     # query that finds the leased jobs, a worker's slots' worth, by the owner index.
     Index(
         "ix_tenantq_jobs_queue_tenant_state",
+        "deployment",
         "queue",
         "tenant_id",
         "state",
@@ -138,12 +157,14 @@ jobs = Table(
     ),
     Index(
         "ix_tenantq_jobs_finished_at",
+        "deployment",
         "finished_at",
         postgresql_where=text("finished_at IS NOT NULL"),
     ),
     # "Dead in the last hour" per queue (stats, alerts) without scanning every finished job.
     Index(
         "ix_tenantq_jobs_dead_recent",
+        "deployment",
         "queue",
         "finished_at",
         postgresql_where=text("state = 'dead'"),
@@ -175,7 +196,8 @@ attempt_log = Table(
 workers = Table(
     "tenantq_workers",
     metadata,
-    Column("id", Text, primary_key=True),
+    Column("deployment", Text, nullable=False),
+    Column("id", Text, nullable=False),
     Column("hostname", Text, nullable=False),
     Column("pid", Integer, nullable=False),
     Column("queues", ARRAY(Text), nullable=False),
@@ -184,11 +206,13 @@ workers = Table(
     Column("stopped_at", DateTime(timezone=True), nullable=True),
     Column("running_jobs", Integer, nullable=False, server_default=text("0")),
     Column("slots", Integer, nullable=False, server_default=text("0")),
+    PrimaryKeyConstraint("deployment", "id"),
 )
 
 tenant_placement = Table(
     "tenantq_tenant_placement",
     metadata,
+    Column("deployment", Text, nullable=False),
     Column("queue", Text, nullable=False),
     Column("tenant_id", Text, nullable=False),
     Column("mode", String(16), nullable=False),
@@ -200,7 +224,7 @@ tenant_placement = Table(
     Column("reason", Text, nullable=True),
     # Placed by a worker (the hot lane), not an operator: a worker may take it back.
     Column("automatic", Boolean, nullable=False, server_default=text("false")),
-    PrimaryKeyConstraint("queue", "tenant_id"),
+    PrimaryKeyConstraint("deployment", "queue", "tenant_id"),
     CheckConstraint("mode IN ('hashed', 'spread', 'pinned', 'lane')", name="mode_known"),
     CheckConstraint(
         "(mode = 'spread') = (shards IS NOT NULL AND shards >= 2)", name="spread_has_shards"
@@ -215,6 +239,7 @@ replay_audit = Table(
     "tenantq_replay_audit",
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("deployment", Text, nullable=False),
     Column("actor", Text, nullable=False),
     Column("at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("queue", Text, nullable=False),
@@ -225,6 +250,8 @@ replay_audit = Table(
     Column("replayed", Integer, nullable=False),
     Column("job_ids", ARRAY(UUID(as_uuid=True)), nullable=True),
     CheckConstraint("action IN ('replay', 'purge')", name="action_known"),
+    # The DLQ page's latest rows of its deployment.
+    Index("ix_tenantq_replay_audit_deployment_id", "deployment", "id"),
 )
 
 #: The transactional outbox: a job enqueued inside the caller's transaction
@@ -236,6 +263,7 @@ outbox = Table(
     "tenantq_outbox",
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("deployment", Text, nullable=False),
     Column("queue", Text, nullable=False),
     # The queue's main topic names the relay that owns the entry (prefix + queue).
     Column("main_topic", Text, nullable=False),
@@ -261,7 +289,13 @@ outbox = Table(
     ),
     CheckConstraint("partition >= 0", name="partition_not_negative"),
     # The relay's read: unstamped entries, then by generation and id, per main topic.
-    Index("ix_tenantq_outbox_main_topic_generation_id", "main_topic", "generation", "id"),
+    Index(
+        "ix_tenantq_outbox_deployment_main_topic_generation_id",
+        "deployment",
+        "main_topic",
+        "generation",
+        "id",
+    ),
     # Deleting a job (retention) deletes its unsent entry without scanning the outbox.
     Index("ix_tenantq_outbox_job_id", "job_id"),
 )
@@ -272,7 +306,8 @@ outbox = Table(
 periodic_schedules = Table(
     "tenantq_periodic",
     metadata,
-    Column("name", Text, primary_key=True),
+    Column("deployment", Text, nullable=False),
+    Column("name", Text, nullable=False),
     Column("job_type", Text, nullable=False),
     Column("tenant_id", Text, nullable=False),
     Column("queue", Text, nullable=False),
@@ -284,6 +319,7 @@ periodic_schedules = Table(
     Column("last_job_id", UUID(as_uuid=True), nullable=True),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("deployment", "name"),
 )
 
 #: Console sign-ins (``tenantq web``): a session acts while its row is here and unexpired;
@@ -293,12 +329,12 @@ web_sessions = Table(
     "tenantq_web_sessions",
     metadata,
     Column("id_sha256", LargeBinary, primary_key=True),
-    Column("topic_prefix", Text, nullable=False),
+    Column("deployment", Text, nullable=False),
     Column("user_name", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("expires_at", DateTime(timezone=True), nullable=False),
     CheckConstraint("octet_length(id_sha256) = 32", name="id_is_a_sha256"),
     CheckConstraint("expires_at > created_at", name="expires_after_start"),
     # Expired sign-ins of a deployment are deleted at the next sign-in.
-    Index("ix_tenantq_web_sessions_topic_prefix_expires_at", "topic_prefix", "expires_at"),
+    Index("ix_tenantq_web_sessions_deployment_expires_at", "deployment", "expires_at"),
 )

@@ -11,6 +11,11 @@ idempotency key already names a job, neither. The relay of a queue then, per rou
    for Kafka's acknowledgements;
 3. deletes the acknowledged entries (``OUTBOX_DELETE``). A relay that dies between 2 and 3
    publishes them again: the worker's claim deduplicates by job id and payload hash.
+
+Entries and their jobs belong to one deployment (topic prefix). The caller's insert runs on
+the caller's own connection, so ``OutboxRow`` carries the deployment of the ``Outbox`` that
+prepared it; the relay's and the readers' statements take it from their
+``DeploymentConnection``.
 """
 
 from __future__ import annotations
@@ -21,29 +26,31 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
+from tenantq.store.engine import DeploymentConnection
 
 #: Column order of the parameters of ``OUTBOX_ENQUEUE`` (also the order of ``OutboxRow``).
 OUTBOX_ENQUEUE = """
 WITH job AS (
     INSERT INTO tenantq_jobs (
-        id, queue, job_type, tenant_id, partition_key, state, payload, payload_sha256,
-        max_attempts, run_after, idempotency_key, origin_topic, origin_partition, enqueued_at
+        id, deployment, queue, job_type, tenant_id, partition_key, state, payload,
+        payload_sha256, max_attempts, run_after, idempotency_key, origin_topic,
+        origin_partition, enqueued_at
     )
     VALUES (
-        %(id)s::uuid, %(queue)s, %(job_type)s, %(tenant_id)s, %(partition_key)s, 'pending',
-        %(payload)s, %(payload_sha256)s, %(max_attempts)s,
+        %(id)s::uuid, %(deployment)s, %(queue)s, %(job_type)s, %(tenant_id)s,
+        %(partition_key)s, 'pending', %(payload)s, %(payload_sha256)s, %(max_attempts)s,
         coalesce(%(run_after)s::timestamptz, now()), %(idempotency_key)s, %(topic)s,
         %(partition)s, %(enqueued_at)s::timestamptz
     )
-    ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    ON CONFLICT (deployment, queue, idempotency_key) WHERE idempotency_key IS NOT NULL
+    DO NOTHING
     RETURNING id
 ),
 entry AS (
-    INSERT INTO tenantq_outbox (queue, main_topic, job_id, tenant_id, topic, partition, key,
-                                value, headers)
-    SELECT %(queue)s, %(main_topic)s, job.id, %(tenant_id)s, %(topic)s, %(partition)s,
-           %(key)s, %(value)s, %(headers)s::jsonb
+    INSERT INTO tenantq_outbox (deployment, queue, main_topic, job_id, tenant_id, topic,
+                                partition, key, value, headers)
+    SELECT %(deployment)s, %(queue)s, %(main_topic)s, job.id, %(tenant_id)s, %(topic)s,
+           %(partition)s, %(key)s, %(value)s, %(headers)s::jsonb
     FROM job
 )
 SELECT id::text FROM job
@@ -52,7 +59,8 @@ SELECT id::text FROM job
 #: The job that holds an idempotency key, to tell a duplicate from a conflict.
 JOB_BY_IDEMPOTENCY_KEY = """
 SELECT id::text, job_type, tenant_id, payload_sha256
-FROM tenantq_jobs WHERE queue = %(queue)s AND idempotency_key = %(idempotency_key)s
+FROM tenantq_jobs
+WHERE deployment = %(deployment)s AND queue = %(queue)s AND idempotency_key = %(idempotency_key)s
 """
 
 #: The jobs holding any of a batch's idempotency keys (the producer's unique-job check).
@@ -60,30 +68,32 @@ JOBS_BY_IDEMPOTENCY_KEYS = """
 SELECT j.queue, j.idempotency_key, j.id, j.job_type, j.tenant_id, j.payload_sha256,
        j.origin_topic, j.origin_partition, j.origin_offset
 FROM unnest(%(queues)s::text[], %(keys)s::text[]) AS k(queue, idempotency_key)
-JOIN tenantq_jobs j ON j.queue = k.queue AND j.idempotency_key = k.idempotency_key
+JOIN tenantq_jobs j ON j.deployment = %(deployment)s AND j.queue = k.queue
+ AND j.idempotency_key = k.idempotency_key
 """
 
 #: Step 1 of a relay round: one new generation for everything committed since the last.
 OUTBOX_STAMP = """
 UPDATE tenantq_outbox
 SET generation = (
-    SELECT coalesce(max(generation), 0) + 1 FROM tenantq_outbox WHERE main_topic = %(main_topic)s
+    SELECT coalesce(max(generation), 0) + 1 FROM tenantq_outbox
+    WHERE deployment = %(deployment)s AND main_topic = %(main_topic)s
 )
-WHERE main_topic = %(main_topic)s AND generation IS NULL
+WHERE deployment = %(deployment)s AND main_topic = %(main_topic)s AND generation IS NULL
 """
 
 #: Step 2: the oldest stamped entries, in commit order (generation), then insert order (id).
 OUTBOX_BATCH = """
 SELECT id, job_id, topic, partition, key, value, headers
 FROM tenantq_outbox
-WHERE main_topic = %(main_topic)s AND generation IS NOT NULL
+WHERE deployment = %(deployment)s AND main_topic = %(main_topic)s AND generation IS NOT NULL
 ORDER BY generation, id
 LIMIT %(limit)s
 """
 
 #: Step 3: forget what Kafka has acknowledged.
 OUTBOX_DELETE = """
-DELETE FROM tenantq_outbox WHERE id = ANY(%(ids)s::bigint[])
+DELETE FROM tenantq_outbox WHERE id = ANY(%(ids)s::bigint[]) AND deployment = %(deployment)s
 """
 
 #: Unpublished entries per queue and the age of the oldest (the relay's lag).
@@ -91,7 +101,8 @@ OUTBOX_LAG = """
 SELECT queue, count(*)::bigint,
        extract(epoch FROM greatest(now() - min(created_at), interval '0'))::float8
 FROM tenantq_outbox
-WHERE %(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[])
+WHERE deployment = %(deployment)s
+  AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
 GROUP BY queue
 ORDER BY queue
 """
@@ -99,9 +110,11 @@ ORDER BY queue
 
 @dataclass(frozen=True, slots=True)
 class OutboxRow:
-    """The parameters of ``OUTBOX_ENQUEUE``: a job row and its Kafka record."""
+    """The parameters of ``OUTBOX_ENQUEUE``: a job row and its Kafka record, of
+    ``deployment`` (the topic prefix of the ``Outbox`` that prepared it)."""
 
     id: str
+    deployment: str
     queue: str
     main_topic: str
     job_type: str
@@ -121,6 +134,14 @@ class OutboxRow:
 
     def parameters(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
+
+    def key_parameters(self) -> dict[str, Any]:
+        """The parameters of ``JOB_BY_IDEMPOTENCY_KEY`` for this row's key."""
+        return {
+            "deployment": self.deployment,
+            "queue": self.queue,
+            "idempotency_key": self.idempotency_key,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,11 +187,17 @@ class Entry:
     headers: list[tuple[str, str]]
 
 
-def outbox_next_batch(
-    connection: psycopg.Connection[Any], main_topic: str, limit: int
-) -> list[Entry]:
+def jobs_by_idempotency_keys(
+    connection: DeploymentConnection, queues: Sequence[str], keys: Sequence[str]
+) -> list[tuple[Any, ...]]:
+    """``JOBS_BY_IDEMPOTENCY_KEYS`` of the (queue, key) pairs ``queues`` x ``keys`` (zipped)."""
+    parameters = {"deployment": connection.deployment, "queues": list(queues), "keys": list(keys)}
+    return connection.execute(JOBS_BY_IDEMPOTENCY_KEYS, parameters).fetchall()
+
+
+def outbox_next_batch(connection: DeploymentConnection, main_topic: str, limit: int) -> list[Entry]:
     """Steps 1 and 2 of a relay round, committed: stamp, then read the oldest ``limit``."""
-    parameters = {"main_topic": main_topic, "limit": limit}
+    parameters = {"deployment": connection.deployment, "main_topic": main_topic, "limit": limit}
     with connection.transaction(), connection.cursor() as cursor:
         cursor.execute(OUTBOX_STAMP, parameters)
         cursor.execute(OUTBOX_BATCH, parameters)
@@ -189,12 +216,12 @@ def outbox_next_batch(
     ]
 
 
-def outbox_delete(connection: psycopg.Connection[Any], ids: Sequence[int]) -> int:
+def outbox_delete(connection: DeploymentConnection, ids: Sequence[int]) -> int:
     """Step 3: delete the published entries, committed; returns how many there were."""
     if not ids:
         return 0
     with connection.transaction(), connection.cursor() as cursor:
-        cursor.execute(OUTBOX_DELETE, {"ids": list(ids)})
+        cursor.execute(OUTBOX_DELETE, {"ids": list(ids), "deployment": connection.deployment})
         return cursor.rowcount
 
 
@@ -208,10 +235,14 @@ class OutboxLag:
 
 
 def outbox_lag(
-    connection: psycopg.Connection[Any], queues: Sequence[str] | None = None
+    connection: DeploymentConnection, queues: Sequence[str] | None = None
 ) -> dict[str, OutboxLag]:
     """Lag per queue that has unpublished entries (a queue without any is absent)."""
+    parameters = {
+        "deployment": connection.deployment,
+        "queues": list(queues) if queues is not None else None,
+    }
     with connection.cursor() as cursor:
-        cursor.execute(OUTBOX_LAG, {"queues": list(queues) if queues is not None else None})
+        cursor.execute(OUTBOX_LAG, parameters)
         rows = cursor.fetchall()
     return {queue: OutboxLag(queue, int(count), float(age or 0.0)) for queue, count, age in rows}

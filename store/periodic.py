@@ -5,6 +5,9 @@ advances a due schedule with ``PERIODIC_ADVANCE``, a compare-and-set on ``next_t
 the same transaction as the outbox enqueue of the tick's job: of several schedulers that saw
 the same due tick, the first to commit moves ``next_tick`` on and the others match no row
 (they wait on its row lock, then re-check), so a tick makes one job or none, never two.
+
+Schedule names are per deployment (the connection's, ``DeploymentConnection``): two
+deployments on one database may both have a "nightly-report", each ticking on its own.
 """
 
 from __future__ import annotations
@@ -13,19 +16,18 @@ import datetime as dt
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-import psycopg
+from tenantq.store.engine import DeploymentConnection
 
 #: Register a schedule, or refresh its definition. A changed schedule (another interval or
 #: cron expression) starts again from ``next_tick`` as the caller computed it from now; an
 #: unchanged one keeps its tick, so restarting workers never skips or repeats one.
 PERIODIC_UPSERT = """
-INSERT INTO tenantq_periodic AS p (name, job_type, tenant_id, queue, schedule, catch_up,
-                                   next_tick)
-VALUES (%(name)s, %(job_type)s, %(tenant_id)s, %(queue)s, %(schedule)s, %(catch_up)s,
-        %(next_tick)s)
-ON CONFLICT (name) DO UPDATE SET
+INSERT INTO tenantq_periodic AS p (deployment, name, job_type, tenant_id, queue, schedule,
+                                   catch_up, next_tick)
+VALUES (%(deployment)s, %(name)s, %(job_type)s, %(tenant_id)s, %(queue)s, %(schedule)s,
+        %(catch_up)s, %(next_tick)s)
+ON CONFLICT (deployment, name) DO UPDATE SET
     job_type = excluded.job_type,
     tenant_id = excluded.tenant_id,
     queue = excluded.queue,
@@ -39,7 +41,8 @@ RETURNING name, next_tick
 
 #: The next tick of each named schedule, and the database's time.
 PERIODIC_NEXT_TICKS = """
-SELECT name, next_tick, now() FROM tenantq_periodic WHERE name = ANY(%(names)s::text[])
+SELECT name, next_tick, now() FROM tenantq_periodic
+WHERE deployment = %(deployment)s AND name = ANY(%(names)s::text[])
 """
 
 #: Compare-and-set: move a due schedule from ``expected`` to ``next_tick``, recording the
@@ -50,14 +53,15 @@ SET next_tick = %(next_tick)s,
     last_tick = coalesce(%(tick)s, last_tick),
     last_job_id = coalesce(%(job_id)s, last_job_id),
     updated_at = now()
-WHERE name = %(name)s AND next_tick = %(expected)s AND next_tick <= now()
+WHERE deployment = %(deployment)s AND name = %(name)s AND next_tick = %(expected)s
+  AND next_tick <= now()
 RETURNING name
 """
 
 PERIODIC_LIST = """
 SELECT name, job_type, tenant_id, queue, schedule, catch_up, last_tick, last_job_id,
        next_tick, updated_at
-FROM tenantq_periodic ORDER BY name
+FROM tenantq_periodic WHERE deployment = %(deployment)s ORDER BY name
 """
 
 
@@ -78,7 +82,7 @@ class ScheduleRow:
 
 
 def periodic_upsert(
-    connection: psycopg.Connection[Any],
+    connection: DeploymentConnection,
     *,
     name: str,
     job_type: str,
@@ -90,6 +94,7 @@ def periodic_upsert(
 ) -> dt.datetime:
     """Register or refresh a schedule, committed; returns its next tick."""
     parameters = {
+        "deployment": connection.deployment,
         "name": name,
         "job_type": job_type,
         "tenant_id": tenant_id,
@@ -107,11 +112,12 @@ def periodic_upsert(
 
 
 def periodic_next_ticks(
-    connection: psycopg.Connection[Any], names: Sequence[str]
+    connection: DeploymentConnection, names: Sequence[str]
 ) -> tuple[dict[str, dt.datetime], dt.datetime]:
     """({name: next tick}, the database's now)."""
+    parameters = {"deployment": connection.deployment, "names": list(names)}
     with connection.transaction(), connection.cursor() as cursor:
-        cursor.execute(PERIODIC_NEXT_TICKS, {"names": list(names)})
+        cursor.execute(PERIODIC_NEXT_TICKS, parameters)
         rows = cursor.fetchall()
         if not rows:
             cursor.execute("SELECT now()")
@@ -122,7 +128,7 @@ def periodic_next_ticks(
 
 
 def periodic_advance(
-    cursor: psycopg.Cursor[Any],
+    connection: DeploymentConnection,
     *,
     name: str,
     expected: dt.datetime,
@@ -131,9 +137,10 @@ def periodic_advance(
     job_id: uuid.UUID | None,
 ) -> bool:
     """The compare-and-set, in the caller's transaction; True when this caller won."""
-    cursor.execute(
+    cursor = connection.execute(
         PERIODIC_ADVANCE,
         {
+            "deployment": connection.deployment,
             "name": name,
             "expected": expected,
             "next_tick": next_tick,
@@ -144,8 +151,8 @@ def periodic_advance(
     return cursor.fetchone() is not None
 
 
-def periodic_list(connection: psycopg.Connection[Any]) -> list[ScheduleRow]:
-    """Every schedule, by name."""
+def periodic_list(connection: DeploymentConnection) -> list[ScheduleRow]:
+    """Every schedule of the deployment, by name."""
     with connection.cursor() as cursor:
-        cursor.execute(PERIODIC_LIST)
+        cursor.execute(PERIODIC_LIST, {"deployment": connection.deployment})
         return [ScheduleRow(*row) for row in cursor.fetchall()]

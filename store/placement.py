@@ -4,9 +4,14 @@ Named, noun-first statements, one small function each. The producer reads placem
 ``PlacementReader``, which keeps one connection and reconnects after a failure.
 
 Every write of the table also notifies the channel ``tenantq_placement`` (the payload: the
-queue), in its transaction: ``PlacementWatcher`` listens, so producers and workers reread a
-queue's placements as soon as they change instead of at their next refresh. The refresh stays
-as the fallback for a missed notification (a reconnect, or a pooler that drops them).
+deployment and the queue, ``<deployment>/<queue>``), in its transaction: ``PlacementWatcher``
+listens, so producers and workers reread a queue's placements as soon as they change instead
+of at their next refresh. The refresh stays as the fallback for a missed notification (a
+reconnect, or a pooler that drops them).
+
+A placement belongs to one deployment (the topic prefix of the connection's settings,
+``DeploymentConnection``): each deployment on a database has its own, and its workers never
+move or release another's tenants.
 """
 
 from __future__ import annotations
@@ -22,33 +27,34 @@ import psycopg
 from tenantq.background import ServiceLoop
 from tenantq.partitioner.placement import Placement
 from tenantq.settings import Settings
-from tenantq.store.engine import LazyConnection, psycopg_url
+from tenantq.store.engine import DeploymentConnection, LazyConnection, connect
 
-PLACEMENT_CHANGED = "SELECT pg_notify('tenantq_placement', %(queue)s)"
+PLACEMENT_CHANGED = "SELECT pg_notify('tenantq_placement', %(deployment)s || '/' || %(queue)s)"
 
 PLACEMENT_LISTEN = "LISTEN tenantq_placement"
 
 PLACEMENT_LIST = """
 SELECT queue, tenant_id, mode, shards, partitions, updated_at, updated_by, reason, automatic
 FROM tenantq_tenant_placement
-WHERE queue = %(queue)s
+WHERE deployment = %(deployment)s AND queue = %(queue)s
 ORDER BY tenant_id
 """
 
 PLACEMENT_LIST_ALL = """
 SELECT queue, tenant_id, mode, shards, partitions, updated_at, updated_by, reason, automatic
 FROM tenantq_tenant_placement
+WHERE deployment = %(deployment)s
 ORDER BY queue, tenant_id
 """
 
 #: An operator's placement (``tenantq placement set``): it replaces whatever was there, a
 #: worker's hot-lane move included, and no worker takes it back.
 PLACEMENT_UPSERT = """
-INSERT INTO tenantq_tenant_placement (queue, tenant_id, mode, shards, partitions, updated_by,
-                                      reason, automatic)
-VALUES (%(queue)s, %(tenant_id)s, %(mode)s, %(shards)s, %(partitions)s, %(updated_by)s,
-        %(reason)s, false)
-ON CONFLICT (queue, tenant_id) DO UPDATE
+INSERT INTO tenantq_tenant_placement (deployment, queue, tenant_id, mode, shards, partitions,
+                                      updated_by, reason, automatic)
+VALUES (%(deployment)s, %(queue)s, %(tenant_id)s, %(mode)s, %(shards)s, %(partitions)s,
+        %(updated_by)s, %(reason)s, false)
+ON CONFLICT (deployment, queue, tenant_id) DO UPDATE
 SET mode = EXCLUDED.mode,
     shards = EXCLUDED.shards,
     partitions = EXCLUDED.partitions,
@@ -62,10 +68,10 @@ RETURNING queue, tenant_id, mode, shards, partitions, updated_at, updated_by, re
 #: A worker moves a hot tenant to its queue's lane. Only a tenant without a placement of an
 #: operator's is moved: an operator's word (even "hashed") stands.
 LANE_ENTER = """
-INSERT INTO tenantq_tenant_placement AS p (queue, tenant_id, mode, updated_by, reason,
-                                           automatic)
-VALUES (%(queue)s, %(tenant_id)s, 'lane', %(updated_by)s, %(reason)s, true)
-ON CONFLICT (queue, tenant_id) DO UPDATE
+INSERT INTO tenantq_tenant_placement AS p (deployment, queue, tenant_id, mode, updated_by,
+                                           reason, automatic)
+VALUES (%(deployment)s, %(queue)s, %(tenant_id)s, 'lane', %(updated_by)s, %(reason)s, true)
+ON CONFLICT (deployment, queue, tenant_id) DO UPDATE
 SET mode = 'lane', updated_by = EXCLUDED.updated_by, reason = EXCLUDED.reason,
     updated_at = now()
 WHERE p.automatic AND p.mode = 'lane'
@@ -75,14 +81,14 @@ RETURNING queue, tenant_id, mode, shards, partitions, updated_at, updated_by, re
 #: Tenants a worker moved to the lane at least ``seconds`` ago go back to hashed.
 LANE_RELEASE = """
 DELETE FROM tenantq_tenant_placement
-WHERE queue = %(queue)s AND mode = 'lane' AND automatic
+WHERE deployment = %(deployment)s AND queue = %(queue)s AND mode = 'lane' AND automatic
   AND updated_at < now() - make_interval(secs => %(seconds)s)
 RETURNING tenant_id
 """
 
 PLACEMENT_DELETE = """
 DELETE FROM tenantq_tenant_placement
-WHERE queue = %(queue)s AND tenant_id = %(tenant_id)s
+WHERE deployment = %(deployment)s AND queue = %(queue)s AND tenant_id = %(tenant_id)s
 """
 
 
@@ -118,19 +124,20 @@ def _record(row: Sequence[Any]) -> PlacementRecord:
 
 
 def placement_list(
-    connection: psycopg.Connection[Any], queue: str | None = None
+    connection: DeploymentConnection, queue: str | None = None
 ) -> list[PlacementRecord]:
     """The placements of ``queue``, or of every queue when ``queue`` is None."""
+    deployment = connection.deployment
     with connection.cursor() as cursor:
         if queue is None:
-            cursor.execute(PLACEMENT_LIST_ALL)
+            cursor.execute(PLACEMENT_LIST_ALL, {"deployment": deployment})
         else:
-            cursor.execute(PLACEMENT_LIST, {"queue": queue})
+            cursor.execute(PLACEMENT_LIST, {"deployment": deployment, "queue": queue})
         return [_record(row) for row in cursor.fetchall()]
 
 
 def placement_upsert(
-    connection: psycopg.Connection[Any],
+    connection: DeploymentConnection,
     *,
     queue: str,
     tenant_id: str,
@@ -144,6 +151,7 @@ def placement_upsert(
         cursor.execute(
             PLACEMENT_UPSERT,
             {
+                "deployment": connection.deployment,
                 "queue": queue,
                 "tenant_id": tenant_id,
                 "mode": placement.mode,
@@ -154,61 +162,80 @@ def placement_upsert(
             },
         )
         row = cursor.fetchone()
-        placement_changed(cursor, queue)
+        placement_changed(cursor, connection.deployment, queue)
     assert row is not None
     return _record(row)
 
 
-def placement_delete(connection: psycopg.Connection[Any], *, queue: str, tenant_id: str) -> bool:
+def placement_delete(connection: DeploymentConnection, *, queue: str, tenant_id: str) -> bool:
     """Remove a tenant's placement (it falls back to hashed). True if a row was deleted."""
+    deployment = connection.deployment
     with connection.cursor() as cursor:
-        cursor.execute(PLACEMENT_DELETE, {"queue": queue, "tenant_id": tenant_id})
+        cursor.execute(
+            PLACEMENT_DELETE, {"deployment": deployment, "queue": queue, "tenant_id": tenant_id}
+        )
         deleted = cursor.rowcount > 0
         if deleted:
-            placement_changed(cursor, queue)
+            placement_changed(cursor, deployment, queue)
         return deleted
 
 
-def lane_release(connection: psycopg.Connection[Any], *, queue: str, seconds: float) -> list[str]:
+def lane_release(connection: DeploymentConnection, *, queue: str, seconds: float) -> list[str]:
     """Tenants a worker moved to the lane of ``queue`` at least ``seconds`` ago go back to
     hashed; returns them."""
+    deployment = connection.deployment
     with connection.cursor() as cursor:
-        cursor.execute(LANE_RELEASE, {"queue": queue, "seconds": seconds})
+        cursor.execute(LANE_RELEASE, {"deployment": deployment, "queue": queue, "seconds": seconds})
         released = [row[0] for row in cursor.fetchall()]
         if released:
-            placement_changed(cursor, queue)
+            placement_changed(cursor, deployment, queue)
         return released
 
 
-def placement_changed(cursor: psycopg.Cursor[Any], queue: str) -> None:
-    """Tell the listeners (``PlacementWatcher``) that ``queue``'s placements changed; sent
-    when the transaction commits."""
-    cursor.execute(PLACEMENT_CHANGED, {"queue": queue})
+def placement_changed(cursor: psycopg.Cursor[Any], deployment: str, queue: str) -> None:
+    """Tell the listeners (``PlacementWatcher``) that the placements of ``deployment``'s
+    ``queue`` changed; sent when the transaction commits."""
+    cursor.execute(PLACEMENT_CHANGED, {"deployment": deployment, "queue": queue})
+
+
+def changed_queue(payload: str, deployment: str) -> tuple[bool, str | None]:
+    """A ``PLACEMENT_CHANGED`` payload as (of ``deployment``, its queue): a prefix has no
+    ``/``, so the first one ends it. An empty or unreadable payload may be anyone's, any
+    queue (True, None)."""
+    owner, separator, queue = payload.partition("/")
+    if not separator:
+        return True, None
+    return owner == deployment, queue or None
 
 
 #: Tenants in the hot lane of each queue (for the metrics and ``tenantq stats``).
 LANE_MEMBERS = """
 SELECT queue, tenant_id, mode, shards, partitions, updated_at, updated_by, reason, automatic
 FROM tenantq_tenant_placement
-WHERE mode = 'lane' AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
+WHERE deployment = %(deployment)s AND mode = 'lane'
+  AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
 ORDER BY queue, updated_at
 """
 
 
 def lane_records(
-    connection: psycopg.Connection[Any], queues: Sequence[str] | None = None
+    connection: DeploymentConnection, queues: Sequence[str] | None = None
 ) -> dict[str, list[PlacementRecord]]:
     """Per queue, the placements of the tenants in its hot lane, longest there first."""
     found: dict[str, list[PlacementRecord]] = {}
+    parameters = {
+        "deployment": connection.deployment,
+        "queues": list(queues) if queues is not None else None,
+    }
     with connection.cursor() as cursor:
-        cursor.execute(LANE_MEMBERS, {"queues": list(queues) if queues is not None else None})
+        cursor.execute(LANE_MEMBERS, parameters)
         for row in cursor.fetchall():
             found.setdefault(row[0], []).append(_record(row))
     return found
 
 
 def lane_members(
-    connection: psycopg.Connection[Any], queues: Sequence[str] | None = None
+    connection: DeploymentConnection, queues: Sequence[str] | None = None
 ) -> dict[str, list[str]]:
     """Per queue, the tenants in its hot lane, longest there first."""
     return {
@@ -218,22 +245,24 @@ def lane_members(
 
 
 class PlacementReader:
-    """Reads placements for producers over one lazily opened autocommit connection."""
+    """Reads the placements of the settings' deployment, for producers and workers, over one
+    lazily opened autocommit connection."""
 
-    def __init__(self, database_url: str, connect_timeout_seconds: float = 5.0) -> None:
-        self._database_url = database_url
+    def __init__(self, settings: Settings, connect_timeout_seconds: float = 5.0) -> None:
+        settings.require_database_url()
+        self._settings = settings
         self._connect_timeout = max(1, int(connect_timeout_seconds))
-        self._connection: psycopg.Connection[Any] | None = None
+        self._connection: DeploymentConnection | None = None
         self._lock = threading.Lock()
 
     def __call__(self, queue: str) -> list[PlacementRecord]:
         with self._lock:
             if self._connection is None or self._connection.closed:
-                self._connection = psycopg.connect(
-                    psycopg_url(self._database_url),
+                self._connection = connect(
+                    self._settings,
                     autocommit=True,
-                    connect_timeout=self._connect_timeout,
                     application_name="tenantq-producer",
+                    connect_timeout_seconds=self._connect_timeout,
                 )
             try:
                 return placement_list(self._connection, queue)
@@ -251,28 +280,32 @@ class PlacementReader:
 
 
 class PlacementWatcher(ServiceLoop):
-    """Calls ``changed(queue)`` when a placement of ``queue`` changes (``LISTEN`` on a
-    connection of its own, in a thread of its own), and ``changed(None)`` each time it starts
-    listening: changes made while it was not are unknown. A lost connection is a failed round
-    of the loop: logged once, tried again with its backoff."""
+    """Calls ``changed(queue)`` when a placement of the settings' deployment's ``queue``
+    changes (``LISTEN`` on a connection of its own, in a thread of its own; other
+    deployments' changes are ignored), and ``changed(None)`` each time it starts listening:
+    changes made while it was not are unknown. A lost connection is a failed round of the
+    loop: logged once, tried again with its backoff."""
 
     def __init__(self, settings: Settings, changed: Callable[[str | None], None]) -> None:
         super().__init__("placement-watch")
         self._changed = changed
         #: Set while it listens (after the reread that covers what came before).
         self.listening = threading.Event()
+        self._deployment = settings.topic_prefix
         self._database = LazyConnection(
             settings, "tenantq-placement-watch", autocommit=True, on_open=self._listen
         )
 
-    def _listen(self, connection: psycopg.Connection[Any]) -> None:
+    def _listen(self, connection: DeploymentConnection) -> None:
         connection.execute(PLACEMENT_LISTEN)
         self._changed(None)
         self.listening.set()
 
     def run_round(self) -> float:
         for notify in self._database.get().notifies(timeout=1.0):
-            self._changed(notify.payload or None)
+            ours, queue = changed_queue(notify.payload, self._deployment)
+            if ours:
+                self._changed(queue)
         return 0.0
 
     def reset(self) -> None:

@@ -5,6 +5,10 @@ A replay brings a dead job back with one guarded statement per batch: only rows 
 DLQ record move to ``runnable`` (the ``dead -> runnable`` transition of
 ``tenantq.states.TRANSITIONS``). Every other row is reported as it is, so the caller can say
 why it was skipped. The same query without the update serves dry runs.
+
+Only the connection's deployment's rows are found (``DeploymentConnection``): a DLQ record
+that names another deployment's job is reported as having no row, and left alone. Audit rows
+are the deployment's too.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
 from psycopg.types.json import Jsonb
+
+from tenantq.store.engine import DeploymentConnection
 
 #: Bring a batch of dead jobs back: attempts start again from zero (the claim takes a lease
 #: only while attempts < max_attempts), run_after is now so the claim finds the job due,
@@ -31,8 +36,8 @@ revived AS (
     SET state = 'runnable', attempts = 0, replays = j.replays + 1, finished_at = NULL,
         run_after = now(), lease_owner = NULL, lease_until = NULL, updated_at = now()
     FROM wanted w
-    WHERE j.id = w.id AND j.queue = %(queue)s AND j.state = 'dead'
-      AND NOT j.cancel_requested
+    WHERE j.id = w.id AND j.deployment = %(deployment)s AND j.queue = %(queue)s
+      AND j.state = 'dead' AND NOT j.cancel_requested
       AND j.payload_sha256 IS NOT DISTINCT FROM w.payload_sha256
     RETURNING j.id, j.replays
 )
@@ -40,7 +45,7 @@ SELECT w.id, j.state::text, j.queue, j.attempts, j.replays, j.cancel_requested,
        j.payload_sha256 IS NOT DISTINCT FROM w.payload_sha256 AS same_payload,
        r.id IS NOT NULL AS revived, r.replays AS replays_after
 FROM wanted w
-LEFT JOIN tenantq_jobs j ON j.id = w.id
+LEFT JOIN tenantq_jobs j ON j.id = w.id AND j.deployment = %(deployment)s
 LEFT JOIN revived r ON r.id = w.id
 """
 
@@ -55,21 +60,21 @@ SELECT w.id, j.state::text, j.queue, j.attempts, j.replays, j.cancel_requested,
                 AND j.payload_sha256 IS NOT DISTINCT FROM w.payload_sha256, false) AS revived,
        j.replays + 1 AS replays_after
 FROM wanted w
-LEFT JOIN tenantq_jobs j ON j.id = w.id
+LEFT JOIN tenantq_jobs j ON j.id = w.id AND j.deployment = %(deployment)s
 """
 
 #: Where a batch of jobs stands now (canary checks, purge summaries).
 JOB_STATE_SUMMARY = """
 SELECT id, state::text, last_error_class, last_error_message
-FROM tenantq_jobs WHERE id = ANY(%(ids)s::uuid[])
+FROM tenantq_jobs WHERE id = ANY(%(ids)s::uuid[]) AND deployment = %(deployment)s
 """
 
 #: One row per replay, purge or dry run: who, when, which filter, how many.
 REPLAY_AUDIT_INSERT = """
-INSERT INTO tenantq_replay_audit (actor, queue, action, filter, dry_run, matched, replayed,
-                                  job_ids)
-VALUES (%(actor)s, %(queue)s, %(action)s, %(filter)s, %(dry_run)s, %(matched)s, %(replayed)s,
-        %(job_ids)s::uuid[])
+INSERT INTO tenantq_replay_audit (deployment, actor, queue, action, filter, dry_run, matched,
+                                  replayed, job_ids)
+VALUES (%(deployment)s, %(actor)s, %(queue)s, %(action)s, %(filter)s, %(dry_run)s,
+        %(matched)s, %(replayed)s, %(job_ids)s::uuid[])
 RETURNING id
 """
 
@@ -102,7 +107,7 @@ class JobSummary:
 
 
 def job_replay_batch(
-    connection: psycopg.Connection[Any],
+    connection: DeploymentConnection,
     queue: str,
     jobs: Sequence[tuple[uuid.UUID, bytes]],
     *,
@@ -113,6 +118,7 @@ def job_replay_batch(
     if not jobs:
         return {}
     parameters = {
+        "deployment": connection.deployment,
         "queue": queue,
         "ids": [job_id for job_id, _ in jobs],
         "payload_hashes": [digest for _, digest in jobs],
@@ -138,19 +144,20 @@ def job_replay_batch(
 
 
 def job_state_summary(
-    connection: psycopg.Connection[Any], job_ids: Sequence[uuid.UUID]
+    connection: DeploymentConnection, job_ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, JobSummary]:
-    """State and last error of each job that has a row."""
+    """State and last error of each job that has a row (in the connection's deployment)."""
     if not job_ids:
         return {}
+    parameters = {"ids": list(job_ids), "deployment": connection.deployment}
     with connection.transaction(), connection.cursor() as cursor:
-        cursor.execute(JOB_STATE_SUMMARY, {"ids": list(job_ids)})
+        cursor.execute(JOB_STATE_SUMMARY, parameters)
         rows = cursor.fetchall()
     return {row[0]: JobSummary(row[0], row[1], row[2], row[3]) for row in rows}
 
 
 def replay_audit_insert(
-    connection: psycopg.Connection[Any],
+    connection: DeploymentConnection,
     *,
     actor: str,
     queue: str,
@@ -166,6 +173,7 @@ def replay_audit_insert(
         cursor.execute(
             REPLAY_AUDIT_INSERT,
             {
+                "deployment": connection.deployment,
                 "actor": actor,
                 "queue": queue,
                 "action": action,

@@ -5,6 +5,8 @@ transaction, so a large backlog never holds locks or bloats one transaction. The
 clause is the whole rule: only terminal states (``finished_at`` is set exactly then, a CHECK
 constraint says so), each older than its own age; a state without an age (NULL) is kept.
 Rows are locked ``SKIP LOCKED``: a job that a replay is reviving right now is left alone.
+A prune deletes the rows of the connection's deployment only (``DeploymentConnection``), by
+its own retention policy: deployments sharing a database each prune their own.
 """
 
 from __future__ import annotations
@@ -13,14 +15,14 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-import psycopg
+from tenantq.store.engine import DeploymentConnection
 
 #: The terminal states a prune deletes, in the order ``tenantq prune`` reports them.
 PRUNED_STATES = ("succeeded", "dead", "canceled")
 
 _DOOMED = """
     SELECT id, state FROM tenantq_jobs
-    WHERE finished_at IS NOT NULL
+    WHERE deployment = %(deployment)s AND finished_at IS NOT NULL
       AND ((state = 'succeeded' AND finished_at < now() - make_interval(secs => %(succeeded)s))
         OR (state = 'dead' AND finished_at < now() - make_interval(secs => %(dead)s))
         OR (state = 'canceled' AND finished_at < now() - make_interval(secs => %(canceled)s)))
@@ -62,7 +64,8 @@ FROM doomed d GROUP BY d.state
 #: Worker rows that stopped (or, crashed, last heartbeated) longer ago than the age.
 WORKER_PRUNE = """
 DELETE FROM tenantq_workers
-WHERE coalesce(stopped_at, heartbeat_at) < now() - make_interval(secs => %(older)s)
+WHERE deployment = %(deployment)s
+  AND coalesce(stopped_at, heartbeat_at) < now() - make_interval(secs => %(older)s)
 RETURNING id
 """
 
@@ -84,19 +87,22 @@ class Pruned:
         self.attempts += other.attempts
 
 
-def _ages(ages: dict[str, dt.timedelta | None]) -> dict[str, float | None]:
-    return {
+def _ages(connection: DeploymentConnection, ages: dict[str, dt.timedelta | None]) -> dict[str, Any]:
+    """The parameters of ``_DOOMED``: the deployment and each state's age in seconds."""
+    found: dict[str, Any] = {
         state: None if (age := ages.get(state)) is None else age.total_seconds()
         for state in PRUNED_STATES
     }
+    found["deployment"] = connection.deployment
+    return found
 
 
 def job_prune_batch(
-    connection: psycopg.Connection[Any], ages: dict[str, dt.timedelta | None], limit: int
+    connection: DeploymentConnection, ages: dict[str, dt.timedelta | None], limit: int
 ) -> Pruned:
     """Delete up to ``limit`` finished jobs older than their state's age, committed."""
     with connection.transaction(), connection.cursor() as cursor:
-        cursor.execute(JOB_PRUNE_BATCH, {**_ages(ages), "limit": limit})
+        cursor.execute(JOB_PRUNE_BATCH, {**_ages(connection, ages), "limit": limit})
         rows = cursor.fetchall()
     pruned = Pruned()
     for state, count, attempts in rows:
@@ -106,11 +112,11 @@ def job_prune_batch(
 
 
 def job_prune_preview(
-    connection: psycopg.Connection[Any], ages: dict[str, dt.timedelta | None]
+    connection: DeploymentConnection, ages: dict[str, dt.timedelta | None]
 ) -> Pruned:
     """What pruning with ``ages`` would delete now."""
     with connection.transaction(), connection.cursor() as cursor:
-        cursor.execute(JOB_PRUNE_PREVIEW, _ages(ages))
+        cursor.execute(JOB_PRUNE_PREVIEW, _ages(connection, ages))
         rows = cursor.fetchall()
     pruned = Pruned()
     for state, count, attempts in rows:
@@ -119,8 +125,9 @@ def job_prune_preview(
     return pruned
 
 
-def worker_prune(connection: psycopg.Connection[Any], older: dt.timedelta) -> int:
+def worker_prune(connection: DeploymentConnection, older: dt.timedelta) -> int:
     """Delete worker rows gone longer than ``older``, committed; returns how many."""
+    parameters = {"deployment": connection.deployment, "older": older.total_seconds()}
     with connection.transaction(), connection.cursor() as cursor:
-        cursor.execute(WORKER_PRUNE, {"older": older.total_seconds()})
+        cursor.execute(WORKER_PRUNE, parameters)
         return cursor.rowcount

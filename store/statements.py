@@ -4,6 +4,12 @@ Every state change is one guarded statement: the WHERE clause states which trans
 ``tenantq.states.TRANSITIONS`` it performs, and results are fenced by (job id, attempt, lease
 owner). Batches travel as arrays through ``unnest`` so one round trip serves a whole poll batch.
 All times come from the database clock (``now()``), never a worker's clock.
+
+Every statement is scoped to one deployment (``%(deployment)s``, the topic prefix the store
+was opened with, ``tenantq.store.engine.DeploymentConnection``): it reads and changes that
+deployment's rows only. A job id is unique across deployments, so a message of this
+deployment that carries another's job id finds that row and leaves it as it is: the claim
+does not take it, and ``JOB_STATE_BATCH`` reports it as another deployment's (a conflict).
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ from __future__ import annotations
 #: Two new jobs of one batch with one idempotency key: only the first (by position) is
 #: inserted, so the unique key is never violated by the batch itself. ``adoptable`` names jobs
 #: this owner may hold already because an earlier try of this very claim committed before the
-#: connection dropped: their lease is returned as it is, without another attempt.
+#: connection dropped: their lease is returned as it is, without another attempt. A job id of
+#: another deployment is never updated (its row is left, and the job not leased).
 JOB_CLAIM_BATCH = """
 WITH given AS (
     SELECT *
@@ -43,17 +50,18 @@ incoming AS (
         -- A different job already owns this idempotency key: not ours to insert.
         AND NOT EXISTS (
             SELECT 1 FROM tenantq_jobs other
-            WHERE other.queue = g.queue AND other.idempotency_key = g.idempotency_key
-              AND other.id <> g.id
+            WHERE other.deployment = %(deployment)b AND other.queue = g.queue
+              AND other.idempotency_key = g.idempotency_key AND other.id <> g.id
         )
     )
 )
 INSERT INTO tenantq_jobs AS j (
-    id, queue, job_type, tenant_id, partition_key, state, payload, payload_sha256, attempts,
-    max_attempts, run_after, lease_owner, lease_until, heartbeat_at, idempotency_key,
+    id, deployment, queue, job_type, tenant_id, partition_key, state, payload, payload_sha256,
+    attempts, max_attempts, run_after, lease_owner, lease_until, heartbeat_at, idempotency_key,
     origin_topic, origin_partition, origin_offset, enqueued_at, started_at
 )
-SELECT id, queue, job_type, tenant_id, partition_key, 'leased', payload, payload_sha256, 1,
+SELECT id, %(deployment)b, queue, job_type, tenant_id, partition_key, 'leased', payload,
+       payload_sha256, 1,
        max_attempts, now(), %(owner)b, now() + make_interval(secs => %(lease_seconds)b), now(),
        idempotency_key, origin_topic, origin_partition, origin_offset, enqueued_at, now()
 FROM incoming
@@ -70,7 +78,8 @@ ON CONFLICT (id) DO UPDATE SET
     heartbeat_at = now(),
     started_at = coalesce(j.started_at, now()),
     updated_at = now()
-WHERE j.payload_sha256 IS NOT DISTINCT FROM excluded.payload_sha256
+WHERE j.deployment = %(deployment)b
+  AND j.payload_sha256 IS NOT DISTINCT FROM excluded.payload_sha256
   AND (
         (j.state = 'leased' AND j.lease_owner = %(owner)b AND j.id = ANY(%(adoptable)b::uuid[]))
      OR (j.attempts < j.max_attempts
@@ -82,7 +91,8 @@ WHERE j.payload_sha256 IS NOT DISTINCT FROM excluded.payload_sha256
                    j.lease_until < now()
                 OR NOT EXISTS (
                      SELECT 1 FROM tenantq_workers w
-                     WHERE w.id = j.lease_owner AND w.stopped_at IS NULL
+                     WHERE w.deployment = %(deployment)b AND w.id = j.lease_owner
+                       AND w.stopped_at IS NULL
                        AND w.heartbeat_at > now() - make_interval(secs => %(stale_owner_seconds)b)
                    )))
         ))
@@ -92,18 +102,23 @@ RETURNING j.id, j.attempts, j.max_attempts, j.progress, j.replays,
 """
 
 #: What became of the jobs the claim did not take (terminal, leased elsewhere, conflict, ...).
+#: A job id of another deployment comes back with ``ours`` false and nothing else of its row.
 JOB_STATE_BATCH = """
-SELECT j.id, j.state::text, j.lease_owner, j.lease_until, j.attempts, j.max_attempts,
+SELECT x.id, j.state::text, j.lease_owner, j.lease_until, j.attempts, j.max_attempts,
        j.run_after <= now() AS due, j.cancel_requested, j.payload_sha256, j.last_error_class,
        j.last_error_message,
        GREATEST(0, EXTRACT(EPOCH FROM (j.lease_until - now())))::float8 AS lease_left_seconds,
-       j.crashes
-FROM tenantq_jobs j
-WHERE j.id = ANY(%(ids)b::uuid[])
+       j.crashes, j.id IS NOT NULL AS ours
+FROM tenantq_jobs x
+LEFT JOIN tenantq_jobs j ON j.id = x.id AND j.deployment = %(deployment)b
+WHERE x.id = ANY(%(ids)b::uuid[])
 """
 
 #: A job found leasable with its attempts (or its crash budget) used up goes dead at lease
-#: time, with the reason.
+#: time, with the reason. The jobs are found by key: the deployment is compared with ``IS NOT
+#: DISTINCT FROM`` (the same for a column that is never NULL), which no index serves, so a
+#: generic plan cannot read a deployment's waiting or leased jobs through the indexes that
+#: lead with it instead (it did, on a new table: see ``_RESULTS``).
 JOB_BURY_EXHAUSTED = """
 UPDATE tenantq_jobs
 SET state = 'dead', finished_at = now(), updated_at = now(), lease_owner = NULL,
@@ -115,18 +130,20 @@ SET state = 'dead', finished_at = now(), updated_at = now(), lease_owner = NULL,
         THEN 'max attempts (' || max_attempts || ') reached; last error: '
              || coalesce(last_error_class || ': ' || last_error_message, 'none recorded')
         ELSE 'the process running it died ' || crashes || ' times (crash budget)' END
-WHERE id = ANY(%(ids)b::uuid[])
+WHERE id = ANY(%(ids)b::uuid[]) AND deployment IS NOT DISTINCT FROM %(deployment)b
   AND (attempts >= max_attempts OR crashes >= %(crash_budget)b)
   AND (state IN ('pending', 'runnable', 'retrying')
        OR (state = 'leased' AND lease_until < now()))
 RETURNING id
 """
 
-#: Cancellation requested before any worker ran the job: it never runs.
+#: Cancellation requested before any worker ran the job: it never runs. (The deployment as in
+#: ``JOB_BURY_EXHAUSTED``.)
 JOB_CANCEL_WAITING = """
 UPDATE tenantq_jobs
 SET state = 'canceled', finished_at = now(), updated_at = now()
-WHERE id = ANY(%(ids)b::uuid[]) AND cancel_requested
+WHERE id = ANY(%(ids)b::uuid[]) AND deployment IS NOT DISTINCT FROM %(deployment)b
+  AND cancel_requested
   AND state IN ('pending', 'runnable', 'retrying')
 RETURNING id
 """
@@ -171,7 +188,7 @@ _APPLIED = """applied AS (
         success_duration_ms = CASE WHEN r.outcome = 'succeeded' THEN r.duration_ms END,
         updated_at = now()
     FROM results r
-    WHERE j.id = r.id AND j.attempts = r.attempt
+    WHERE j.id = r.id AND j.deployment = %(deployment)b AND j.attempts = r.attempt
       AND j.lease_owner IS NOT DISTINCT FROM %(owner)b AND j.state IS NOT DISTINCT FROM 'leased'
     RETURNING j.id
 ),
@@ -187,7 +204,9 @@ _ATTEMPT_ROWS = """attempt_rows AS (
     -- result's job is locked by its update; a stale one's job is locked here, so retention
     -- cannot delete it under its new attempt row (there is no foreign key).
     WHERE CASE WHEN r.id IN (SELECT id FROM applied) THEN r.outcome <> 'succeeded'
-               ELSE EXISTS (SELECT 1 FROM tenantq_jobs x WHERE x.id = r.id FOR KEY SHARE) END
+               ELSE EXISTS (SELECT 1 FROM tenantq_jobs x
+                            WHERE x.id = r.id AND x.deployment = %(deployment)b
+                            FOR KEY SHARE) END
 """
 
 #: Write a batch of results in one statement, each fenced by (job id, attempt, owner), with
@@ -208,11 +227,13 @@ _ALREADY = """already AS (
     SELECT r.id FROM results r
     JOIN tenantq_attempt_log a ON a.job_id = r.id AND a.attempt = r.attempt
      AND a.worker_id = %(owner)b AND a.outcome = r.outcome
+    -- An attempt row belongs to its job's deployment.
+    WHERE EXISTS (SELECT 1 FROM tenantq_jobs x WHERE x.id = r.id AND x.deployment = %(deployment)b)
     UNION
     -- A success is recorded on its job row.
     SELECT r.id FROM results r
-    JOIN tenantq_jobs j ON j.id = r.id AND j.attempts = r.attempt
-     AND j.success_worker_id = %(owner)b
+    JOIN tenantq_jobs j ON j.id = r.id AND j.deployment = %(deployment)b
+     AND j.attempts = r.attempt AND j.success_worker_id = %(owner)b
     WHERE r.outcome = 'succeeded'
 ),
 """
@@ -245,7 +266,7 @@ counted AS (
     UPDATE tenantq_jobs j
     SET crashes = j.crashes + 1, updated_at = now()
     FROM crashed c
-    WHERE j.id = c.id AND j.attempts = c.attempt
+    WHERE j.id = c.id AND j.deployment = %(deployment)b AND j.attempts = c.attempt
       -- The fence by primary key only (see _RESULTS).
       AND j.lease_owner IS NOT DISTINCT FROM %(owner)b AND j.state IS NOT DISTINCT FROM 'leased'
     RETURNING j.id, j.crashes
@@ -266,14 +287,14 @@ SELECT id, crashes FROM counted
 WORKER_CRASHED = """
 WITH stopped AS (
     UPDATE tenantq_workers SET stopped_at = now(), running_jobs = 0
-    WHERE id = %(id)s
+    WHERE deployment = %(deployment)s AND id = %(id)s
 ),
 released AS (
     UPDATE tenantq_jobs
     SET state = 'runnable', attempts = attempts - 1, crashes = crashes + 1,
         lease_owner = NULL, lease_until = NULL, updated_at = now(),
         last_error_class = 'ProcessCrashed', last_error_message = %(reason)s
-    WHERE lease_owner = %(id)s AND state = 'leased'
+    WHERE deployment = %(deployment)s AND lease_owner = %(id)s AND state = 'leased'
     RETURNING id, attempts + 1 AS attempt, started_at
 ),
 attempt_rows AS (
@@ -306,26 +327,26 @@ SELECT id FROM released
 LEASE_RENEW = """
 WITH ours AS (
     SELECT x.id, x.cancel_requested FROM tenantq_jobs x
-    WHERE x.id = ANY(%(ids)b::uuid[])
+    WHERE x.id = ANY(%(ids)b::uuid[]) AND x.deployment = %(deployment)b
       AND x.state IS NOT DISTINCT FROM 'leased' AND x.lease_owner IS NOT DISTINCT FROM %(owner)b
 ),
 free AS (
     SELECT x.id FROM tenantq_jobs x
-    WHERE x.id = ANY(%(ids)b::uuid[])
+    WHERE x.id = ANY(%(ids)b::uuid[]) AND x.deployment = %(deployment)b
       AND x.state IS NOT DISTINCT FROM 'leased' AND x.lease_owner IS NOT DISTINCT FROM %(owner)b
     FOR NO KEY UPDATE SKIP LOCKED
 ),
 renewed AS (
     UPDATE tenantq_jobs j
     SET lease_until = now() + make_interval(secs => %(lease_seconds)b), heartbeat_at = now()
-    WHERE j.id = ANY(ARRAY(SELECT id FROM free))
+    WHERE j.id = ANY(ARRAY(SELECT id FROM free)) AND j.deployment = %(deployment)b
       AND j.state IS NOT DISTINCT FROM 'leased' AND j.lease_owner IS NOT DISTINCT FROM %(owner)b
 ),
 registry AS (
     UPDATE tenantq_workers
     SET heartbeat_at = now(), running_jobs = coalesce(%(running)b::int, running_jobs),
         slots = coalesce(%(slots)b::int, slots)
-    WHERE id = %(owner)b
+    WHERE deployment = %(deployment)b AND id = %(owner)b
 )
 SELECT id, cancel_requested FROM ours
 """
@@ -333,13 +354,15 @@ SELECT id, cancel_requested FROM ours
 #: Save a running job's progress so that a later attempt can resume (fenced).
 JOB_CHECKPOINT = """
 UPDATE tenantq_jobs SET progress = %(progress)s, heartbeat_at = now(), updated_at = now()
-WHERE id = %(id)s AND attempts = %(attempt)s AND lease_owner = %(owner)s AND state = 'leased'
+WHERE id = %(id)s AND deployment = %(deployment)s AND attempts = %(attempt)s
+  AND lease_owner = %(owner)s AND state = 'leased'
 RETURNING id
 """
 
 #: Ask for a job to be canceled. Jobs not yet running end canceled at once; a running job
 #: sees the request through its heartbeat. A job no worker has seen yet gets a canceled row
-#: so that it never runs when its message arrives.
+#: so that it never runs when its message arrives, if ``create_unseen`` says it exists; an id
+#: another deployment holds gets none.
 JOB_CANCEL = """
 WITH requested AS (
     UPDATE tenantq_jobs
@@ -348,16 +371,17 @@ WITH requested AS (
                      ELSE state END,
         finished_at = CASE WHEN state IN ('pending', 'runnable', 'retrying') THEN now()
                            ELSE finished_at END
-    WHERE id = %(id)s AND state NOT IN ('succeeded', 'dead', 'canceled')
+    WHERE id = %(id)s AND deployment = %(deployment)s
+      AND state NOT IN ('succeeded', 'dead', 'canceled')
     RETURNING id, state::text
 ),
 unseen AS (
-    INSERT INTO tenantq_jobs (id, queue, job_type, tenant_id, partition_key, state,
+    INSERT INTO tenantq_jobs (id, deployment, queue, job_type, tenant_id, partition_key, state,
                               max_attempts, cancel_requested, finished_at,
                               last_error_class, last_error_message)
-    SELECT %(id)s, %(queue)s, '(unseen)', '(unseen)', '', 'canceled', 1, true, now(),
-           'Canceled', 'canceled before any worker saw it'
-    WHERE NOT EXISTS (SELECT 1 FROM tenantq_jobs WHERE id = %(id)s)
+    SELECT %(id)s, %(deployment)s, %(queue)s, '(unseen)', '(unseen)', '', 'canceled', 1, true,
+           now(), 'Canceled', 'canceled before any worker saw it'
+    WHERE %(create_unseen)s AND NOT EXISTS (SELECT 1 FROM tenantq_jobs WHERE id = %(id)s)
     ON CONFLICT (id) DO NOTHING
     RETURNING id, state::text
 )
@@ -370,7 +394,7 @@ SELECT id, queue, job_type, tenant_id, partition_key, state::text, attempts, max
        last_error_class, last_error_message, progress, origin_topic, origin_partition,
        origin_offset, idempotency_key, created_at, enqueued_at, started_at, finished_at,
        payload
-FROM tenantq_jobs WHERE id = %(id)s
+FROM tenantq_jobs WHERE id = %(id)s AND deployment = %(deployment)s
 """
 
 #: A job's attempts, oldest first, through the view of migration 0008: the log's rows and the
@@ -378,25 +402,31 @@ FROM tenantq_jobs WHERE id = %(id)s
 ATTEMPT_LIST = """
 SELECT attempt, worker_id, outcome, error_class, error_message, started_at, finished_at,
        duration_ms
-FROM tenantq_job_attempts WHERE job_id = %(id)s ORDER BY id NULLS LAST
+FROM tenantq_job_attempts
+WHERE job_id = %(id)s
+  AND EXISTS (SELECT 1 FROM tenantq_jobs WHERE id = %(id)s AND deployment = %(deployment)s)
+ORDER BY id NULLS LAST
 """
 
 WORKER_REGISTER = """
-INSERT INTO tenantq_workers (id, hostname, pid, queues, slots)
-VALUES (%(id)s, %(hostname)s, %(pid)s, %(queues)s, %(slots)s)
-ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), stopped_at = NULL,
+INSERT INTO tenantq_workers (deployment, id, hostname, pid, queues, slots)
+VALUES (%(deployment)s, %(id)s, %(hostname)s, %(pid)s, %(queues)s, %(slots)s)
+ON CONFLICT (deployment, id) DO UPDATE SET heartbeat_at = now(), stopped_at = NULL,
     queues = excluded.queues, slots = excluded.slots
 """
 
 WORKER_STOP = """
 UPDATE tenantq_workers SET stopped_at = now(), running_jobs = 0, heartbeat_at = now()
-WHERE id = %(id)s
+WHERE deployment = %(deployment)s AND id = %(id)s
 """
 
 #: Delete every job of a queue, whatever its state, with its attempt rows (which have no
 #: foreign key to cascade from, migration 0007): for a throwaway queue of a benchmark or a
 #: test, never a deployment's.
 QUEUE_JOBS_DELETE = """
-WITH gone AS (DELETE FROM tenantq_jobs WHERE queue = %(queue)s RETURNING id)
+WITH gone AS (
+    DELETE FROM tenantq_jobs WHERE deployment = %(deployment)s AND queue = %(queue)s
+    RETURNING id
+)
 DELETE FROM tenantq_attempt_log a USING gone WHERE a.job_id = gone.id
 """

@@ -8,7 +8,9 @@ connection (``connect(settings, autocommit=True)``) for fresh numbers.
 Cost: unfinished jobs are read through the two partial indexes that cover them
 (``ix_tenantq_jobs_waiting`` for pending/runnable/retrying, ``ix_tenantq_jobs_lease_owner``
 for leased), so the finished history, which is most of the table, is never scanned; finished
-counts go through ``ix_tenantq_jobs_finished_at`` and only its last hour.
+counts go through ``ix_tenantq_jobs_finished_at`` and only its last hour. Every index leads
+with the deployment, and every statement reads the connection's deployment only
+(``DeploymentConnection``): one topic prefix's stats never count another's jobs or workers.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import psycopg
+from tenantq.store.engine import DeploymentConnection
 
 #: The label shared by tenants past the top N.
 OTHER_TENANT = "other"
@@ -38,13 +40,13 @@ WITH facts AS (
            0::bigint AS succeeded_last_minute,
            min(run_after) FILTER (WHERE run_after <= now()) AS oldest_due
     FROM tenantq_jobs
-    WHERE state IN ('pending', 'runnable', 'retrying')
+    WHERE deployment = %(deployment)s AND state IN ('pending', 'runnable', 'retrying')
       AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
     GROUP BY queue, tenant_id, job_type
     UNION ALL
     SELECT queue, tenant_id, job_type, 0, 0, count(*), 0, 0, 0, NULL
     FROM tenantq_jobs
-    WHERE state = 'leased'
+    WHERE deployment = %(deployment)s AND state = 'leased'
       AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
     GROUP BY queue, tenant_id, job_type
     UNION ALL
@@ -55,7 +57,7 @@ WITH facts AS (
            ),
            NULL
     FROM tenantq_jobs
-    WHERE finished_at IS NOT NULL
+    WHERE deployment = %(deployment)s AND finished_at IS NOT NULL
       AND finished_at > now() - interval '1 hour'
       AND state IN ('dead', 'succeeded')
       AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
@@ -102,7 +104,7 @@ FROM unnest(%(queues)s::text[]) AS q(queue)
 LEFT JOIN LATERAL (
     SELECT run_after
     FROM tenantq_jobs
-    WHERE queue = q.queue
+    WHERE deployment = %(deployment)s AND queue = q.queue
       AND state IN ('pending', 'runnable', 'retrying')
       AND run_after <= now()
     ORDER BY run_after
@@ -120,7 +122,7 @@ SELECT count(*) FILTER (WHERE heartbeat_at >= now() - %(stale)s * interval '1 se
        coalesce(sum(running_jobs) FILTER (
            WHERE heartbeat_at >= now() - %(stale)s * interval '1 second'), 0)::bigint
 FROM tenantq_workers
-WHERE stopped_at IS NULL
+WHERE deployment = %(deployment)s AND stopped_at IS NULL
 """
 
 
@@ -206,7 +208,7 @@ class WorkerSummary:
 
 
 def job_stats_by_tenant(
-    connection: psycopg.Connection[Any],
+    connection: DeploymentConnection,
     *,
     queues: Sequence[str] | None = None,
     top_tenants: int = 20,
@@ -216,7 +218,11 @@ def job_stats_by_tenant(
     ``queues`` is in the result (empty if it has no jobs); None means every queue with jobs."""
     if top_tenants < 0:
         raise ValueError(f"top_tenants must be >= 0, got {top_tenants}")
-    params = {"queues": list(queues) if queues is not None else None, "top": top_tenants}
+    params = {
+        "deployment": connection.deployment,
+        "queues": list(queues) if queues is not None else None,
+        "top": top_tenants,
+    }
     with connection.cursor() as cursor:
         cursor.execute(JOB_STATS_BY_TENANT, params)
         rows = cursor.fetchall()
@@ -251,11 +257,14 @@ def _volume(counts: JobCounts) -> int:
 
 
 def job_oldest_runnable_age(
-    connection: psycopg.Connection[Any], queues: Sequence[str]
+    connection: DeploymentConnection, queues: Sequence[str]
 ) -> dict[str, float | None]:
     """Seconds since the oldest due job of each queue could have run (None: nothing due)."""
     with connection.cursor() as cursor:
-        cursor.execute(JOB_OLDEST_RUNNABLE_AGE, {"queues": list(queues)})
+        cursor.execute(
+            JOB_OLDEST_RUNNABLE_AGE,
+            {"deployment": connection.deployment, "queues": list(queues)},
+        )
         return {queue: age for queue, age in cursor.fetchall()}
 
 
@@ -270,12 +279,14 @@ def top_tenants(stats: Sequence[QueueStats]) -> list[str]:
 
 
 def worker_summary(
-    connection: psycopg.Connection[Any], *, stale_after_seconds: float
+    connection: DeploymentConnection, *, stale_after_seconds: float
 ) -> WorkerSummary:
     """Workers not stopped: those whose heartbeat is younger than ``stale_after_seconds``
     are alive (their slots count), the others are stale (crashed or hung)."""
     with connection.cursor() as cursor:
-        cursor.execute(WORKER_SUMMARY, {"stale": stale_after_seconds})
+        cursor.execute(
+            WORKER_SUMMARY, {"deployment": connection.deployment, "stale": stale_after_seconds}
+        )
         row = cursor.fetchone()
     assert row is not None
     alive, stale, slots, busy = (int(value) for value in row)

@@ -171,7 +171,8 @@ def dlq(
     filters: LetterFilters = Depends(),
     limit: int = Query(100, ge=1, le=MOST_LETTERS),
 ) -> dict[str, Any]:
-    """Dead letters matching the CLI's filters, with each job's state now."""
+    """Dead letters matching the CLI's filters, with each job's state now; a record that does
+    not parse has ``unreadable`` true, ``unreadable_reason`` and its ``raw_headers`` escaped."""
     console = console_of(request)
     try:
         where = filters.parse()
@@ -183,6 +184,7 @@ def dlq(
     states = current_states(console.database, letters)
     return {
         "queue": queue,
+        "unreadable": sum(1 for letter in letters if letter.unreadable),
         "letters": [
             {**letter.as_dict(), "job_state": states.get(letter.job_id) if letter.job_id else None}
             for letter in letters
@@ -229,6 +231,7 @@ def dlq_replay(
         "failed": [str(job_id) for job_id in report.failed_ids],
         "actions": dict(report.actions),
         "skipped": dict(report.skip_reasons),
+        "unreadable": report.unreadable,
         "canary": report.canary,
         "stopped": report.stopped,
         "audit_id": audit_id,

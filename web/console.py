@@ -43,12 +43,7 @@ class Console:
         self.settings = settings
         self.guard = Guard(web.token)
         self.database = Database(settings)
-        self.sessions = Sessions(
-            self.database,
-            self.guard,
-            topic_prefix=settings.topic_prefix,
-            seconds=web.session_hours * 3600,
-        )
+        self.sessions = Sessions(self.database, self.guard, seconds=web.session_hours * 3600)
         self.metrics = ConsoleMetrics()
         self.failed_logins = FailedLogins(
             per_client=web.login_failures_per_client,

@@ -11,13 +11,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import psycopg
 
 from tenantq.errors import DatabaseUnavailable, TenantqError
 from tenantq.settings import Settings
-from tenantq.store.engine import connect
+from tenantq.store.engine import DeploymentConnection, connect
 
 #: Idle connections kept for the next request.
 IDLE_CONNECTIONS = 4
@@ -28,11 +27,11 @@ class Database:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._idle: list[psycopg.Connection[Any]] = []
+        self._idle: list[DeploymentConnection] = []
         self._lock = threading.Lock()
 
     @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+    def connection(self) -> Iterator[DeploymentConnection]:
         """A connection for one unit of work; ``DatabaseUnavailable`` when there is none."""
         connection = self._take()
         healthy = True
@@ -59,7 +58,7 @@ class Database:
         for connection in idle:
             connection.close()
 
-    def _take(self) -> psycopg.Connection[Any]:
+    def _take(self) -> DeploymentConnection:
         with self._lock:
             while self._idle:
                 connection = self._idle.pop()
@@ -70,7 +69,7 @@ class Database:
         except (psycopg.Error, TenantqError) as error:
             raise DatabaseUnavailable(describe(error)) from None
 
-    def _give_back(self, connection: psycopg.Connection[Any], healthy: bool) -> None:
+    def _give_back(self, connection: DeploymentConnection, healthy: bool) -> None:
         if healthy and not connection.closed and not connection.broken:
             with self._lock:
                 if len(self._idle) < IDLE_CONNECTIONS:

@@ -1,11 +1,12 @@
 """The Dead letters pages: the DLQ with the CLI's filters, one job's letters in full, and
 replay of a selection (dry-run preview first, then canary and rate) through the engine and
 audit rows of ``tenantq dlq replay`` (``tenantq.dlq.actions``), the audit naming the console
-user (``web:<name>``)."""
+user (``web:<name>``). A record that does not parse is listed as unreadable with why, shown
+in full at ``/dlq/letters/<partition>@<offset>``, and never offered for replay."""
 
 from __future__ import annotations
 
-import math
+import datetime as dt
 import uuid
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -15,7 +16,8 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.exceptions import HTTPException
 
 from tenantq.dlq.actions import replay_dead_letters, selected
-from tenantq.dlq.filter import DeadLetterFilter, FilterError
+from tenantq.dlq.filter import DeadLetterFilter, FilterError, parse_position
+from tenantq.dlq.pacing import check_rate
 from tenantq.dlq.reader import DeadLetterReadError
 from tenantq.dlq.records import DeadLetter
 from tenantq.dlq.replay import ReplayReport
@@ -41,6 +43,12 @@ def read_letters(
     """The matching letters, at most ``limit`` (bounded: the page shows them all)."""
     with selected(settings, queue, where, limit=limit) as letters:
         return list(letters)
+
+
+def newest_first(letters: list[DeadLetter]) -> list[DeadLetter]:
+    """The letters by time of death, newest first; those with no known time last."""
+    earliest = dt.datetime.min.replace(tzinfo=dt.UTC)
+    return sorted(letters, key=lambda letter: letter.dead_at or earliest, reverse=True)
 
 
 def current_states(database: Database, letters: list[DeadLetter]) -> dict[uuid.UUID, str]:
@@ -93,14 +101,15 @@ def dlq_page(
     status = 200
     try:
         where = filters.parse()
-        letters = read_letters(console.settings, queue, where, limit)
-        letters.sort(key=lambda letter: letter.dead_at, reverse=True)  # newest first
+        letters = newest_first(read_letters(console.settings, queue, where, limit))
         context["letters"] = letters
         context["states"] = current_states(console.database, letters)
         by_class: dict[str, int] = {}
         for letter in letters:
-            by_class[letter.error_class] = by_class.get(letter.error_class, 0) + 1
+            if not letter.unreadable:
+                by_class[letter.error_class] = by_class.get(letter.error_class, 0) + 1
         context["by_class"] = sorted(by_class.items(), key=lambda item: -item[1])
+        context["unreadable"] = sum(1 for letter in letters if letter.unreadable)
     except FilterError as error:
         context["error"], status = shorten(str(error)), 400
     except DeadLetterReadError as error:
@@ -110,22 +119,32 @@ def dlq_page(
     return render(request, "dlq.html", context, status=status, page="dlq")
 
 
-@router.get("/dlq/letters/{job_id}", response_class=HTMLResponse)
-def letter_page(request: Request, job_id: str, queue: str = Query("default")) -> Response:
-    """Every dead letter of one job: headers, envelope, payload; and the job row now."""
+@router.get("/dlq/letters/{record}", response_class=HTMLResponse)
+def letter_page(request: Request, record: str, queue: str = Query("default")) -> Response:
+    """Every dead letter of one job (``record`` is its id), or the one record at
+    ``<partition>@<offset>``, readable or not: headers, envelope, payload; the job row now."""
     console = console_of(request)
     declared_queue(request, queue)
-    identifier = job_id_of(job_id)
-    try:
+    position = parse_position(record)
+    if position is not None:
+        identifier: uuid.UUID | None = None
+        where = DeadLetterFilter(positions=frozenset({position}))
+    else:
+        identifier = job_id_of(record)
         where = DeadLetterFilter(job_ids=frozenset({identifier}))
+    try:
         letters = read_letters(console.settings, queue, where, 50)
     except DeadLetterReadError as error:
         raise HTTPException(503, f"cannot read the DLQ: {error}") from None
     if not letters:
-        raise HTTPException(404, f"no dead letter of job {identifier} in queue {queue}")
-    with console.database.connection() as connection:
-        job = get_job(connection, identifier)
-    context = {"letters": letters, "job": job, "queue": queue, "job_id": identifier}
+        what = f"at {record}" if position is not None else f"of job {identifier}"
+        raise HTTPException(404, f"no dead letter {what} in queue {queue}")
+    job_id = identifier or letters[0].job_id
+    job = None
+    if job_id is not None:
+        with console.database.connection() as connection:
+            job = get_job(connection, job_id)
+    context = {"letters": letters, "job": job, "queue": queue, "job_id": job_id, "at": record}
     return render(request, "letter.html", context, page="dlq")
 
 
@@ -149,8 +168,8 @@ def replay_selection(
         where = DeadLetterFilter.parse(job_ids=job_ids)
     except FilterError as error:
         raise ConfigurationError(str(error)) from None
-    if rate is not None and not (math.isfinite(rate) and rate > 0):
-        raise ConfigurationError("rate must be a positive number of publishes per second")
+    if rate is not None:
+        check_rate(rate)
     if canary < 0:
         raise ConfigurationError("canary must be zero or more jobs")
     return replay_dead_letters(

@@ -36,12 +36,9 @@ class Session:
 class Sessions:
     """Opens, finds and ends the console's sign-ins."""
 
-    def __init__(
-        self, database: Database, guard: Guard, *, topic_prefix: str, seconds: float
-    ) -> None:
+    def __init__(self, database: Database, guard: Guard, *, seconds: float) -> None:
         self._database = database
         self._guard = guard
-        self._topic_prefix = topic_prefix
         self.seconds = seconds
 
     def open(self, user: str) -> tuple[Session, str]:
@@ -51,11 +48,10 @@ class Sessions:
             raise ValueError(f"a user name is {USER_NAME_RULE}")
         session = Session(secrets.token_urlsafe(32), user)
         with self._database.connection() as connection:
-            web_sessions.web_session_delete_expired(connection, topic_prefix=self._topic_prefix)
+            web_sessions.web_session_delete_expired(connection)
             web_sessions.web_session_insert(
                 connection,
                 id_sha256=_digest(session.id),
-                topic_prefix=self._topic_prefix,
                 user_name=user,
                 seconds=self.seconds,
             )
@@ -67,17 +63,13 @@ class Sessions:
         if session_id is None:
             return None
         with self._database.connection() as connection:
-            user = web_sessions.web_session_user(
-                connection, id_sha256=_digest(session_id), topic_prefix=self._topic_prefix
-            )
+            user = web_sessions.web_session_user(connection, id_sha256=_digest(session_id))
         return None if user is None else Session(session_id, user)
 
     def end(self, session: Session) -> bool:
         """Sign out: every copy of the session's cookie stops acting. Whether it was live."""
         with self._database.connection() as connection:
-            return web_sessions.web_session_delete(
-                connection, id_sha256=_digest(session.id), topic_prefix=self._topic_prefix
-            )
+            return web_sessions.web_session_delete(connection, id_sha256=_digest(session.id))
 
 
 def _digest(session_id: str) -> bytes:

@@ -1,13 +1,13 @@
-"""The ``tenantq`` command line. Each command group lives in its own module here."""
+"""The ``tenantq`` command line. Each command group lives in its own module here; how a
+command ends on an error (one line, a non-zero status) is ``errors.OneLineErrors``."""
 
 from __future__ import annotations
-
-import sys
 
 import typer
 
 from tenantq.cli import (
     demo,
+    dev,
     dlq,
     enqueue,
     infra,
@@ -19,16 +19,17 @@ from tenantq.cli import (
     web,
     worker,
 )
-from tenantq.errors import TenantqError
+from tenantq.cli.errors import OneLineErrors
 
 app = typer.Typer(
+    cls=OneLineErrors,
     name="tenantq",
     help="Background jobs over Apache Kafka, with PostgreSQL as the source of truth.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-app.add_typer(infra.dev_app, name="dev")
+app.add_typer(dev.dev_app, name="dev")
 app.add_typer(infra.db_app, name="db")
 app.add_typer(infra.topics_app, name="topics")
 for commands in (enqueue, placement, worker, dlq, stats, demo, web, outbox, periodic, prune):
@@ -36,9 +37,5 @@ for commands in (enqueue, placement, worker, dlq, stats, demo, web, outbox, peri
 
 
 def main() -> None:
-    """Entry point: a tenantq error is one line on stderr and exit code 2, not a traceback."""
-    try:
-        app()
-    except TenantqError as error:
-        typer.echo(f"tenantq: {error}", err=True)
-        sys.exit(2)
+    """Entry point: errors are one line on stderr and a non-zero status (``OneLineErrors``)."""
+    app()

@@ -3,6 +3,9 @@
 Filters (all commands): ``--queue`` (default ``default``), ``--tenant``, ``--job-type``,
 ``--error-class`` (prefix), ``--since`` / ``--until`` (ISO 8601, UTC when no zone is given, or
 an age such as ``15m``, ``1h``, ``2d``), ``--job-id``. Repeat an option for alternatives.
+
+A record that does not parse is listed as UNREADABLE with why, shown in full by its place
+(``tenantq dlq show 2@17``), and never replayed (``tenantq.dlq.records``).
 """
 
 from __future__ import annotations
@@ -22,9 +25,13 @@ from tenantq.dlq.actions import (
     purge_dead_letters,
     replay_dead_letters,
     selected,
+    validate_actor,
 )
-from tenantq.dlq.filter import DeadLetterFilter, FilterError
-from tenantq.dlq.reader import DeadLetterReader, DeadLetterReadError
+from tenantq.dlq.filter import DeadLetterFilter, FilterError, parse_position
+from tenantq.dlq.header_values import printable
+from tenantq.dlq.pacing import check_rate
+from tenantq.dlq.reader import DeadLetterReader
+from tenantq.errors import ConfigurationError
 from tenantq.settings import load_settings
 from tenantq.store.engine import connect
 from tenantq.store.job_admin import get_job
@@ -55,6 +62,31 @@ UNTIL = typer.Option(None, "--until", metavar="TIME", help="Dead before (ISO or 
 JOB_ID = typer.Option(None, "--job-id", metavar="UUID", help="Only this job (repeatable).")
 
 
+def _actor(actor: str | None) -> str | None:
+    """``--actor``: a name for audit rows (``validate_actor``), or None for the OS user."""
+    if actor is None:
+        return None
+    try:
+        return validate_actor(actor)
+    except ConfigurationError as error:
+        raise typer.BadParameter(str(error)) from None
+
+
+def _rate(rate: float | None) -> float | None:
+    """``--rate``: publishes per second, finite and above 0 (``check_rate``)."""
+    if rate is None:
+        return None
+    try:
+        return check_rate(rate)
+    except ConfigurationError as error:
+        raise typer.BadParameter(str(error)) from None
+
+
+ACTOR = typer.Option(
+    None, "--actor", callback=_actor, help="Who does it, for the audit row (default: OS user)."
+)
+
+
 def _filter(
     tenant: list[str] | None,
     job_type: list[str] | None,
@@ -74,15 +106,6 @@ def _filter(
         )
     except FilterError as error:
         raise typer.BadParameter(str(error)) from None
-
-
-@contextmanager
-def _reporting_errors() -> Iterator[None]:
-    try:
-        yield
-    except DeadLetterReadError as error:
-        typer.echo(f"tenantq: {error}", err=True)
-        raise typer.Exit(2) from None
 
 
 @contextmanager
@@ -125,41 +148,58 @@ def list_command(
     limit: int = typer.Option(100, "--limit", "-n", min=0, help="At most N records (0: all)."),
     as_json: bool = typer.Option(False, "--json", help="A JSON array instead of a table."),
 ) -> None:
-    """List dead letters, oldest first per partition."""
+    """List dead letters, oldest first per partition (unreadable records too, with why)."""
     where = _filter(tenant, job_type, error_class, since, until, job_id)
     settings = load_settings()
-    with _reporting_errors(), selected(settings, queue, where, limit=limit or None) as letters:
+    with selected(settings, queue, where, limit=limit or None) as letters:
         if as_json:
             output.stream_json(console, letters)
             return
         shown = list(letters)  # bounded by --limit
-        console.print(output.letters_table(shown, f"DLQ of queue {queue}"))
-        console.print(
-            f"{len(shown)} record(s)" + (" (--limit reached)" if len(shown) == limit else "")
-        )
+    console.print(output.letters_table(shown, f"DLQ of queue {queue}"))
+    unreadable = sum(1 for letter in shown if letter.unreadable)
+    console.print(
+        f"{len(shown)} record(s)"
+        + (f", {unreadable} unreadable (never replayed)" if unreadable else "")
+        + (" (--limit reached)" if len(shown) == limit else "")
+    )
 
 
 @dlq_app.command("show")
 def show_command(
-    job_id: str = typer.Argument(..., help="The job id (UUID)."),
+    record: str = typer.Argument(
+        ..., metavar="JOB_ID|PARTITION@OFFSET", help="A job id, or where a record sits (2@17)."
+    ),
     queue: str = QUEUE,
     as_json: bool = typer.Option(False, "--json", help="JSON instead of tables."),
 ) -> None:
-    """Show every dead letter of one job in full: headers, envelope and payload, job row."""
-    where = _filter(None, None, None, None, None, [job_id])
+    """Show one job's dead letters in full, or the record at PARTITION@OFFSET (readable or
+    not): headers escaped, envelope and payload, the job row."""
+    position = parse_position(record)
+    if position is not None:
+        where = DeadLetterFilter(positions=frozenset({position}))
+    else:
+        try:
+            where = DeadLetterFilter(job_ids=frozenset({uuid.UUID(record.strip())}))
+        except ValueError:
+            raise typer.BadParameter(
+                f"'{printable(record, 40)}' is neither a job id (a UUID) nor PARTITION@OFFSET",
+                param_hint="JOB_ID|PARTITION@OFFSET",
+            ) from None
     settings = load_settings()
-    with _reporting_errors(), selected(settings, queue, where) as letters:
+    with selected(settings, queue, where) as letters:
         if as_json:
             count = output.stream_json(console, letters, full=True)
         else:
             count = 0
             with connect(settings, autocommit=True, application_name="tenantq-dlq") as db:
-                row = get_job(db, uuid.UUID(job_id))
                 for letter in letters:
+                    row = get_job(db, letter.job_id) if letter.job_id else None
                     output.show_letter(console, letter, row)
                     count += 1
     if count == 0:
-        typer.echo(f"tenantq: no dead letter of job {job_id} in queue {queue}", err=True)
+        what = f"at {record}" if position is not None else f"of job {record}"
+        typer.echo(f"tenantq: no dead letter {what} in queue {queue}", err=True)
         raise typer.Exit(1)
 
 
@@ -169,9 +209,9 @@ REPLAY_HELP = (
     "Each job whose row is dead (or that has no row) goes back to runnable with its attempts "
     "reset, then its original message is published and acknowledged. Jobs in any other state "
     "(succeeded, already replayed and running...) are skipped, so a second replay runs "
-    "nothing twice. Undecodable records are listed and skipped. Every run, dry or not, writes"
-    " an audit row. Exit code 1 when a publish failed (run the replay again) or the canary "
-    "failed."
+    "nothing twice. Undecodable and unreadable records are listed, skipped and counted. Every"
+    " run, dry or not, writes an audit row. Exit code 1 when a publish failed (run the replay "
+    "again) or the canary failed."
 )
 
 
@@ -186,20 +226,22 @@ def replay_command(
     job_id: list[str] | None = JOB_ID,
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would happen; change nothing."),
     limit: int = typer.Option(0, "--limit", "-n", min=0, help="At most N records (0: all)."),
-    rate: float | None = typer.Option(None, "--rate", min=0.001, help="Publishes per second."),
+    rate: float | None = typer.Option(
+        None, "--rate", callback=_rate, help="Publishes per second (above 0, finite)."
+    ),
     canary: int = typer.Option(0, "--canary", min=0, help="Replay N first; go on if all succeed."),
     canary_timeout: float = typer.Option(
         300.0, "--canary-timeout", min=0.0, metavar="SECONDS", help="How long to wait for them."
     ),
     to: str = typer.Option("main", "--to", help="main (default), or retry: the first retry tier."),
-    actor: str | None = typer.Option(None, "--actor", help="Who replays (default: OS user)."),
+    actor: str | None = ACTOR,
 ) -> None:
     """Run matching dead jobs again after a fix."""
     if to not in ("main", "retry"):
         raise typer.BadParameter("--to must be main or retry")
     where = _filter(tenant, job_type, error_class, since, until, job_id)
     settings = load_settings()
-    with _reporting_errors(), _progress(True) as (on_open, on_scanned):
+    with _progress(True) as (on_open, on_scanned):
         report, audit_id = replay_dead_letters(
             settings,
             queue,
@@ -241,7 +283,7 @@ def purge_command(
     job_id: list[str] | None = JOB_ID,
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what would be deleted only."),
     yes: bool = typer.Option(False, "--yes", help="Confirm the deletion (required)."),
-    actor: str | None = typer.Option(None, "--actor", help="Who purges (default: OS user)."),
+    actor: str | None = ACTOR,
 ) -> None:
     """Delete the dead letters written before --until, for good."""
     if not (dry_run or yes):
@@ -253,9 +295,8 @@ def purge_command(
             "--until and no other filter"
         )
     settings = load_settings()
-    with _reporting_errors():
-        plan, audit_id = purge_dead_letters(
-            settings, queue, where, actor=actor or current_actor(), dry_run=dry_run
-        )
+    plan, audit_id = purge_dead_letters(
+        settings, queue, where, actor=actor or current_actor(), dry_run=dry_run
+    )
     output.purge_summary(console, plan, dry_run=dry_run)
     console.print(f"audit row {audit_id}{' (dry run)' if dry_run else ''}")

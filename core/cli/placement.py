@@ -9,7 +9,6 @@ import getpass
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import psycopg
 import typer
@@ -19,7 +18,7 @@ from rich.table import Table
 from tenantq.errors import ConfigurationError
 from tenantq.partitioner.placement import Placement
 from tenantq.settings import Settings, load_settings
-from tenantq.store.engine import connect
+from tenantq.store.engine import DeploymentConnection, connect
 from tenantq.store.placement import placement_delete, placement_list, placement_upsert
 from tenantq.tenant_ids import validate_tenant_id
 
@@ -37,7 +36,7 @@ def register(app: typer.Typer) -> None:
 
 
 @contextmanager
-def _database(settings: Settings) -> Iterator[psycopg.Connection[Any]]:
+def _database(settings: Settings) -> Iterator[DeploymentConnection]:
     """A connection for one command; database errors become one-line tenantq errors."""
     try:
         with connect(settings, autocommit=True, application_name="tenantq-cli") as connection:

@@ -11,7 +11,6 @@ import json
 import time
 from typing import Any
 
-import psycopg
 import typer
 from rich.console import Console, Group
 from rich.live import Live
@@ -22,7 +21,7 @@ from tenantq.settings import Settings, load_settings
 from tenantq.store import outbox as outbox_store
 from tenantq.store import placement as placement_store
 from tenantq.store import stats
-from tenantq.store.engine import connect
+from tenantq.store.engine import DeploymentConnection, connect
 
 
 def register(app: typer.Typer) -> None:
@@ -56,15 +55,8 @@ def stats_command(
     settings = load_settings()
     queues = queue or sorted(settings.queues)
     top_tenants = settings.metrics_top_tenants if top is None else top
-    try:
-        _run(settings, queues, top_tenants, watch=watch, interval=interval, as_json=as_json)
-    except psycopg.errors.UndefinedTable:
-        typer.echo("tenantq: the job tables are missing; run `tenantq db upgrade`", err=True)
-        raise typer.Exit(2) from None
-    except psycopg.OperationalError as error:
-        # libpq's message names host and port, never the password.
-        typer.echo(f"tenantq: cannot read PostgreSQL: {error}".rstrip(), err=True)
-        raise typer.Exit(2) from None
+    # A database that is down, unmigrated or misnamed is one line (``tenantq.cli.errors``).
+    _run(settings, queues, top_tenants, watch=watch, interval=interval, as_json=as_json)
 
 
 def _run(
@@ -101,9 +93,10 @@ def _run(
 
 
 def take_snapshot(
-    connection: Any, settings: Settings, queues: list[str], top_tenants: int
+    connection: DeploymentConnection, settings: Settings, queues: list[str], top_tenants: int
 ) -> dict[str, Any]:
-    """The stats as plain data: what ``--json`` prints and the tables show."""
+    """The stats as plain data: what ``--json`` prints and the tables show, of the
+    connection's deployment (the topic prefix) only."""
     queue_stats = stats.job_stats_by_tenant(connection, queues=queues, top_tenants=top_tenants)
     workers = stats.worker_summary(
         connection, stale_after_seconds=settings.worker.stale_owner_seconds
@@ -112,6 +105,7 @@ def take_snapshot(
     lanes = placement_store.lane_records(connection, queues)
     return {
         "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "deployment": connection.deployment,
         # Tenants in each queue's hot lane: who, moved by whom, since when and why.
         "hot_lane": {
             queue: [
@@ -202,8 +196,10 @@ def render(snapshot: dict[str, Any]) -> Group:
     tables.append(_outbox_line(snapshot.get("outbox", {})))
     tables.append(_lane_line(snapshot.get("hot_lane", {})))
     workers = snapshot["workers"]
+    deployment = snapshot.get("deployment")
     tables.append(
-        f"workers: {workers['alive']} alive, {workers['stale']} stale, "
+        (f"deployment {deployment}: " if deployment else "")
+        + f"workers: {workers['alive']} alive, {workers['stale']} stale, "
         f"{workers['busy_slots']}/{workers['slots']} slots busy  ({snapshot['at']})"
     )
     return Group(*tables)

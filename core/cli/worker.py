@@ -136,7 +136,7 @@ def jobs_show(
     with connect(load_settings(), autocommit=True) as connection:
         job = get_job(connection, _job_id(job_id))
         if job is None:
-            console.print(f"no job {job_id}")
+            typer.echo(f"tenantq: no such job {job_id}", err=True)
             raise typer.Exit(1)
         attempts = list_attempts(connection, job["id"])
     job.pop("payload", None)
@@ -156,16 +156,35 @@ def jobs_show(
 @jobs_app.command("cancel")
 def jobs_cancel(
     job_id: str,
-    queue: str = typer.Option("default", "--queue", help="Queue of a job no worker saw yet."),
+    unseen: bool = typer.Option(
+        False,
+        "--unseen",
+        help="The job is in Kafka but no worker has seen it yet (it has no row): record it "
+        "canceled in --queue so that it never runs.",
+    ),
+    queue: str = typer.Option("default", "--queue", help="Queue of the --unseen job."),
 ) -> None:
-    """Cancel a job: it never runs if it has not started; a running job is asked to stop."""
+    """Cancel a job: it never runs if it has not started; a running job is asked to stop. An
+    unknown job id is an error (exit 1) and changes nothing, unless --unseen."""
     from tenantq.store.engine import connect
-    from tenantq.store.job_admin import cancel_job
+    from tenantq.store.job_admin import cancel_job, get_job
 
-    with connect(load_settings(), autocommit=True) as connection:
-        state = cancel_job(connection, _job_id(job_id), queue)
+    identifier = _job_id(job_id)
+    settings = load_settings()
+    if unseen:
+        settings.queue(queue)  # a clear error for an undeclared queue
+    with connect(settings, autocommit=True) as connection:
+        state = cancel_job(connection, identifier, queue, create_unseen=unseen)
+        known = state is not None or get_job(connection, identifier) is not None
+    if not known:
+        typer.echo(
+            f"tenantq: no such job {identifier} (one in Kafka that no worker has seen yet: "
+            "add --unseen)",
+            err=True,
+        )
+        raise typer.Exit(1)
     if state is None:
-        console.print(f"job {job_id} had already ended; nothing to cancel")
+        typer.echo(f"tenantq: job {identifier} had already ended; nothing to cancel", err=True)
         raise typer.Exit(1)
     if state == "canceled":
         console.print(f"job {job_id} canceled")

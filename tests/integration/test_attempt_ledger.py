@@ -72,13 +72,14 @@ def test_worker_labels_the_busiest_tenants_first(
     for tenant, count in volumes.items():
         for _ in range(count):
             db.execute(
-                "INSERT INTO tenantq_jobs (id, queue, job_type, tenant_id, partition_key, state,"
-                " max_attempts) VALUES (%s, %s, 'x', %s, %s, 'runnable', 3)",
-                (uuid.uuid4(), queue, tenant, tenant),
+                "INSERT INTO tenantq_jobs (id, deployment, queue, job_type, tenant_id,"
+                " partition_key, state, max_attempts)"
+                " VALUES (%s, %s, %s, 'x', %s, %s, 'runnable', 3)",
+                (uuid.uuid4(), settings.topic_prefix, queue, tenant, tenant),
             )
     try:
         with running_worker(tenantq.App(settings), settings, queues=[queue]) as worker:
             wait_for(lambda: hasattr(worker, "consumer"), timeout=30, what="worker started")
             assert worker.observability.metrics.tenants.labelled() == {"whale", "dolphin"}
     finally:
-        db.execute(QUEUE_JOBS_DELETE, {"queue": queue})
+        db.execute(QUEUE_JOBS_DELETE, {"deployment": settings.topic_prefix, "queue": queue})

@@ -98,4 +98,4 @@ def test_a_stale_result_waits_for_the_prune_deleting_its_job_and_writes_nothing(
         assert _attempt_rows(db, job_id) == []
     finally:
         store.close()
-        db.execute(QUEUE_JOBS_DELETE, {"queue": queue})
+        db.execute(QUEUE_JOBS_DELETE, {"deployment": settings.topic_prefix, "queue": queue})

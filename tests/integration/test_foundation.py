@@ -50,6 +50,7 @@ def test_produce_and_consume_through_the_real_broker(settings: tenantq.Settings)
 def _insert_job(db: psycopg.Connection[Any], **columns: Any) -> None:
     values = {
         "id": uuid.uuid4(),
+        "deployment": "foundation",
         "queue": "default",
         "job_type": "noop",
         "tenant_id": "acme",
@@ -92,12 +93,20 @@ def test_constraints_refuse_impossible_jobs(
     assert constraint in str(raised.value)
 
 
-def test_idempotency_key_unique_per_queue(db: psycopg.Connection[Any]) -> None:
+def test_idempotency_key_unique_per_deployment_and_queue(db: psycopg.Connection[Any]) -> None:
     key = f"k-{uuid.uuid4()}"
     _insert_job(db, idempotency_key=key)
     _insert_job(db, idempotency_key=key, queue="other")
+    _insert_job(db, idempotency_key=key, deployment="another")
     with pytest.raises(psycopg.errors.UniqueViolation):
         _insert_job(db, idempotency_key=key)
+
+
+def test_a_job_row_names_its_deployment(db: psycopg.Connection[Any]) -> None:
+    """No default: a statement that forgets the deployment is refused, it never lands in
+    someone else's namespace."""
+    with pytest.raises(psycopg.errors.NotNullViolation):
+        _insert_job(db, deployment=None)
 
 
 def test_migrations_build_exactly_the_models(database_url: str) -> None:

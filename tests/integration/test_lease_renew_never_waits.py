@@ -25,10 +25,10 @@ def _leased(db: psycopg.Connection[Any], owner: str, state: str = "leased") -> u
     job_id = uuid.uuid4()
     leased = state == "leased"
     db.execute(
-        "INSERT INTO tenantq_jobs (id, queue, job_type, tenant_id, partition_key, state, "
-        "max_attempts, attempts, lease_owner, lease_until, finished_at) VALUES (%s, 'default', "
-        "'noop', 'acme', 'acme', %s, 3, 1, %s, CASE WHEN %s THEN now() + interval '10 seconds' "
-        "END, CASE WHEN %s THEN NULL ELSE now() END)",
+        "INSERT INTO tenantq_jobs (id, deployment, queue, job_type, tenant_id, partition_key, "
+        "state, max_attempts, attempts, lease_owner, lease_until, finished_at) VALUES (%s, "
+        "'tenantq', 'default', 'noop', 'acme', 'acme', %s, 3, 1, %s, CASE WHEN %s THEN now() "
+        "+ interval '10 seconds' END, CASE WHEN %s THEN NULL ELSE now() END)",
         (job_id, state, owner if leased else None, leased, leased),
     )
     return job_id

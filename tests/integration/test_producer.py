@@ -28,6 +28,7 @@ from tenantq.errors import (
 from tenantq.partitioner.placement import Placement, key_partition
 from tenantq.producer.producer import EnqueueRequest, JobRef, Producer
 from tenantq.schemas.envelope import decode_envelope
+from tenantq.store.engine import connect
 from tenantq.store.placement import placement_delete, placement_upsert
 
 pytestmark = pytest.mark.integration
@@ -137,16 +138,17 @@ def test_placement_changes_apply_within_the_ttl(
     settings = make_settings(producer={"placement_ttl_seconds": 1.0, "placement_watch": False})
     hashed = key_partition("hot", 4)
     pinned = (hashed + 1) % 4
-    with Producer(settings) as producer:
+    with Producer(settings) as producer, connect(settings, autocommit=True) as operator:
         assert hot_partition_now(producer) == hashed
-        placement_upsert(db, queue="default", tenant_id="hot", placement=Placement.pinned([pinned]))
+        pin = Placement.pinned([pinned])
+        placement_upsert(operator, queue="default", tenant_id="hot", placement=pin)
         hot_lands_on(producer, pinned, within=1.0 + 0.5)
-        placement_upsert(db, queue="default", tenant_id="hot", placement=Placement.spread(4))
+        placement_upsert(operator, queue="default", tenant_id="hot", placement=Placement.spread(4))
         time.sleep(1.1)
         futures = producer.enqueue_many([EnqueueRequest("resize", "hot", {}) for _ in range(200)])
         spread = {future.result(30).partition for future in futures}
         assert spread == {key_partition(f"hot#{shard}", 4) for shard in range(4)}
-        placement_delete(db, queue="default", tenant_id="hot")
+        placement_delete(operator, queue="default", tenant_id="hot")
         time.sleep(1.1)
         assert hot_partition_now(producer) == hashed
 
@@ -158,13 +160,14 @@ def test_a_watching_producer_follows_a_placement_change_at_once(
     settings = make_settings(producer={"placement_ttl_seconds": 60.0})
     hashed = key_partition("hot", 4)
     pinned = (hashed + 1) % 4
-    with Producer(settings) as producer:
+    with Producer(settings) as producer, connect(settings, autocommit=True) as operator:
         assert hot_partition_now(producer) == hashed
         watcher = producer._placement_watcher  # connects in the background
         assert watcher is not None and watcher.listening.wait(10)
-        placement_upsert(db, queue="default", tenant_id="hot", placement=Placement.pinned([pinned]))
+        pin = Placement.pinned([pinned])
+        placement_upsert(operator, queue="default", tenant_id="hot", placement=pin)
         hot_lands_on(producer, pinned, within=1.0)
-        assert placement_delete(db, queue="default", tenant_id="hot")
+        assert placement_delete(operator, queue="default", tenant_id="hot")
         hot_lands_on(producer, hashed, within=1.0)
 
 

@@ -44,9 +44,10 @@ def test_pruners_apply_the_policy(make_settings: Any, db: psycopg.Connection[Any
             lambda: all_in(db, done, {"succeeded"}) and all_in(db, [dead], {"dead"}), timeout=60
         )
     db.execute(
-        "INSERT INTO tenantq_workers (id, hostname, pid, queues, stopped_at, heartbeat_at) "
-        "VALUES ('gone-worker', 'h', 1, '{}', now() - interval '1 hour', "
-        "now() - interval '1 hour') ON CONFLICT (id) DO NOTHING"
+        "INSERT INTO tenantq_workers (deployment, id, hostname, pid, queues, stopped_at,"
+        " heartbeat_at) VALUES (%s, 'gone-worker', 'h', 1, '{}', now() - interval '1 hour', "
+        "now() - interval '1 hour') ON CONFLICT (deployment, id) DO NOTHING",
+        (settings.topic_prefix,),
     )
     wait_for(lambda: all_in(db, [waiting], {"pending"}), timeout=10)
 
@@ -59,6 +60,8 @@ def test_pruners_apply_the_policy(make_settings: Any, db: psycopg.Connection[Any
             lambda: (
                 db.execute(
                     "SELECT count(*) FROM tenantq_workers WHERE id = 'gone-worker'"
+                    " AND deployment = %s",
+                    (settings.topic_prefix,),
                 ).fetchone()
                 == (0,)
             ),

@@ -1,6 +1,8 @@
 """Stats on the real Postgres: ``tenantq.store.stats`` equals direct counts of the job table,
 the oldest runnable age is measured on the database clock over due jobs only, ``tenantq stats
---json`` prints the same numbers, and the collector exposes them on a scrape."""
+--json`` prints the same numbers, and the collector exposes them on a scrape. Every number is
+of one deployment: another deployment's jobs in a queue of the same name, and its workers,
+are not counted."""
 
 from __future__ import annotations
 
@@ -21,16 +23,17 @@ from tenantq.cli import app
 from tenantq.observability.queue_stats import QueueStatsCollector
 from tenantq.observability.server import serve_metrics
 from tenantq.store import stats
-from tenantq.store.engine import connect
+from tenantq.store.engine import DeploymentConnection, connect
 from tenantq.store.statements import QUEUE_JOBS_DELETE
 
 INSERT_JOB = """
 INSERT INTO tenantq_jobs (
-    id, queue, job_type, tenant_id, partition_key, state, max_attempts, run_after,
+    id, deployment, queue, job_type, tenant_id, partition_key, state, max_attempts, run_after,
     lease_owner, lease_until, finished_at
 )
 VALUES (
-    %(id)s, %(queue)s, %(job_type)s, %(tenant)s, %(tenant)s, %(state)s::job_state, 8,
+    %(id)s, %(deployment)s, %(queue)s, %(job_type)s, %(tenant)s, %(tenant)s,
+    %(state)s::job_state, 8,
     now() + %(run_after)s * interval '1 second',
     CASE WHEN %(state)s::job_state = 'leased' THEN 'worker-1' END,
     CASE WHEN %(state)s::job_state = 'leased' THEN now() + interval '30 seconds' END,
@@ -58,10 +61,13 @@ JOBS = [
 ]
 
 
-def _insert(db: psycopg.Connection[Any], queue: str, jobs: list[tuple[Any, ...]]) -> None:
+def _insert(
+    db: psycopg.Connection[Any], deployment: str, queue: str, jobs: list[tuple[Any, ...]]
+) -> None:
     rows = [
         {
             "id": uuid.uuid4(),
+            "deployment": deployment,
             "queue": queue,
             "tenant": tenant,
             "job_type": job_type,
@@ -76,31 +82,58 @@ def _insert(db: psycopg.Connection[Any], queue: str, jobs: list[tuple[Any, ...]]
         cursor.executemany(INSERT_JOB, rows)
 
 
-@pytest.fixture
-def queue(db: psycopg.Connection[Any]) -> Iterator[str]:
-    """A queue of this test's own, filled with ``JOBS`` (the session database is shared)."""
-    name = f"q{uuid.uuid4().hex[:10]}"
-    _insert(db, name, JOBS)
-    yield name
-    db.execute(QUEUE_JOBS_DELETE, {"queue": name})
+#: Another deployment's jobs in a queue of the same name: the numbers must not include them.
+NEIGHBOUR_JOBS = [
+    ("acme", "email", "runnable", -900, 0, 11),
+    ("acme", "email", "leased", -1, 0, 2),
+    ("globex", "email", "dead", -900, -600, 4),
+    ("soylent", "email", "succeeded", -60, -20, 8),
+]
 
 
 @pytest.fixture
 def stats_settings(database_url: str) -> tenantq.Settings:
-    return tenantq.Settings(database_url=database_url, metrics_port=0)
+    """Settings of a deployment of this test's own."""
+    return tenantq.Settings(
+        database_url=database_url, metrics_port=0, topic_prefix=f"s{uuid.uuid4().hex[:10]}"
+    )
 
 
-def _direct(db: psycopg.Connection[Any], where: str, queue: str, tenant: str | None = None) -> int:
-    # Deliberately naive counts over the whole table: the reference the stats must equal.
-    sql = f"SELECT count(*) FROM tenantq_jobs WHERE queue = %(queue)s AND {where}"
+@pytest.fixture
+def db(stats_settings: tenantq.Settings) -> Iterator[DeploymentConnection]:
+    """This module's connection: of the test's deployment, as the stats' callers open one."""
+    with connect(stats_settings, autocommit=True) as connection:
+        yield connection
+
+
+@pytest.fixture
+def queue(db: psycopg.Connection[Any], stats_settings: tenantq.Settings) -> Iterator[str]:
+    """A queue of this test's own, filled with ``JOBS`` (the session database is shared), and
+    a neighbour deployment's ``NEIGHBOUR_JOBS`` in a queue of the same name."""
+    name = f"q{uuid.uuid4().hex[:10]}"
+    ours, neighbour = stats_settings.topic_prefix, f"{stats_settings.topic_prefix}-neighbour"
+    _insert(db, ours, name, JOBS)
+    _insert(db, neighbour, name, NEIGHBOUR_JOBS)
+    yield name
+    for deployment in (ours, neighbour):
+        db.execute(QUEUE_JOBS_DELETE, {"deployment": deployment, "queue": name})
+
+
+def _direct(db: DeploymentConnection, where: str, queue: str, tenant: str | None = None) -> int:
+    # Deliberately naive counts over the deployment's rows: the reference the stats must equal.
+    sql = (
+        "SELECT count(*) FROM tenantq_jobs"
+        f" WHERE deployment = %(deployment)s AND queue = %(queue)s AND {where}"
+    )
     if tenant is not None:
         sql += " AND tenant_id = %(tenant)s"
-    row = db.execute(sql, {"queue": queue, "tenant": tenant}).fetchone()
+    parameters = {"deployment": db.deployment, "queue": queue, "tenant": tenant}
+    row = db.execute(sql, parameters).fetchone()
     assert row is not None
     return int(row[0])
 
 
-def _expected(db: psycopg.Connection[Any], queue: str, tenant: str | None) -> dict[str, int]:
+def _expected(db: DeploymentConnection, queue: str, tenant: str | None) -> dict[str, int]:
     return {
         "pending": _direct(db, "state = 'pending'", queue, tenant),
         "runnable": _direct(db, "state = 'runnable'", queue, tenant),
@@ -123,7 +156,7 @@ def _counts(counts: stats.JobCounts) -> dict[str, int]:
 _KEYS = ("pending", "runnable", "leased", "retrying", "dead_last_hour", "succeeded_last_minute")
 
 
-def test_stats_equal_direct_counts(db: psycopg.Connection[Any], queue: str) -> None:
+def test_stats_equal_direct_counts(db: DeploymentConnection, queue: str) -> None:
     (result,) = stats.job_stats_by_tenant(db, queues=[queue], top_tenants=10)
     assert result.queue == queue
     assert _counts(result.totals) == _expected(db, queue, None)
@@ -137,9 +170,7 @@ def test_stats_equal_direct_counts(db: psycopg.Connection[Any], queue: str) -> N
     assert (export.retrying, export.depth) == (5, 5)
 
 
-def test_tenants_past_the_top_are_folded_into_other(
-    db: psycopg.Connection[Any], queue: str
-) -> None:
+def test_tenants_past_the_top_are_folded_into_other(db: DeploymentConnection, queue: str) -> None:
     (result,) = stats.job_stats_by_tenant(db, queues=[queue], top_tenants=2)
     # Volume: acme 40+5+5+30 = 80, globex 24+6 = 30, initech 7, hooli 2, umbrella 1.
     assert list(result.tenants) == ["acme", "globex", "other"]
@@ -154,7 +185,7 @@ def test_tenants_past_the_top_are_folded_into_other(
 
 
 def test_oldest_runnable_age_uses_due_jobs_and_the_database_clock(
-    db: psycopg.Connection[Any], queue: str
+    db: DeploymentConnection, queue: str
 ) -> None:
     (result,) = stats.job_stats_by_tenant(db, queues=[queue])
     age = result.totals.oldest_runnable_age_seconds
@@ -170,44 +201,49 @@ def test_oldest_runnable_age_uses_due_jobs_and_the_database_clock(
     assert (idle.queue, idle.totals.depth, idle.tenants) == (empty, 0, {})
 
 
-def test_worker_summary_splits_alive_from_stale(db: psycopg.Connection[Any]) -> None:
+def test_worker_summary_splits_alive_from_stale(db: DeploymentConnection) -> None:
     ids = [f"w-{uuid.uuid4().hex[:8]}" for _ in range(3)]
     insert = """
-        INSERT INTO tenantq_workers (id, hostname, pid, queues, heartbeat_at, running_jobs,
-                                     slots, stopped_at)
-        VALUES (%s, 'host', 1, ARRAY['default'], now() - %s * interval '1 second', %s, 8,
+        INSERT INTO tenantq_workers (deployment, id, hostname, pid, queues, heartbeat_at,
+                                     running_jobs, slots, stopped_at)
+        VALUES (%s, %s, 'host', 1, ARRAY['default'], now() - %s * interval '1 second', %s, 8,
                 CASE WHEN %s THEN now() END)
     """
+    ours, neighbour = db.deployment, f"{db.deployment}-neighbour"
     with db.cursor() as cursor:
         cursor.executemany(
-            insert, [(ids[0], 1, 3, False), (ids[1], 600, 8, False), (ids[2], 1, 8, True)]
+            insert,
+            [
+                (ours, ids[0], 1, 3, False),
+                (ours, ids[1], 600, 8, False),
+                (ours, ids[2], 1, 8, True),
+                # The same worker ids in another deployment: not ours to count.
+                (neighbour, ids[0], 1, 5, False),
+                (neighbour, ids[2], 1, 5, False),
+            ],
         )
     try:
         summary = stats.worker_summary(db, stale_after_seconds=60)
-        row = db.execute(
-            """SELECT count(*) FILTER (WHERE heartbeat_at >= now() - interval '60 seconds'),
-                      count(*) FILTER (WHERE heartbeat_at < now() - interval '60 seconds'),
-                      coalesce(sum(running_jobs) FILTER (
-                          WHERE heartbeat_at >= now() - interval '60 seconds'), 0)
-               FROM tenantq_workers WHERE stopped_at IS NULL"""
-        ).fetchone()
-        assert row is not None
-        assert (summary.alive, summary.stale, summary.busy_slots) == tuple(int(v) for v in row)
-        assert summary.alive >= 1 and summary.stale >= 1
+        assert (summary.alive, summary.stale, summary.slots, summary.busy_slots) == (1, 1, 8, 3)
     finally:
         db.execute("DELETE FROM tenantq_workers WHERE id = ANY(%s)", (ids,))
 
 
 def test_cli_json_matches_the_database(
-    db: psycopg.Connection[Any], queue: str, database_url: str
+    db: DeploymentConnection, queue: str, database_url: str
 ) -> None:
     result = CliRunner().invoke(
         app,
         ["stats", "--queue", queue, "--top", "3", "--json"],
-        env={"TENANTQ_DATABASE_URL": database_url, "TENANTQ_KAFKA_BOOTSTRAP_SERVERS": "b:9092"},
+        env={
+            "TENANTQ_DATABASE_URL": database_url,
+            "TENANTQ_KAFKA_BOOTSTRAP_SERVERS": "b:9092",
+            "TENANTQ_TOPIC_PREFIX": db.deployment,
+        },
     )
     assert result.exit_code == 0, result.output
     output = json.loads(result.stdout)
+    assert output["deployment"] == db.deployment
     (queue_data,) = output["queues"]
     assert queue_data["queue"] == queue
     assert {key: queue_data[key] for key in _KEYS} == _expected(db, queue, None)
@@ -220,20 +256,25 @@ def test_cli_json_matches_the_database(
     assert tenants["acme"]["job_types"]["export"]["retrying"] == 5
 
 
-def test_cli_table_renders(queue: str, database_url: str) -> None:
+def test_cli_table_renders(queue: str, database_url: str, db: DeploymentConnection) -> None:
     result = CliRunner().invoke(
         app,
         ["stats", "--queue", queue],
-        env={"TENANTQ_DATABASE_URL": database_url, "COLUMNS": "160"},
+        env={
+            "TENANTQ_DATABASE_URL": database_url,
+            "COLUMNS": "160",
+            "TENANTQ_TOPIC_PREFIX": db.deployment,
+        },
     )
     assert result.exit_code == 0, result.output
     assert f"queue {queue}" in result.stdout
     assert "acme" in result.stdout and "total" in result.stdout
     assert "5m0" in result.stdout  # the 300 s oldest age, as minutes
+    assert "soylent" not in result.stdout  # the neighbour deployment's tenant
 
 
 def test_collector_exposes_the_numbers_on_a_scrape(
-    db: psycopg.Connection[Any], queue: str, stats_settings: tenantq.Settings
+    db: DeploymentConnection, queue: str, stats_settings: tenantq.Settings
 ) -> None:
     registry = CollectorRegistry()
     collector = QueueStatsCollector(

@@ -21,7 +21,7 @@ from support import migrated_database
 import tenantq
 from tenantq.states import JobState
 from tenantq.store import migrate
-from tenantq.store.engine import create_sqlalchemy_engine, psycopg_url
+from tenantq.store.engine import connect, create_sqlalchemy_engine, psycopg_url
 from tenantq.store.job_admin import list_attempts
 from tenantq.store.job_store import ClaimRequest, JobStore, Lease, Result
 
@@ -89,7 +89,7 @@ def test_a_success_is_written_on_its_job_row_and_read_through_the_view(ledger: s
         job_id = uuid.uuid4()
         lease = _claim(store, job_id)
         assert _succeed(store, lease) == {job_id}
-        with psycopg.connect(psycopg_url(ledger), autocommit=True) as db:
+        with connect(settings, autocommit=True) as db:
             row = db.execute(
                 "SELECT state::text, success_worker_id, success_started_at, "
                 "success_duration_ms, finished_at FROM tenantq_jobs WHERE id = %s",
@@ -115,7 +115,7 @@ def test_a_failed_attempt_is_a_log_row_and_the_success_comes_last(ledger: str) -
     try:
         job_id = uuid.uuid4()
         _fail_then_succeed(store, job_id)
-        with psycopg.connect(psycopg_url(ledger), autocommit=True) as db:
+        with connect(settings, autocommit=True) as db:
             assert _log_rows(db, job_id) == 1
             assert _history(db, job_id) == [
                 (1, "w-retry", "retrying"),
@@ -157,9 +157,9 @@ def test_the_record_is_only_for_succeeded_jobs(ledger: str) -> None:
     with psycopg.connect(psycopg_url(ledger), autocommit=True) as db:
         with pytest.raises(psycopg.errors.CheckViolation):
             db.execute(
-                "INSERT INTO tenantq_jobs (id, queue, job_type, tenant_id, partition_key, state,"
-                " max_attempts, success_worker_id) "
-                "VALUES (%s, 'default', 'noop', 'a', 'a', 'runnable', 3, 'w')",
+                "INSERT INTO tenantq_jobs (id, deployment, queue, job_type, tenant_id,"
+                " partition_key, state, max_attempts, success_worker_id) "
+                "VALUES (%s, 'tenantq', 'default', 'noop', 'a', 'a', 'runnable', 3, 'w')",
                 (uuid.uuid4(),),
             )
 

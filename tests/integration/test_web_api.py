@@ -16,6 +16,7 @@ from support import all_in, running_worker, wait_for
 from web_console import console_settings
 
 import tenantq
+from tenantq.store.engine import connect
 from tenantq.store.placement import placement_list
 from tenantq.web.app import create_app
 
@@ -24,8 +25,12 @@ BEARER = {"Authorization": f"Bearer {TOKEN}", "X-Tenantq-Actor": "script"}
 HOSTILE = "<script>alert(1)</script>"
 
 
-def _count(db: psycopg.Connection[Any], where: str) -> int:
-    row = db.execute(f"SELECT count(*) FROM tenantq_jobs WHERE queue = 'default' AND {where}")
+def _count(db: psycopg.Connection[Any], deployment: str, where: str) -> int:
+    row = db.execute(
+        "SELECT count(*) FROM tenantq_jobs"
+        f" WHERE deployment = %s AND queue = 'default' AND {where}",
+        (deployment,),
+    )
     found = row.fetchone()
     assert found is not None
     return int(found[0])
@@ -48,17 +53,26 @@ def test_api_reads_replays_and_acts(
 
     (queue,) = client.get("/api/queues").json()["queues"]
     assert queue["queue"] == "default"
-    # The session's database is shared by every test's queue "default": count it directly.
-    assert queue["jobs"]["dead_last_hour"] == _count(
-        db, "state = 'dead' AND finished_at > now() - interval '1 hour'"
+    # Every test's queue is "default", in the session's one database: the console counts its
+    # own deployment's jobs (this test's topic prefix), and nobody else's.
+    deployment = settings.topic_prefix
+    assert (
+        queue["jobs"]["dead_last_hour"]
+        == _count(db, deployment, "state = 'dead' AND finished_at > now() - interval '1 hour'")
+        == 2
     )
-    assert queue["jobs"]["depth"] == _count(
-        db, "state IN ('pending', 'runnable', 'leased', 'retrying')"
+    assert (
+        queue["jobs"]["depth"]
+        == _count(db, deployment, "state IN ('pending', 'runnable', 'leased', 'retrying')")
+        == 1
     )
     assert queue["dlq_records"] == 2 and queue["consumer_lag"] == 0
     assert len(queue["retry_tiers"]) == 3
-    unsent = db.execute("SELECT count(*) FROM tenantq_outbox WHERE queue = 'default'").fetchone()
-    assert unsent is not None and unsent[0] >= 1
+    unsent = db.execute(
+        "SELECT count(*) FROM tenantq_outbox WHERE deployment = %s AND queue = 'default'",
+        (deployment,),
+    ).fetchone()
+    assert unsent == (1,)
     assert queue["outbox"]["unsent"] == unsent[0] and queue["outbox"]["oldest_age_seconds"] >= 0
     assert 'data-k="outbox"' in client.get("/").text
 
@@ -119,10 +133,12 @@ def test_api_reads_replays_and_acts(
     assert client.post("/tenants/placement", data=form).status_code == 401
     pinned = client.post("/tenants/placement", data=form, headers=BEARER)
     assert pinned.status_code == 200 and "pinned to 1,2" in pinned.text
-    (record,) = [r for r in placement_list(db, "default") if r.tenant_id == "acme"]
+    with connect(settings, autocommit=True) as scoped:
+        (record,) = [r for r in placement_list(scoped, "default") if r.tenant_id == "acme"]
     assert (record.mode, record.partitions, record.updated_by) == ("pinned", (1, 2), "web:script")
     wrong = client.post("/tenants/placement", data={**form, "partitions": "99"}, headers=BEARER)
     assert wrong.status_code == 400 and "do not exist" in wrong.text
     release = {"queue": "default", "tenant": "acme", "action": "release"}
     assert client.post("/tenants/placement", data=release, headers=BEARER).status_code == 200
-    assert not [r for r in placement_list(db, "default") if r.tenant_id == "acme"]
+    with connect(settings, autocommit=True) as scoped:
+        assert not [r for r in placement_list(scoped, "default") if r.tenant_id == "acme"]

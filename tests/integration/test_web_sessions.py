@@ -69,7 +69,7 @@ def signed_in_as(app: FastAPI, cookies: dict[str, str]) -> str | None:
 
 def sessions_of(db: psycopg.Connection[Any], prefix: str) -> int:
     row = db.execute(
-        "SELECT count(*) FROM tenantq_web_sessions WHERE topic_prefix = %s", (prefix,)
+        "SELECT count(*) FROM tenantq_web_sessions WHERE deployment = %s", (prefix,)
     ).fetchone()
     assert row is not None
     return int(row[0])

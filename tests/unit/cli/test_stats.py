@@ -25,6 +25,7 @@ def test_unreachable_database_is_one_line_without_the_password() -> None:
         env={"TENANTQ_DATABASE_URL": "postgresql://app:hunter2@127.0.0.1:1/jobs"},
     )
     assert result.exit_code == 2
-    assert "cannot read PostgreSQL" in result.output
+    assert "tenantq: PostgreSQL at 127.0.0.1:1/jobs: connection failed" in result.output
+    assert len(result.output.strip().splitlines()) == 1
     assert "hunter2" not in result.output
     assert "Traceback" not in result.output

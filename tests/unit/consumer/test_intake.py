@@ -66,6 +66,30 @@ def test_job_past_its_crash_budget_is_buried_as_poison() -> None:
     assert error_class == "PoisonJob"
 
 
+def test_a_job_id_of_another_deployment_is_dead_lettered_as_a_conflict() -> None:
+    # Forged or misrouted: the id is another deployment's job on the shared database. Not
+    # done quietly (as a terminal job would be), not claimed again: dead-lettered, with why.
+    job_id = uuid.uuid4()
+    worker = FakeIntakeWorker()
+    intake = Intake(worker)  # type: ignore[arg-type]
+    letters: list[tuple[list[uuid.UUID], str, str]] = []
+
+    def dead_letter(items: list[WorkItem], error_class: str, message: str) -> None:
+        if items:
+            letters.append(([entry.job_id for entry in items], error_class, message))
+
+    intake._dead_letter_items = dead_letter  # type: ignore[method-assign]
+    for tier in (None, 0):
+        status = JobStatus.in_another_deployment(job_id)
+        intake._sort_out([item(job_id, tier)], {job_id: status})
+    assert [(ids, error_class) for ids, error_class, _ in letters] == [
+        ([job_id], "JobConflict"),
+        ([job_id], "JobConflict"),
+    ]
+    assert "another deployment" in letters[0][2]
+    assert not worker.done_offsets and not intake.parked and not worker.submitted
+
+
 def test_main_copy_of_a_job_running_here_is_done() -> None:
     assert decide(JobState.LEASED, due=True, tier=None, owner="this-worker") == (True, False)
 

@@ -52,9 +52,12 @@ def test_a_tick_has_one_job_id_and_key_wherever_it_is_computed() -> None:
     same = make_schedule("beat", job_type="ping", tenant="ops", every=2)
     other = make_schedule("other", job_type="ping", tenant="ops", every=2)
     tick = at("2026-12-01T10:00:02")
-    job_id = one.job_id(tick)
-    assert job_id == same.job_id(tick)
-    assert job_id != other.job_id(tick) and job_id != one.job_id(at("2026-12-01T10:00:04"))
+    job_id = one.job_id(tick, "tenantq")
+    assert job_id == same.job_id(tick, "tenantq")
+    assert job_id != other.job_id(tick, "tenantq")
+    assert job_id != one.job_id(at("2026-12-01T10:00:04"), "tenantq")
+    # Each deployment sharing a database has its own job for the tick of its own schedule.
+    assert job_id != one.job_id(tick, "staging")
     # UUIDv7-shaped: version 7, RFC variant, the tick's millisecond first (time-ordered).
     assert job_id.version == 7 and job_id.variant == uuid.RFC_4122
     assert job_id.int >> 80 == int(tick.timestamp() * 1000)

@@ -3,6 +3,9 @@ never appear in a repr."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from tenantq.errors import ConfigurationError
@@ -110,6 +113,23 @@ def test_missing_servers_are_clear_errors(tmp_path: object) -> None:
         settings.require_database_url()
 
 
+def test_a_secure_dev_stack_gives_its_client_settings_with_its_brokers_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("TENANTQ_KAFKA_BOOTSTRAP_SERVERS", "TENANTQ_KAFKA_CONFIG", "TENANTQ_DATABASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    security = {"security.protocol": "SASL_SSL", "sasl.password": "pw"}
+    (tmp_path / "state.json").write_text(
+        json.dumps({"kafka_bootstrap_servers": "127.0.0.1:1", "kafka_config": security})
+    )
+    assert Settings(dev_home=tmp_path).kafka_config == security
+    elsewhere = Settings(dev_home=tmp_path, kafka_bootstrap_servers="kafka.example:9092")
+    assert elsewhere.kafka_config == {}
+    own = Settings(dev_home=tmp_path, kafka_config={"client.id": "x"})
+    assert own.kafka_config == {"client.id": "x"}
+    assert "pw" not in repr(Settings(dev_home=tmp_path))
+
+
 def test_settings_default_to_localhost() -> None:
     assert Settings.model_fields["metrics_host"].default == "127.0.0.1"
 
@@ -161,3 +181,13 @@ def test_console_hosts_and_proxies_are_checked() -> None:
         WebSettings(allowed_hosts=["evil.example/path"])
     with pytest.raises(ValueError, match="not an address or a network"):
         WebSettings(trusted_proxies=["proxy.example"])
+
+
+@pytest.mark.parametrize("written", ["99999999d", "36501d", "1e300", float("inf")])
+def test_durations_are_bounded_with_a_clear_message(written: object) -> None:
+    from tenantq.settings import MAX_DURATION, parse_duration
+
+    with pytest.raises(ValueError, match=r"at most 36500d|finite") as raised:
+        parse_duration(written)
+    assert len(str(raised.value)) < 120
+    assert parse_duration("36500d") == MAX_DURATION

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from tenantq.dlq.filter import DeadLetterFilter, FilterError, parse_time
+from tenantq.dlq.filter import DeadLetterFilter, FilterError, parse_position, parse_time
 from tenantq.dlq.records import DeadLetter, decode_dead_letter
 from tenantq.schemas.envelope import Envelope, encode_envelope
 
@@ -71,6 +71,7 @@ def letter(
         created_at=NOW,
     )
     return decode_dead_letter(
+        topic="t.default.dlq",
         partition=0,
         offset=1,
         timestamp_ms=at_ms or int(NOW.timestamp() * 1000),
@@ -120,3 +121,44 @@ def test_the_audit_form_is_plain_sorted_json() -> None:
         "until": None,
         "job_ids": [str(job)],
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("99999999d", "at most 36500d"),
+        ("1e400", "finite"),
+        ("9999-12-31T23:59:59-05:00", "out of range"),
+        ("0001-01-01T00:00:00+05:00", "out of range"),
+        ("x" * 10_000, "ISO 8601"),
+    ],
+)
+def test_absurd_times_are_a_short_clear_error(text: str, why: str) -> None:
+    with pytest.raises(FilterError, match=why) as raised:
+        DeadLetterFilter.parse(since=text, now=NOW)
+    assert len(str(raised.value)) < 300
+
+
+def test_a_record_whose_time_is_unknown_matches_no_time_condition() -> None:
+    timeless = decode_dead_letter(
+        topic="t.default.dlq",
+        partition=1,
+        offset=5,
+        timestamp_ms=None,
+        key=None,
+        value=None,
+        raw_headers=[("tenantq-dead-at-ms", b"-99999999999999999")],
+        max_bytes=1_000,
+    )
+    assert DeadLetterFilter().matches(timeless)
+    assert not DeadLetterFilter.parse(since="1h", now=NOW).matches(timeless)
+    assert not DeadLetterFilter.parse(until="1h", now=NOW).matches(timeless)
+    assert DeadLetterFilter(positions=frozenset({(1, 5)})).matches(timeless)
+    assert not DeadLetterFilter(positions=frozenset({(1, 6)})).matches(timeless)
+
+
+def test_positions_are_partition_at_offset() -> None:
+    assert parse_position("2@17") == (2, 17)
+    assert parse_position(" 0@0 ") == (0, 0)
+    for text in ("2@", "@17", "-1@3", "2@17@1", "a@b", str(uuid.uuid4())):
+        assert parse_position(text) is None

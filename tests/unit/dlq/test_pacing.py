@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from fakes import FakeClock
 
-from tenantq.dlq.pacing import RateLimiter
+from tenantq.dlq.pacing import RateLimiter, check_rate
+from tenantq.errors import ConfigurationError
 
 
 def test_first_second_is_free_then_the_rate_holds() -> None:
@@ -46,3 +47,10 @@ def test_batch_size_is_about_a_second_of_publishes() -> None:
 def test_nonsense_rates_are_refused(rate: float) -> None:
     with pytest.raises(ValueError):
         RateLimiter(rate)
+
+
+@pytest.mark.parametrize("rate", [0.0, -1.0, float("nan"), float("inf"), 1e7])
+def test_a_rate_is_a_finite_positive_bounded_number(rate: float) -> None:
+    with pytest.raises(ConfigurationError, match="publishes per second"):
+        check_rate(rate)
+    assert check_rate(0.5) == 0.5

@@ -94,7 +94,7 @@ def test_the_store_retries_its_transactions_the_same_number_of_times(
 ) -> None:
     monkeypatch.setattr("tenantq.store.job_store.backoff_seconds", lambda retry: 0.0)
     connection = _FailingConnection(autocommit)
-    store = JobStore(lambda: connection, "owner")  # type: ignore[arg-type,return-value]
+    store = JobStore(lambda: connection, "owner", deployment="tenantq")  # type: ignore[arg-type,return-value]
     # Still failing after the retries: the database is not healthy, the work is kept.
     with pytest.raises(DatabaseUnavailable):
         store.stop_worker()

@@ -4,11 +4,11 @@ A console session was a signed cookie carrying its own expiry: signing out delet
 browser's copy only, and a saved copy kept acting for the rest of its twelve hours. A session
 is now a row keyed by the SHA-256 of the random id its cookie carries (the database never
 holds a usable cookie); a request acts only while the row is there and unexpired, and signing
-out deletes it, for every console process at once. Rows belong to a topic prefix, like
-everything a deployment keeps in a shared database.
+out deletes it, for every console process at once. Rows belong to a deployment (its topic
+prefix), like everything a deployment keeps in a shared database.
 
-Revision ID: 0010_web_sessions
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-12-07 02:00:00
 """
 
@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0010_web_sessions"
-down_revision: str | None = "0009"
+revision: str = "0011"
+down_revision: str | None = "0010"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
@@ -31,7 +31,7 @@ def upgrade() -> None:
     op.create_table(
         TABLE,
         sa.Column("id_sha256", sa.LargeBinary(), nullable=False),
-        sa.Column("topic_prefix", sa.Text(), nullable=False),
+        sa.Column("deployment", sa.Text(), nullable=False),
         sa.Column("user_name", sa.Text(), nullable=False),
         sa.Column(
             "created_at",
@@ -49,13 +49,13 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id_sha256", name=op.f("pk_tenantq_web_sessions")),
     )
     op.create_index(
-        "ix_tenantq_web_sessions_topic_prefix_expires_at",
+        "ix_tenantq_web_sessions_deployment_expires_at",
         TABLE,
-        ["topic_prefix", "expires_at"],
+        ["deployment", "expires_at"],
         unique=False,
     )
 
 
 def downgrade() -> None:
-    op.drop_index("ix_tenantq_web_sessions_topic_prefix_expires_at", table_name=TABLE)
+    op.drop_index("ix_tenantq_web_sessions_deployment_expires_at", table_name=TABLE)
     op.drop_table(TABLE)

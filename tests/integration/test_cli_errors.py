@@ -1,0 +1,133 @@
+"""Guarantee: the `tenantq` command, run as operators run it, ends every error they can cause
+with one line on stderr and a non-zero status, naming the server at fault and never its
+password: a database on a port where nothing listens, a database URL that is not one, a
+broker that refuses the client's SASL login (no librdkafka log lines either), absurd
+durations and rates, an actor that is not a name, and a job id that names no job (which then
+writes nothing)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+from support import free_port, settings_environment
+
+import tenantq
+
+
+def tenantq_command(arguments: list[str], environment: dict[str, str]) -> tuple[int, str, str]:
+    """Run `tenantq ARGUMENTS` with only these ``TENANTQ_*`` variables; (status, out, err)."""
+    clean = {name: value for name, value in os.environ.items() if not name.startswith("TENANTQ_")}
+    completed = subprocess.run(
+        [sys.executable, "-m", "tenantq.cli", *arguments],
+        env={**clean, **environment, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return completed.returncode, completed.stdout, completed.stderr
+
+
+def one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+JOB = str(uuid.uuid4())
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["jobs", "show", JOB],
+        ["db", "current"],
+        ["prune", "--older-than", "1d"],
+        ["periodic", "list"],
+        ["outbox", "relay", "--once"],
+        ["stats"],
+    ],
+)
+def test_a_database_nothing_listens_on_is_one_line_naming_it(
+    settings: tenantq.Settings, arguments: list[str]
+) -> None:
+    port = free_port()
+    environment = {
+        **settings_environment(settings),
+        "TENANTQ_DATABASE_URL": f"postgresql://ops:hunter2@127.0.0.1:{port}/jobs",
+    }
+    status, _, stderr = tenantq_command(arguments, environment)
+    assert status == 2
+    line = one_line(stderr)
+    assert line.startswith(f"tenantq: PostgreSQL at 127.0.0.1:{port}/jobs: ")
+    assert "Connection refused" in line and "hunter2" not in line
+
+
+def test_a_garbage_database_url_is_one_line_without_its_value(settings: tenantq.Settings) -> None:
+    environment = {**settings_environment(settings), "TENANTQ_DATABASE_URL": "pg:hunter2@@x y"}
+    status, _, stderr = tenantq_command(["stats"], environment)
+    assert status == 2
+    line = one_line(stderr)
+    assert "TENANTQ_DATABASE_URL is not a PostgreSQL URL" in line and "hunter2" not in line
+
+
+def test_a_broker_refusing_the_login_is_one_line_naming_it(settings: tenantq.Settings) -> None:
+    environment = {
+        **settings_environment(settings),
+        # The dev broker speaks plaintext only: a SASL handshake is refused at once.
+        "TENANTQ_KAFKA_CONFIG": '{"security.protocol": "SASL_PLAINTEXT", '
+        '"sasl.mechanism": "PLAIN", "sasl.username": "ops", "sasl.password": "hunter2"}',
+    }
+    started = time.monotonic()
+    status, stdout, stderr = tenantq_command(["dlq", "list"], environment)
+    assert status == 2 and stdout == ""
+    line = one_line(stderr)  # no librdkafka log line
+    assert line.startswith(f"tenantq: Kafka at {settings.require_bootstrap_servers()}: ")
+    assert "SASL" in line and "hunter2" not in line
+    assert time.monotonic() - started < 8  # refused: no waiting out the metadata timeout
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["prune", "--older-than", "99999999d", "--dry-run"], "at most 36500d"),
+        (["dlq", "list", "--since", "99999999d"], "--since: '99999999d' is out of range"),
+        (["dlq", "replay", "--dry-run", "--rate", "inf"], "got inf"),
+        (["dlq", "replay", "--dry-run", "--rate", "nan"], "got nan"),
+        (["dlq", "replay", "--dry-run", "--rate", "-1"], "got -1.0"),
+        (["dlq", "replay", "--dry-run", "--rate", "0"], "got 0.0"),
+        (["dlq", "replay", "--dry-run", "--actor", "ops\n<b>x</b>"], "is not a name"),
+    ],
+)
+def test_absurd_input_is_one_line_and_changes_nothing(
+    settings: tenantq.Settings, db: psycopg.Connection[Any], arguments: list[str], said: str
+) -> None:
+    audits = db.execute("SELECT count(*) FROM tenantq_replay_audit").fetchone()
+    status, _, stderr = tenantq_command(arguments, settings_environment(settings))
+    assert status == 2
+    assert said in one_line(stderr)
+    assert db.execute("SELECT count(*) FROM tenantq_replay_audit").fetchone() == audits
+
+
+def test_cancelling_an_unknown_job_is_an_error_and_writes_nothing(
+    settings: tenantq.Settings, db: psycopg.Connection[Any]
+) -> None:
+    environment = settings_environment(settings)
+    unknown = uuid.uuid4()
+    status, _, stderr = tenantq_command(["jobs", "cancel", str(unknown)], environment)
+    assert status == 1
+    assert one_line(stderr).startswith(f"tenantq: no such job {unknown}")
+    assert db.execute("SELECT 1 FROM tenantq_jobs WHERE id = %s", (unknown,)).fetchone() is None
+
+    # A job that is in Kafka but no worker has seen: said so explicitly, it is recorded.
+    status, stdout, _ = tenantq_command(["jobs", "cancel", str(unknown), "--unseen"], environment)
+    assert status == 0 and "canceled" in stdout
+    row = db.execute("SELECT state::text FROM tenantq_jobs WHERE id = %s", (unknown,)).fetchone()
+    assert row == ("canceled",)
