@@ -35,7 +35,8 @@ def _letter(
     )  # fmt: skip
     value = encode_envelope(envelope)
     letter = decode_dead_letter(
-        partition=0, offset=7, timestamp_ms=0, key=b"acme", value=value,
+        topic="unit.default.dlq", partition=0, offset=7, timestamp_ms=0, key=b"acme",
+        value=value,
         raw_headers=[(headers.ERROR_CLASS, b"Boom"), *extra], max_bytes=1 << 20,
     )  # fmt: skip
     kept = [*extra, (headers.REPLAY_COUNT, b"2")]
