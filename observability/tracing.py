@@ -57,14 +57,15 @@ PARENTS_REMEMBERED = 4_096
 CONTEXT_MAX_ENTRIES = 32
 CONTEXT_MAX_CHARS = 1_024
 
-# Attribute names: the messaging semantic conventions', then tenantq's own.
+# Attribute names: the messaging semantic conventions', then tenantq's own. No
+# ``messaging.message.id``: a job is several messages (its retries, its replays), and its id
+# is ``tenantq.job.id``.
 SYSTEM = "messaging.system"
 OPERATION_TYPE = "messaging.operation.type"
 OPERATION_NAME = "messaging.operation.name"
 DESTINATION = "messaging.destination.name"
 PARTITION = "messaging.destination.partition.id"
 OFFSET = "messaging.kafka.offset"
-MESSAGE_ID = "messaging.message.id"
 BATCH_COUNT = "messaging.batch.message_count"
 ERROR_TYPE = "error.type"
 JOB_ID = "tenantq.job.id"
@@ -313,7 +314,6 @@ class JobTracer:
             OPERATION_TYPE: "send",
             OPERATION_NAME: "replay",
             DESTINATION: topic,
-            MESSAGE_ID: job_id,
             JOB_ID: job_id,
             QUEUE: queue,
             REPLAYS: replays,
@@ -357,7 +357,6 @@ class JobTracer:
             DESTINATION: topic,
             PARTITION: str(partition),
             OFFSET: offset,
-            MESSAGE_ID: job_id,
             JOB_ID: job_id,
             JOB_TYPE: job_type,
             TENANT: tenant,
@@ -388,7 +387,6 @@ class JobTracer:
                 OPERATION_TYPE: "settle",
                 OPERATION_NAME: "settle",
                 DESTINATION: topic,
-                MESSAGE_ID: job_id,
                 JOB_ID: job_id,
                 ATTEMPT: attempt,
                 OUTCOME: "stale",
@@ -489,7 +487,6 @@ class Publication:
         if count != 1:
             attributes[BATCH_COUNT] = count
         if job_id is not None:
-            attributes[MESSAGE_ID] = job_id
             attributes[JOB_ID] = job_id
         for name, values in (
             (DESTINATION, topics),

@@ -128,7 +128,6 @@ def test_an_attempt_is_a_process_span_child_of_the_send_span_and_current_in_its_
         "messaging.destination.name": TOPIC,
         "messaging.destination.partition.id": "4",
         "messaging.kafka.offset": 1234,
-        "messaging.message.id": str(item.job_id),
         "tenantq.job.id": str(item.job_id),
         "tenantq.job.type": "work",
         "tenantq.job.tenant": "acme",

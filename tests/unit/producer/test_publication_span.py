@@ -58,7 +58,6 @@ def test_an_enqueue_is_one_send_span_whose_context_its_envelope_carries(
         "messaging.operation.name": "send",
         "messaging.destination.name": ref.topic,
         "messaging.destination.partition.id": str(ref.partition),
-        "messaging.message.id": str(ref.job_id),
         "tenantq.job.id": str(ref.job_id),
         "tenantq.job.type": "report",
         "tenantq.job.tenant": "acme",
