@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from tenantq.app import load_app
+from tenantq.cli.otel import trace_from_environment
 from tenantq.errors import ConfigurationError
 from tenantq.observability import tracing
 from tenantq.settings import load_settings
@@ -45,7 +46,7 @@ def worker_command(
     configure_logging(settings.log_level)
     app = load_app(app_reference)
     # After the app's import: an app that sets up its own tracer provider keeps it.
-    _trace_from_environment()
+    trace_from_environment(tracing.WORKER_SERVICE_NAME)
     queue_list = [q.strip() for q in queues.split(",")] if queues else None
     for name in queue_list or []:
         settings.queue(name)
@@ -88,19 +89,6 @@ def worker_command(
     finally:
         tracing.shutdown()
     raise typer.Exit(code)
-
-
-def _trace_from_environment() -> None:
-    """OpenTelemetry from the standard ``OTEL_*`` variables when ``OTEL_TRACES_EXPORTER`` is
-    set (every process of the worker does the same: supervisor, members, handler
-    processes). Tracing that cannot be set up is reported and left off: the jobs still run."""
-    try:
-        if tracing.configure_from_environment(tracing.WORKER_SERVICE_NAME):
-            logging.getLogger("tenantq.worker").info(
-                "tracing on: exporting spans to %s", os.environ.get("OTEL_TRACES_EXPORTER")
-            )
-    except tracing.TracingUnavailable as error:
-        logging.getLogger("tenantq.worker").warning("tracing is off: %s", error)
 
 
 def _stop_with_supervisor(worker: Any) -> None:

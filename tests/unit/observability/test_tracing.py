@@ -117,8 +117,8 @@ else:
     raise AssertionError("configured without the SDK")
 stream = io.StringIO()
 logging.getLogger("tenantq").addHandler(logging.StreamHandler(stream))
-from tenantq.cli.worker import _trace_from_environment
-_trace_from_environment()
+from tenantq.cli.otel import trace_from_environment
+assert trace_from_environment("tenantq-worker") is False
 assert "tracing is off" in stream.getvalue(), stream.getvalue()
 assert tracing.job_tracer() is None
 print("untraced")
