@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1, help="rounds of every configuration")
     parser.add_argument(
         "--tenantq",
-        default="default,512x1,512x2t,2048x2t",
+        default="default,defaulto,512x1,512x2t,2048x2t",
         help="worker configurations, CONCURRENCYxPROCESSES, comma-separated ('default': no "
         "flags; a 't' after it: handlers in threads, without the handler process; then an "
         "'a': the no-op is an async def handler, as PgQueuer's is; an 'o' at the end: "
