@@ -24,9 +24,7 @@ def test_rootless_test_modules_have_distinct_names() -> None:
     # Modules outside a package (tests/integration, tests/packaging) share one
     # namespace with every other rootless module.
     rootless = [
-        path.name
-        for path in TESTS.rglob("test_*.py")
-        if not (path.parent / "__init__.py").exists()
+        path.name for path in TESTS.rglob("test_*.py") if not (path.parent / "__init__.py").exists()
     ]
     clashes = [name for name, count in Counter(rootless).items() if count > 1]
     assert clashes == []
