@@ -24,6 +24,15 @@ RATE_WEIGHT = 0.5
 LATENCY_WEIGHT = 0.2
 #: Claim round trips worth of finishing slots to claim ahead.
 ROUND_TRIPS = 2.0
+#: The most claimed ahead when ``worker.claim_ahead_limit`` is unset and the slots are fewer.
+#: Short jobs at the default 32 slots: claims and results in batches of hundreds, not of a few
+#: dozen (half the Postgres and member CPU per job); long jobs claim none ahead whatever it is.
+DEFAULT_LIMIT = 1_000
+
+
+def default_claim_ahead_limit(slots: int) -> int:
+    """The limit of a worker of ``slots`` that sets none."""
+    return max(slots, DEFAULT_LIMIT)
 
 
 class ClaimAhead:

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from tenantq.consumer.attempt_trace import origin_of, trace_attempts, trace_crashed
 from tenantq.consumer.handler_process import (
+    START_NOTE_FIELDS,
     HandlerProcessSpec,
     read_notes,
 )
@@ -60,6 +61,11 @@ class Executor(Protocol):
     @property
     def busy(self) -> int: ...
 
+    @property
+    def queues_ahead(self) -> bool:
+        """Takes leased jobs beyond its free slots, to start each the moment a slot frees."""
+        ...
+
     def start(self) -> None: ...
 
     def submit(self, tasks: Sequence[Task]) -> None: ...
@@ -87,6 +93,9 @@ class ThreadExecutor:
     def busy(self) -> int:
         return self._runner.busy
 
+    #: A slot that frees takes its next job from the poll thread's ready queue at once.
+    queues_ahead = False
+
     def start(self) -> None:
         pass
 
@@ -111,7 +120,21 @@ class ThreadExecutor:
 
 
 class ProcessExecutor:
-    """Handlers in a handler process, started again at once when it dies."""
+    """Handlers in a handler process, started again at once when it dies.
+
+    Jobs claimed ahead go to the handler process as soon as they are leased, not when a slot
+    frees: it runs at most ``slots`` at once and starts the next the moment a handler returns,
+    so a slot does not wait for a round trip through the pipe and the member's poll loop
+    between two jobs. A job sent beyond the free slots (the member's count, which is never
+    below the handler process's own) waits there; its timeout runs from its start, which the
+    handler process reports beside the results. Until then its deadline is a bound: the
+    latest deadline of the jobs sent before it plus its own timeout (a handler given up on
+    frees its slot in the handler process, so a job waits no longer than that even behind hung
+    handlers, and a handler process that stops answering still has its jobs timed out).
+    """
+
+    #: Leased jobs go to the handler process at once; it starts them as slots free.
+    queues_ahead = True
 
     def __init__(
         self,
@@ -142,6 +165,8 @@ class ProcessExecutor:
         self._backlog: list[tuple[Any, ...]] = []
         #: No running task's deadline is earlier (under the lock; may be early, never late).
         self._next_deadline = float("inf")
+        #: No running task's deadline is later (under the lock; may be late, never early).
+        self._last_deadline = 0.0
         #: Wait before starting a handler process again after one that died young.
         self._restart_delay = 0.0
         self.restarts = 0
@@ -160,12 +185,24 @@ class ProcessExecutor:
         tracer = job_tracer()
         with self._lock:
             specs = []
+            running = self._running
+            if not running:
+                self._last_deadline = 0.0
+            # Beyond these, a task waits in the handler process for a slot.
+            free = self._slots - len(running)
             for task in tasks:
                 task.started = started
-                spec = _spec(task, tracer)
-                self._running[spec[0]] = task
+                waits = free <= 0
+                spec = _spec(task, tracer, waits=waits)
+                free -= 1
+                if waits:
+                    # It starts by the time the jobs before it have ended or timed out.
+                    task.deadline += max(0.0, self._last_deadline - started)
+                running[spec[0]] = task
                 if task.deadline < self._next_deadline:
                     self._next_deadline = task.deadline
+                if task.deadline > self._last_deadline:
+                    self._last_deadline = task.deadline
                 specs.append(spec)
             self._send(("run", specs))
 
@@ -237,6 +274,14 @@ class ProcessExecutor:
         with self._lock:
             running = self._running
             for row in rows:
+                if len(row) == START_NOTE_FIELDS:
+                    # A task that waited for a slot started: its timeout runs from then.
+                    task = running.get(row[0])
+                    if task is not None:
+                        task.started, task.deadline = row[1], row[2]
+                        if task.deadline < self._next_deadline:
+                            self._next_deadline = task.deadline
+                    continue
                 task = running.pop(row[0], None)  # by the job id's bytes, TaskOutcome's first
                 if task is not None:  # else: timed out or abandoned here already
                     finished.append((task, row))
@@ -434,9 +479,10 @@ def _coalesce(batch: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return merged
 
 
-def _spec(task: Task, tracer: JobTracer | None = None) -> tuple[Any, ...]:
+def _spec(task: Task, tracer: JobTracer | None = None, *, waits: bool = False) -> tuple[Any, ...]:
     """The ``TaskSpec`` of ``task`` as the plain tuple that travels (the job id first); with
-    a ``tracer``, what the handler process needs for the attempt's span."""
+    a ``tracer``, what the handler process needs for the attempt's span; ``waits``: sent
+    beyond the free slots, so the handler process reports when it starts."""
     context = task.context
     return (
         context.job_id.bytes,
@@ -451,4 +497,5 @@ def _spec(task: Task, tracer: JobTracer | None = None) -> tuple[Any, ...]:
         context.replays,
         context.idempotency_key,
         None if tracer is None else origin_of(task.item, tracer),
+        waits,
     )

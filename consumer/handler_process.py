@@ -13,7 +13,11 @@ job did it, this process leaves a note behind before it dies:
 A SIGKILL leaves no note: then nobody knows, and every job that was running counts the crash.
 
 Messages (pickled, in batches) from the member: ``("run", [TaskSpec, ...])``,
-``("cancel", job_id, reason)``, ``("stop",)``. To the member: ``[TaskOutcome, ...]``. Both
+``("cancel", job_id, reason)``, ``("stop",)``. To the member: ``[TaskOutcome, ...]``, with
+a start note ``(job_id, started, deadline)`` (monotonic times: one clock on the host) before
+the outcome of each task the member sent beyond the free slots (its timeout runs from its
+start). A task the member timed out frees its slot here: a hung handler's thread is left
+behind. Both
 travel as plain tuples, and a job id as its 16 bytes: pickling a dataclass or a ``UUID``
 costs several times a tuple's, per job. When the
 member's end of the pipe closes (the member died), this process exits at once: its results
@@ -57,6 +61,8 @@ THREAD_TABLE = "threads"
 THREAD_ROW = struct.Struct("<Q16s")
 #: How long the result sender gathers finished tasks into one message.
 SEND_GATHER_SECONDS = 0.0005
+#: Fields of a start note, which the member tells from a ``TaskOutcome`` by their count.
+START_NOTE_FIELDS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +95,8 @@ class TaskSpec(NamedTuple):
     idempotency_key: str | None
     #: Where the attempt comes from, for its span; None when the member does not trace.
     trace: Origin | None = None
+    #: Sent beyond the free slots: it may wait for one, and its start is reported.
+    waits: bool = False
 
 
 class TaskOutcome(NamedTuple):
@@ -193,13 +201,23 @@ def main(connection: Any, spec: HandlerProcessSpec) -> None:
     _leave_notes(folder)
     leases = _ChildLeases(settings, spec.worker_id)
     settle_collector()
-    finished: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
+    finished: queue.SimpleQueue[Task | tuple[bytes, float, float] | None] = queue.SimpleQueue()
     #: By job id bytes, as the member names them.
     tasks_by_id: dict[bytes, Task] = {}
+    #: Tasks sent beyond the free slots that have not started: (job id bytes, task, timeout).
+    waiting: dict[uuid.UUID, tuple[bytes, Task, float]] = {}
 
     def running(job_id: uuid.UUID | None) -> None:
         _current_job.set(job_id)
         table.running(job_id)
+        if job_id is not None and waiting:
+            entry = waiting.pop(job_id, None)
+            if entry is not None:
+                raw, task, timeout = entry
+                now = time.monotonic()
+                task.started = now
+                task.deadline = task.context.deadline = now + timeout
+                finished.put((raw, now, task.deadline))
 
     def done(task: Task) -> None:
         tasks_by_id.pop(task.item, None)
@@ -225,12 +243,20 @@ def main(connection: Any, spec: HandlerProcessSpec) -> None:
                     task_spec = TaskSpec._make(row)
                     task = _task(app, task_spec, leases)
                     tasks_by_id[task_spec.job_id] = task
+                    if task_spec.waits:
+                        waiting[task.context.job_id] = (task_spec.job_id, task, task_spec.timeout)
                     tasks.append(task)
                 runner.submit_many(tasks)
             elif kind == "cancel":
                 asked = tasks_by_id.get(message[1])
                 if asked is not None:
                     _cancel(asked, message[2])
+                    if message[2] == "timeout":
+                        # The member gave up on it: its slot serves the next job (a hung
+                        # handler's thread is left behind, and one waiting never starts).
+                        tasks_by_id.pop(message[1], None)
+                        waiting.pop(asked.context.job_id, None)
+                        runner.abandon(asked)
             elif kind == "stop":
                 break
     finally:
@@ -296,13 +322,15 @@ def _task(app: Any, spec: TaskSpec, leases: _ChildLeases) -> Task:
 
 
 def _send_results(
-    connection: Any, finished: queue.SimpleQueue[Task | None], lock: threading.Lock
+    connection: Any,
+    finished: queue.SimpleQueue[Task | tuple[bytes, float, float] | None],
+    lock: threading.Lock,
 ) -> None:
     while True:
         first = finished.get()
         if first is None:
             return
-        batch = [first]
+        batch: list[Task | tuple[bytes, float, float]] = [first]
         time.sleep(SEND_GATHER_SECONDS)
         stop = False
         while True:
@@ -314,7 +342,8 @@ def _send_results(
                 stop = True
                 break
             batch.append(task)
-        outcomes = [_outcome(task) for task in batch]
+        # A start note travels as it is; a finished task as its outcome.
+        outcomes = [task if isinstance(task, tuple) else _outcome(task) for task in batch]
         try:
             with lock:
                 connection.send_bytes(pickle.dumps(outcomes, protocol=pickle.HIGHEST_PROTOCOL))

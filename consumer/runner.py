@@ -15,6 +15,7 @@ handler process (``tenantq.consumer.handler_process``) alike.
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import queue
 import threading
@@ -172,6 +173,10 @@ class HandlerRunner:
         self._threads: set[threading.Thread] = set()
         # Threads stuck in a handler past its timeout: they exit when (if) it returns.
         self._abandoned: set[threading.Thread] = set()
+        #: Async attempts running, and those waiting for one of the ``slots`` to free (the loop's
+        #: thread only): a handler process may be sent more than ``slots`` tasks at once.
+        self._async_running = 0
+        self._async_waiting: collections.deque[Task] = collections.deque()
         self._loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(
             target=self._loop.run_forever, name="tenantq-async-handlers", daemon=True
@@ -275,12 +280,34 @@ class HandlerRunner:
     # -- internals -----------------------------------------------------------------------------
 
     def _start_coroutines(self, tasks: list[Task]) -> None:
-        """In the loop's thread: an asyncio task per attempt. One timed out or abandoned
-        before the loop came here has its cancel queued behind this call, so it is
-        cancelled before its first step."""
-        create_task = self._loop.create_task
+        """In the loop's thread: an asyncio task per attempt, at most ``slots`` at once (the
+        rest wait for one to end). One timed out or abandoned before the loop came here has
+        its cancel queued behind this call, so it is cancelled before its first step."""
         for task in tasks:
-            task._future = create_task(self._run_async(task))
+            if self._async_running >= self.slots:
+                self._async_waiting.append(task)
+            else:
+                self._create_coroutine(task)
+
+    def _create_coroutine(self, task: Task) -> None:
+        """In the loop's thread: the attempt's asyncio task, counted until it is done (also
+        when it is cancelled before its first step)."""
+        self._async_running += 1
+        task._future = self._loop.create_task(self._run_async(task))
+        task._future.add_done_callback(self._async_ended)
+
+    def _async_ended(self, _: object = None) -> None:
+        """In the loop's thread: an async attempt ended; the next waiting one starts (one
+        given up on meanwhile is skipped)."""
+        self._async_running -= 1
+        waiting = self._async_waiting
+        while waiting:
+            task = waiting.popleft()
+            with self._lock:
+                given_up = task not in self._running
+            if not given_up:
+                self._create_coroutine(task)
+                return
 
     def _cancel_coroutine(self, task: Task) -> None:
         """Any thread: cancel an async attempt in the loop's thread (an asyncio task is not
@@ -316,6 +343,8 @@ class HandlerRunner:
             task = self._work.get()
             if task is None:
                 break
+            if task not in self._running:
+                continue  # given up on while it waited for a thread
             task._thread = me
             self._run_sync(task)
             # Read without the lock first (almost always empty): an abandonment that lands

@@ -96,7 +96,10 @@ class Starter:
         if not ready:
             return
         stopping = self._stopping()
-        room = self._slots.size - self._executor.busy
+        executor = self._executor
+        # An executor that queues ahead takes every leased job now (their number is bounded
+        # by the claim-ahead); otherwise only as many as slots are free.
+        room = len(ready) if executor.queues_ahead else self._slots.size - executor.busy
         starting: list[Task] = []
         started: Started = []
         # One reading of the clocks for the jobs started together.

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, KafkaException
 
 from tenantq.app import App
-from tenantq.consumer.claim_ahead import ClaimAhead
+from tenantq.consumer.claim_ahead import ClaimAhead, default_claim_ahead_limit
 from tenantq.consumer.claims import Claims
 from tenantq.consumer.completer import Completer
 from tenantq.consumer.database_health import EXIT_DATABASE_GONE, DatabaseHealth
@@ -167,7 +167,7 @@ class Worker:
             interval=settings.worker.heartbeat_interval_seconds,
             lease_seconds=settings.worker.lease_seconds,
             held=leases.held_ids,
-            usage=lambda: (executor.busy, self.slots),
+            usage=lambda: (min(executor.busy, self.slots), self.slots),
             on_cancel=lambda job_id: running.cancel(job_id, "operator"),
             on_lost=leases.lost,
         )
@@ -186,7 +186,10 @@ class Worker:
         ahead_limit = settings.worker.claim_ahead_limit
         slots = SlotBook(
             self.slots,
-            ClaimAhead(self.slots if ahead_limit is None else ahead_limit, time.monotonic()),
+            ClaimAhead(
+                default_claim_ahead_limit(self.slots) if ahead_limit is None else ahead_limit,
+                time.monotonic(),
+            ),
             find_type=self.app.find,
             tenants=self._dispatcher,
             dependencies_ready=self.guard.ready,

@@ -155,9 +155,11 @@ class WorkerSettings(BaseModel):
         ge=0,
         le=100_000,
         description="Most jobs leased beyond the free handler slots, so the next batch is "
-        "claimed while the current one runs (None: the worker's concurrency; 0: claim only for "
-        "free slots). The number used is what the slots free up in about two claim round "
-        "trips: a batch for short jobs, none for long ones.",
+        "claimed while the current one runs (None: 1,000 or the worker's concurrency, "
+        "whichever is larger; 0: claim only for free slots). The number used is what the "
+        "slots free up in about two claim round trips: a batch for short jobs, none for long "
+        "ones. With the handler process they wait there and start the moment a slot frees; "
+        "their timeout runs from their start.",
     )
     default_timeout_seconds: float = Field(300.0, gt=0, description="Handler timeout default.")
     default_max_attempts: int = Field(8, ge=1, le=1_000, description="Max attempts default.")

@@ -316,6 +316,9 @@ class FakeExecutor:
     ``submit`` records each batch of tasks in ``submitted`` without running them; ``cancel``
     records (job id, reason) in ``canceled``."""
 
+    #: Like the thread executor: a leased job waits in the worker until a slot is free.
+    queues_ahead = False
+
     def __init__(self, busy: int = 0) -> None:
         self.busy = busy
         self.submitted: list[list[Any]] = []

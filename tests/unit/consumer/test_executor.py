@@ -3,17 +3,21 @@ the ``TaskSpec`` it stands for, field by field."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 import uuid
 
+import pytest
 from fakes import FakeLeaseKeeper
 
 import tenantq
 from tenantq.consumer import handler_process
 from tenantq.consumer.context import JobContext
-from tenantq.consumer.executor import _spec
+from tenantq.consumer.executor import ProcessExecutor, _spec
 from tenantq.consumer.handler_process import TaskOutcome, TaskSpec
 from tenantq.consumer.outcomes import Verdict
+from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.runner import Task
 from tenantq.states import JobState
 
@@ -95,3 +99,83 @@ def test_the_handler_process_reads_the_spec_back_into_its_task_and_answers_in_fi
         "breaker": "failure",
         "duration": 0.5,
     }
+
+
+#: The app of the handler processes below (spawned: they import it by this module's name).
+NAPS = tenantq.App(tenantq.Settings())
+
+
+@NAPS.job("nap")
+def nap(ctx: tenantq.JobContext, payload: dict[str, float]) -> None:
+    time.sleep(payload["seconds"])
+
+
+@NAPS.job("quick_nap")
+async def quick_nap(ctx: tenantq.JobContext, payload: dict[str, float]) -> None:
+    await asyncio.sleep(payload["seconds"])
+
+
+def _nap_task(job_type: str, seconds: float, timeout: float) -> Task:
+    deadline = time.monotonic() + timeout
+    context = JobContext(uuid.uuid4(), "default", job_type, "acme", 1, 5, deadline)
+    payload = json.dumps({"seconds": seconds}).encode()
+    return Task(NAPS.job_type(job_type), payload, context, deadline)
+
+
+def _run_in_handler_process(naps: list[tuple[str, float, float]], slots: int) -> list[Task]:
+    """Tasks of ``naps`` (job type, seconds, timeout) handed to a real handler process of
+    ``slots`` slots in one batch, with the member's timeout checks every 10 ms; the tasks as
+    they finished."""
+    finished: list[Task] = []
+    crashes: list[str] = []
+    executor = ProcessExecutor(
+        f"{__name__}:NAPS",
+        slots,
+        tenantq.Settings(),
+        "worker-test",
+        RetryPolicy(),
+        on_finished=finished.extend,
+        on_crash=lambda running, culprit, how: crashes.append(how),
+    )
+    executor.start()
+
+    def run(tasks: list[Task]) -> None:
+        executor.submit(tasks)
+        deadline = time.monotonic() + 20
+        while len(finished) < len(tasks) and time.monotonic() < deadline:
+            executor.expire()
+            time.sleep(0.01)
+
+    try:
+        run([_nap_task("nap", 0.0, 60)])  # the handler process is up: no start-up in timeouts
+        finished.clear()
+        run([_nap_task(*nap) for nap in naps])
+    finally:
+        executor.stop(5)
+    assert not crashes
+    return finished
+
+
+def test_a_task_waiting_for_a_slot_in_the_handler_process_times_out_from_its_start() -> None:
+    # One slot: the second job waits 0.6 s behind the first, longer than its own timeout;
+    # it runs 0.05 s, so only a timeout counted from when it was sent would end it.
+    long, short = _run_in_handler_process([("nap", 0.6, 10), ("nap", 0.05, 0.4)], slots=1)
+    assert long.verdict == short.verdict == Verdict.succeeded()
+    assert short.started >= long.started + 0.55
+    assert short.deadline == pytest.approx(short.started + 0.4, abs=0.01)
+
+
+def test_a_task_waiting_behind_a_hung_handler_runs_once_that_one_times_out() -> None:
+    hung, waiting = _run_in_handler_process([("nap", 3.0, 0.3), ("nap", 0.0, 0.5)], slots=1)
+    assert hung.timed_out and waiting.verdict == Verdict.succeeded()
+    assert waiting.started == pytest.approx(hung.deadline, abs=0.2)
+
+
+def test_async_attempts_sent_beyond_the_slots_run_no_more_than_the_slots_at_once() -> None:
+    finished = _run_in_handler_process([("quick_nap", 0.3, 10)] * 4, slots=2)
+    assert len(finished) == 4
+    assert all(task.verdict == Verdict.succeeded() for task in finished)
+    starts = sorted(task.started for task in finished)
+    # Two start at once, the other two 0.3 s later, when the first two have ended.
+    assert starts[1] - starts[0] < 0.1
+    assert starts[2] - starts[0] >= 0.25
