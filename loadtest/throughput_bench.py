@@ -131,10 +131,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--pgqueuer",
-        default="100x2,500x2,default",
+        default="100x1,100x2,500x1,500x2,default",
         help="PgQueuer batch sizes, BATCHxPROCESSES for several `pgq run` ('' to leave it "
-        "out); 500x2 is its best on a 2-core machine (200-1000 per batch and 2-3 processes "
-        "swept: 500 and 1000 tie, 100 is 20-25%% slower, a third process adds nothing)",
+        "out); the best of batch 100/500 x 1/2 processes is the reference of every ratio "
+        "(500x2 has been its best on a 2-core machine: 200-1000 per batch and 2-3 processes "
+        "swept, 500 and 1000 tie, 100 is 20-25%% slower, a third process adds nothing), and "
+        "its default batch of 10 is shown beside them",
     )
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="0: no half load")
     parser.add_argument(
@@ -241,6 +243,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{median(ratios):.2f}, min {min(ratios):.2f} over {len(ratios)} round(s); best "
             f"medians: {top_tenantq.label} against {top_pgqueuer.label}."
         )
+    defaults = defaults_ratios(results)
+    if ratios and defaults:
+        footer.append(
+            f"**Defaults and fastest, ÷ PgQueuer's best of the same round**: "
+            f"`tenantq worker` with no flags median {median(defaults):.2f} (min "
+            f"{min(defaults):.2f}); the fastest tenantq configuration median "
+            f"{median(ratios):.2f} (min {min(ratios):.2f})."
+        )
     if raw_rate:
         first = results[0]
         footer.append(
@@ -275,6 +285,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"\nreport: {report_dir}/ ({', '.join(files)})")
     return 0
+
+
+def defaults_ratios(results: list[Measured]) -> list[float]:
+    """Per round: ``tenantq worker`` with no flags (the untraced defaults run) over the best
+    PgQueuer rate of the same round."""
+    ratios = []
+    for round_number in sorted({run.round_number for run in results}):
+        runs = [run for run in results if run.round_number == round_number]
+        pgqueuer = [run.rate for run in runs if run.system == "pgqueuer"]
+        defaults = [run.rate for run in runs if run.label.endswith("(defaults)")]
+        if pgqueuer and defaults:
+            ratios.append(defaults[0] / max(pgqueuer))
+    return ratios
 
 
 if __name__ == "__main__":
