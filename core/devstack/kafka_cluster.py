@@ -86,9 +86,9 @@ class KafkaCluster:
         reshaped = recorded is None or recorded.kafka_differs(topology)
         if upgrade:
             # Every node restarts on the new jars over the storage it has.
-            for pid in pids.values():
-                if pid_alive(pid):
-                    stop_pid(int(pid or 0))
+            for running_pid in pids.values():
+                if pid_alive(running_pid):
+                    stop_pid(running_pid)
             pids = {}
         elif reshaped or len(nodes) != topology.brokers:
             running = [node_id for node_id, pid in pids.items() if pid_alive(pid)]
