@@ -65,8 +65,9 @@ from tenantq.consumer.partitions import Partitions
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.runner import Task
 from tenantq.consumer.work import HOT_LANE_SUFFIX, WorkItem
-from tenantq.errors import DatabaseUnavailable
+from tenantq.errors import DatabaseAccessRefused, DatabaseUnavailable
 from tenantq.headers import DelayReason
+from tenantq.kafka_access import check_kafka_access
 from tenantq.observability.worker import WorkerObservability
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.publisher import Publisher
@@ -273,10 +274,16 @@ class Worker:
         self._stop_requested.set()
 
     def run(self) -> None:
-        """Run until ``stop()`` or SIGTERM/SIGINT (a second signal shortens the drain)."""
+        """Run until ``stop()`` or SIGTERM/SIGINT (a second signal shortens the drain).
+
+        Raises ``KafkaAccessRefused`` or ``DatabaseAccessRefused`` at start when the cluster or the
+        database refuses the settings' credentials or TLS; a server that is down is waited
+        for instead."""
         if self.install_signal_handlers and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, lambda *_: self.stop())
             signal.signal(signal.SIGINT, lambda *_: self.stop())
+        # Credentials the cluster refuses are a one-line error now, not a silent wait.
+        check_kafka_access(self.settings, stopping=self._stop_requested.is_set)
         if not self._register():
             return
         self._start()
@@ -301,6 +308,8 @@ class Worker:
                     self.health.succeeded()
                     return True
                 except DatabaseUnavailable as error:
+                    if isinstance(error, DatabaseAccessRefused):
+                        raise  # wrong credentials: waiting would not help
                     self.health.failed(str(error), error.opened_at)
                     if self._outage_too_long():
                         return False

@@ -153,6 +153,19 @@ class DatabaseUnavailable(TenantqError):
         self.opened_at = opened_at
 
 
+class DatabaseAccessRefused(DatabaseUnavailable):
+    """PostgreSQL refused this client: a wrong password or user, no ``pg_hba.conf`` entry, a
+    TLS setting the server rejects. Retrying as configured never gets in, so a process that
+    is starting fails at once with this one line (it names the server); one that was running
+    treats it as any outage (a password rotated under it comes back with the fix)."""
+
+
+class KafkaAccessRefused(ConfigurationError):
+    """The Kafka cluster refused this client's credentials or TLS (a failed SASL login, a
+    certificate it does not trust). librdkafka would retry for ever; tenantq says so in one
+    line naming the cluster instead (``tenantq.kafka_access``)."""
+
+
 class DevStackError(TenantqError):
     """The local dev stack could not be started, stopped or found."""
 

@@ -65,6 +65,7 @@ def worker_command(
         settle_collector()
         worker.run()
         raise typer.Exit(worker.exit_code)
+    from tenantq.cli.access import check_access
     from tenantq.consumer.supervisor import Supervisor
     from tenantq.services.worker_services import background_services
 
@@ -75,6 +76,7 @@ def worker_command(
         arguments += ["--concurrency", str(concurrency)]
     if strict_priority:
         arguments.append("--strict-priority")
+    check_access(settings)
     served = queue_list or app.queues() or ["default"]
     services = background_services(app, settings, served)
     raise typer.Exit(Supervisor(arguments, processes, settings, queue_list, services).run())
