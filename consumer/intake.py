@@ -5,6 +5,8 @@ and sort out what the claim did not take.
 | ---------------------------------------------- | --------------------------------------------- |
 | undecodable, oversized, unknown schema, empty  | DLQ with the raw bytes and the reason         |
 | invalid tenant id                              | DLQ (never a metric label)                    |
+| max_attempts outside 0..1000 (no producer's)   | DLQ as ``invalid_field``                      |
+| a row the database refuses (NUL, constraint)   | DLQ with that row's own reason                |
 | retry-tier message not yet due                 | held, partition paused until it is due        |
 | hot-lane message beyond its partition's window | held undecoded, partition paused, until room  |
 | due but past the last tier's delay             | hops into the tier that covers the rest       |
@@ -40,10 +42,11 @@ from tenantq.consumer.events import READ_FROM_HOT_LANE, READ_FROM_MAIN
 from tenantq.consumer.ledger import Claim, ClaimSettings, Settle, SettleWaiting
 from tenantq.consumer.outcomes import Verdict, crashed_too_often
 from tenantq.consumer.work import WorkItem
-from tenantq.errors import EnvelopeError, InvalidTenantId
+from tenantq.errors import EnvelopeError, InvalidEnvelopeField, InvalidTenantId
 from tenantq.partitioner.placement import LANE
 from tenantq.partitioner.tenant_id import validate_tenant_id
 from tenantq.producer.publisher import Outgoing, dead_letter, retry_message
+from tenantq.producer.validation import MAX_ATTEMPTS_LIMIT
 from tenantq.schemas.envelope import Envelope
 from tenantq.schemas.envelope_reader import read_envelope
 from tenantq.states import JobState
@@ -300,6 +303,13 @@ class Intake:
                 validate_tenant_id(tenant_id)
                 if len(self._valid_tenants) < VALID_TENANTS_REMEMBERED:
                     self._valid_tenants.add(tenant_id)
+            limit = envelope.max_attempts
+            if limit is not None and not 0 <= limit <= MAX_ATTEMPTS_LIMIT:
+                # No producer of tenantq writes it: a job that could retry for ever, or that
+                # the job table refuses. 0 reads as unset, as it always has.
+                raise InvalidEnvelopeField(
+                    f"max_attempts {limit} is outside 0..{MAX_ATTEMPTS_LIMIT}"
+                )
         except (EnvelopeError, InvalidTenantId) as error:
             reason = getattr(error, "reason", "invalid_tenant")
             log.warning("undecodable message %s[%d]@%d: %s", topic, partition, offset, error)
@@ -518,11 +528,12 @@ class Intake:
                 worker.events.lease_takeover(item.queue)
             claimed.append(item)
         worker.hold(claimed)
-        if refused:
+        # Each refused row goes with its own reason, not the batch's.
+        for reason in sorted(set(refused.values())):
             self._dead_letter_items(
-                [item for item in items if item.job_id in refused],
+                [item for item in items if refused.get(item.job_id) == reason],
                 "DatabaseRefused",
-                "; ".join(sorted(set(refused.values()))),
+                reason,
             )
         if rest:
             self._sort_out(rest, statuses)

@@ -133,6 +133,12 @@ class EmptyMessage(EnvelopeError):
     reason = "empty"
 
 
+class InvalidEnvelopeField(EnvelopeError):
+    """A decoded envelope with a value no tenantq producer writes (e.g. max_attempts -5)."""
+
+    reason = "invalid_field"
+
+
 # -- operations --------------------------------------------------------------------------------
 
 
