@@ -50,13 +50,13 @@ test-secure: lint typecheck
 # resolved by Maven once), with the classic group protocol, on a stack of its own: the group
 # is classic; the broker carries jobs and the topics are declared; producer; happy path;
 # retries and scheduled jobs through the tiers; dead letters, undecodable records and replay;
-# a member killed (-9), a handler's crash, members joining and leaving (rebalance), a job
-# longer than max.poll.interval.ms, graceful shutdown, a frozen worker's stale result; the
-# outbox, transactional and with its relay killed.
+# a member killed (-9), a handler killing its process, members joining and leaving
+# (rebalance), a job longer than max.poll.interval.ms, graceful shutdown, a frozen worker's
+# stale result; the outbox, transactional and with its relay killed.
 KAFKA39_CORE := $(addprefix tests/integration/,test_group_protocol.py test_foundation.py \
 	test_producer.py test_worker_happy_path.py test_retry_tiers.py test_scheduled_jobs.py \
 	test_failures.py test_undecodable.py test_dlq_replay.py test_worker_kill.py \
-	test_crash_recovery_budget.py test_worker_membership.py test_worker_long_job.py \
+	test_default_worker_survives_crash.py test_worker_membership.py test_worker_long_job.py \
 	test_worker_shutdown.py test_worker_stale_result.py test_outbox_transactional.py \
 	test_outbox_relay_crash.py)
 test-kafka39: install
