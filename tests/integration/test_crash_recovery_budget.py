@@ -203,8 +203,8 @@ def _recovery_delays(
     crashes: list[dt.datetime], rows: dict[uuid.UUID, list[tuple[dt.datetime, str]]]
 ) -> list[tuple[float, float]]:
     """Per crash: (seconds until every job it interrupted, started and not done when it came
-    nor done next, had started again, ``inf`` for one that has not; seconds until the first job of the
-    partition started after it). A crash after which no job started had nothing waiting
+    nor done next, had started again, ``inf`` for one that has not; seconds until the first
+    job of the partition started after it). A crash after which no job started had nothing waiting
     behind it (every job ends succeeded): 0 for that."""
     delays = []
     for crash in crashes:
