@@ -8,7 +8,7 @@
 | attempts used up at lease time                 | dead with the reason, DLQ, offset done        |
 | same job id, different payload                 | DLQ as a conflict; the original is kept       |
 | job id of another deployment on the database   | DLQ as a conflict; its row is not touched     |
-| row the database refused                       | DLQ with the database's reason                |
+| row the database refused (NUL, constraint)     | DLQ with that row's own reason                |
 | leased by another live worker                  | parked, claimed again when the lease ends     |
 | waiting, not due, main topic                   | offset done: its retry message owns the wait  |
 | waiting and due (or a retry message) unclaimed | claimed again shortly (clock or timing race)  |
@@ -146,11 +146,12 @@ class Claims:
                 self._events.lease_takeover(item.queue)
             claimed.append(item)
         self._hold(claimed)
-        if refused:
+        # Each refused row goes with its own reason, not the batch's.
+        for reason in sorted(set(refused.values())):
             self._dead_letter_items(
-                [item for item in items if item.job_id in refused],
+                [item for item in items if refused.get(item.job_id) == reason],
                 "DatabaseRefused",
-                "; ".join(sorted(set(refused.values()))),
+                reason,
             )
         if rest:
             self._sort_out(rest, statuses)

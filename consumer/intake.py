@@ -6,6 +6,7 @@ claim is ``claims``'s.
 | ---------------------------------------------- | --------------------------------------------- |
 | undecodable, oversized, unknown schema, empty  | DLQ with the raw bytes and the reason         |
 | invalid tenant id                              | DLQ (never a metric label)                    |
+| max_attempts outside 0..1000 (no producer's)   | DLQ as ``invalid_field``                      |
 | retry-tier message not yet due                 | held, partition paused until it is due        |
 | hot-lane message beyond its partition's window | held undecoded, partition paused, until room  |
 | due but past the last tier's delay             | hops into the tier that covers the rest       |
@@ -31,10 +32,11 @@ from tenantq import headers
 from tenantq.app import JobType, resolve_max_attempts
 from tenantq.consumer.topic_map import TopicMap
 from tenantq.consumer.work import WorkItem
-from tenantq.errors import EnvelopeError, InvalidTenantId
+from tenantq.errors import EnvelopeError, InvalidEnvelopeField, InvalidTenantId
 from tenantq.observability.worker_events import READ_FROM_HOT_LANE, READ_FROM_MAIN, WorkerEvents
 from tenantq.partitioner.placement import LANE
 from tenantq.producer.publisher import Outgoing, dead_letter, retry_message
+from tenantq.producer.validation import MAX_ATTEMPTS_LIMIT
 from tenantq.schemas.envelope import Envelope
 from tenantq.schemas.envelope_reader import read_envelope
 from tenantq.settings import Settings
@@ -318,6 +320,13 @@ class Intake:
                 validate_tenant_id(tenant_id)
                 if len(self._valid_tenants) < VALID_TENANTS_REMEMBERED:
                     self._valid_tenants.add(tenant_id)
+            limit = envelope.max_attempts
+            if limit is not None and not 0 <= limit <= MAX_ATTEMPTS_LIMIT:
+                # No producer of tenantq writes it: a job that could retry for ever, or that
+                # the job table refuses. 0 reads as unset, as it always has.
+                raise InvalidEnvelopeField(
+                    f"max_attempts {limit} is outside 0..{MAX_ATTEMPTS_LIMIT}"
+                )
         except (EnvelopeError, InvalidTenantId) as error:
             reason = getattr(error, "reason", "invalid_tenant")
             log.warning("undecodable message %s[%d]@%d: %s", topic, partition, offset, error)

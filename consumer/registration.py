@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from tenantq.consumer.database_health import DatabaseHealth
 from tenantq.consumer.stopping import StopRequest
-from tenantq.errors import DatabaseUnavailable
+from tenantq.errors import DatabaseAccessRefused, DatabaseUnavailable
 from tenantq.settings import Settings
 from tenantq.store.job_store import JobStore
 
@@ -41,7 +41,8 @@ class Registration:
     def enter(self) -> bool:
         """Enter the registry, waiting for the database as long as the outage limit allows
         (a worker started during a database restart waits, it does not crash). False when
-        it gave up, or was told to stop first."""
+        it gave up, or was told to stop first. Raises ``DatabaseAccessRefused`` when the
+        database refuses the credentials or TLS."""
         store = JobStore.open(self._settings, self._worker_id, role="worker")
         attempt = 0
         try:
@@ -53,6 +54,8 @@ class Registration:
                     self._health.succeeded()
                     return True
                 except DatabaseUnavailable as error:
+                    if isinstance(error, DatabaseAccessRefused):
+                        raise  # wrong credentials: waiting would not help
                     self._health.failed(str(error), error.opened_at)
                     if self._outage_too_long():
                         return False

@@ -68,6 +68,7 @@ from tenantq.consumer.starts import RunningTasks, Starter
 from tenantq.consumer.stopping import StopRequest
 from tenantq.consumer.topic_map import TopicMap
 from tenantq.consumer.work import WorkItem
+from tenantq.kafka_access import check_kafka_access
 from tenantq.observability.worker import WorkerObservability
 from tenantq.observability.worker_events import WorkerEvents
 from tenantq.producer.publisher import Publisher
@@ -297,11 +298,22 @@ class Worker:
         self._stop.request(immediately=immediately)
 
     def run(self) -> None:
-        """Run until ``stop()`` or SIGTERM/SIGINT (a second signal shortens the drain)."""
+        """Run until ``stop()`` or SIGTERM/SIGINT (a second signal shortens the drain).
+
+        Raises ``KafkaAccessRefused`` or ``DatabaseAccessRefused`` at start when the cluster or the
+        database refuses the settings' credentials or TLS; a server that is down is waited
+        for instead."""
         if self._install_signal_handlers and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, lambda *_: self.stop())
             signal.signal(signal.SIGINT, lambda *_: self.stop())
-        if not self._registration.enter():
+        try:
+            # Credentials the cluster refuses are a one-line error now, not a silent wait.
+            check_kafka_access(self.settings, stopping=self._stop.is_set)
+            entered = self._registration.enter()
+        except BaseException:
+            self._consumer.close()  # never subscribed: nothing to leave
+            raise
+        if not entered:
             self._consumer.close()  # never subscribed: nothing to leave
             return
         self._start()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 import psycopg
 from psycopg.types.json import Jsonb
 
-from tenantq.errors import DatabaseUnavailable
+from tenantq.errors import DatabaseAccessRefused, DatabaseUnavailable
 from tenantq.settings import Settings
 from tenantq.states import JobState
 from tenantq.store import placement, statements
@@ -35,7 +35,9 @@ from tenantq.store.transient import (
     TRANSIENT_RETRIES,
     backoff_seconds,
     describe_database_error,
+    is_access_refused,
     is_refusal,
+    refused_access_line,
 )
 
 if TYPE_CHECKING:
@@ -275,6 +277,9 @@ class JobStore:
             except psycopg.Error as error:
                 if is_refusal(error):
                     raise
+                if is_access_refused(error):
+                    self.close()
+                    raise DatabaseAccessRefused(refused_access_line(error)) from error
                 raise self._unavailable(describe_database_error(error)) from error
             except OSError as error:  # the socket itself failed before libpq could say so
                 raise self._unavailable(str(error)) from error

@@ -238,6 +238,8 @@ def run_tool(
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TENANTQ_")}
     environment["TENANTQ_KAFKA_BOOTSTRAP_SERVERS"] = servers[0]
     environment["TENANTQ_DATABASE_URL"] = database_url
+    if "TENANTQ_KAFKA_CONFIG" in os.environ:  # the servers' client security (a secure stack)
+        environment["TENANTQ_KAFKA_CONFIG"] = os.environ["TENANTQ_KAFKA_CONFIG"]
     completed = subprocess.run(
         command, env=environment, capture_output=True, text=True, timeout=timeout
     )
@@ -278,6 +280,9 @@ def settings_environment(settings: tenantq.Settings) -> dict[str, str]:
         "TENANTQ_TENANT_ISOLATION": json.dumps(data["tenant_isolation"]),
         "TENANTQ_METRICS_PORT": str(settings.metrics_port),
     }
+    if settings.kafka_config:
+        # The client's security settings as they are (a dump masks the password).
+        environment["TENANTQ_KAFKA_CONFIG"] = json.dumps(settings.kafka_config)
     return environment
 
 

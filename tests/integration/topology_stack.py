@@ -42,8 +42,10 @@ TENANTQ = str(Path(sys.executable).with_name("tenantq"))
 class TopologyStack:
     """A ``DevStack`` under a temporary home, started with ``topology`` options."""
 
-    def __init__(self, **topology: Any) -> None:
-        self.home = Path(tempfile.mkdtemp(prefix="tenantq-topology-"))
+    def __init__(self, home: Path | None = None, **topology: Any) -> None:
+        #: A stack in a home it did not make (``home``) is someone else's to take down.
+        self._owned = home is None
+        self.home = home or Path(tempfile.mkdtemp(prefix="tenantq-topology-"))
         self.stack = DevStack(self.home)
         self.topology = topology
         self.timings: dict[str, float] = {}
@@ -56,6 +58,8 @@ class TopologyStack:
         return time.monotonic() - started
 
     def down(self) -> None:
+        if not self._owned:
+            return
         # A closed producer's client lingers in a reference cycle until the collector runs,
         # retrying the stopped brokers and writing a line to stderr every 50 ms meanwhile.
         gc.collect()
