@@ -33,6 +33,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import psycopg
 
 from tenantq.consumer.database_health import DatabaseHealth
+from tenantq.consumer.simple_queues import take_all
 from tenantq.errors import DatabaseUnavailable
 from tenantq.store.job_store import ClaimRequest, JobStatus, JobStore, Lease, Result
 from tenantq.store.transient import describe_database_error, is_refusal
@@ -326,12 +327,7 @@ class Ledger:
 
     def drain(self) -> list[Operation[Any, Any]]:
         """Operations finished since the last drain, in the order they finished."""
-        done = []
-        while True:
-            try:
-                done.append(self.finished.get_nowait())
-            except queue.Empty:
-                return done
+        return take_all(self.finished)
 
     def stop(self, timeout: float) -> None:
         for lane in self._lanes:

@@ -8,17 +8,17 @@ import time
 from typing import Any
 
 import psycopg
-from support import counting_app, running_worker, wait_for
+from support import count_of, counting_app, running_worker, wait_for
 
 import tenantq
 
 
 def succeeded(db: psycopg.Connection[Any], job_ids: list[Any]) -> int:
-    row = db.execute(
-        "SELECT count(*) FROM tenantq_jobs WHERE id = ANY(%s) AND state = 'succeeded'", (job_ids,)
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
+    return count_of(
+        db,
+        "SELECT count(*) FROM tenantq_jobs WHERE id = ANY(%s) AND state = 'succeeded'",
+        (job_ids,),
+    )
 
 
 def enqueue_noops(settings: tenantq.Settings, job_type: str, count: int) -> list[Any]:
