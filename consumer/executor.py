@@ -8,7 +8,7 @@ jobs that were running in the dead process are handed to ``on_crash`` with the j
 killed it when it left a note (``tenantq.consumer.handler_process``); the worker runs the
 others again under the same lease.
 
-``Worker(app)`` without an app reference runs handlers in its own threads (``ThreadExecutor``):
+A worker made without an app reference runs handlers in its own threads (``ThreadExecutor``):
 what tests and embedded uses want, with the same judging of outcomes.
 
 Both hand finished attempts, judged (``Task.verdict``), to ``on_finished`` from their own
@@ -30,15 +30,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from tenantq.consumer.attempt_trace import origin_of, trace_attempts, trace_crashed
 from tenantq.consumer.handler_process import (
     HandlerProcessSpec,
     read_notes,
 )
 from tenantq.consumer.handler_process import main as handler_process_main
+from tenantq.consumer.inbox import Inbox
 from tenantq.consumer.outcomes import Verdict
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.runner import HandlerRunner, Task
 from tenantq.headers import DelayReason
+from tenantq.observability.tracing import JobTracer, job_tracer
 from tenantq.settings import Settings
 from tenantq.states import JobState, Outcome
 
@@ -88,6 +91,7 @@ class ThreadExecutor:
         pass
 
     def submit(self, tasks: Sequence[Task]) -> None:
+        trace_attempts(tasks)
         self._runner.submit_many(tasks)
 
     def cancel(self, task: Task, reason: str) -> None:
@@ -153,11 +157,12 @@ class ProcessExecutor:
         if not tasks:
             return
         started = time.monotonic()  # handed over together
+        tracer = job_tracer()
         with self._lock:
             specs = []
             for task in tasks:
                 task.started = started
-                spec = _spec(task)
+                spec = _spec(task, tracer)
                 self._running[spec[0]] = task
                 if task.deadline < self._next_deadline:
                     self._next_deadline = task.deadline
@@ -287,6 +292,7 @@ class ProcessExecutor:
             f" in {self._restart_delay:.1f}s" if self._restart_delay else "",
         )
         culprit = next((t for t in crashed if t.context.job_id == culprit_id), None)
+        trace_crashed(crashed, f"the handler process {how}")
         self._on_crash(crashed, culprit, f"the handler process {how}")
         if self._restart_delay:
             time.sleep(self._restart_delay)
@@ -394,6 +400,29 @@ class _HandlerProcess:
         self._on_death(self, how)
 
 
+def executor_for(
+    app_reference: str | None,
+    slots: int,
+    settings: Settings,
+    worker_id: str,
+    policy: RetryPolicy,
+    inbox: Inbox,
+) -> Executor:
+    """A handler process when the worker knows the app's reference and the settings allow it
+    (``worker.handler_process``), threads otherwise; either hands what ends to ``inbox``."""
+    if app_reference is not None and settings.worker.handler_process:
+        return ProcessExecutor(
+            app_reference,
+            slots,
+            settings,
+            worker_id,
+            policy,
+            on_finished=inbox.attempts_finished,
+            on_crash=inbox.crashed,
+        )
+    return ThreadExecutor(slots, inbox.attempt_finished, policy)
+
+
 def _coalesce(batch: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """Adjacent ``run`` messages become one."""
     merged: list[tuple[Any, ...]] = []
@@ -405,8 +434,9 @@ def _coalesce(batch: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return merged
 
 
-def _spec(task: Task) -> tuple[Any, ...]:
-    """The ``TaskSpec`` of ``task`` as the plain tuple that travels (the job id first)."""
+def _spec(task: Task, tracer: JobTracer | None = None) -> tuple[Any, ...]:
+    """The ``TaskSpec`` of ``task`` as the plain tuple that travels (the job id first); with
+    a ``tracer``, what the handler process needs for the attempt's span."""
     context = task.context
     return (
         context.job_id.bytes,
@@ -420,4 +450,5 @@ def _spec(task: Task) -> tuple[Any, ...]:
         context.progress,
         context.replays,
         context.idempotency_key,
+        None if tracer is None else origin_of(task.item, tracer),
     )

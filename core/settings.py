@@ -86,8 +86,12 @@ class QueueSettings(BaseModel):
         le=10_000,
         description="Partitions of each retry tier and the DLQ (default: same as the main topic).",
     )
-    replication_factor: int = Field(
-        1, ge=1, le=32, description="Replication factor of every topic."
+    replication_factor: int | None = Field(
+        None,
+        ge=1,
+        le=32,
+        description="Replication factor of every topic; unset = the cluster's: 3 when it "
+        "has three brokers or more (with min.insync.replicas=2), else one per broker.",
     )
     retry_delays_seconds: tuple[float, ...] = Field(
         DEFAULT_RETRY_DELAYS_SECONDS,
@@ -545,7 +549,8 @@ class Settings(BaseSettings):
     kafka_config: dict[str, str] = Field(
         default_factory=dict,
         repr=False,
-        description="librdkafka settings passed through to every client (SASL, TLS, ...), as JSON.",
+        description="librdkafka settings passed through to every client (SASL, TLS, ...), as "
+        "JSON; unset with the dev stack's brokers = a secure dev stack's SASL and TLS settings.",
     )
     database_url: SecretStr | None = Field(
         None,
@@ -607,6 +612,9 @@ class Settings(BaseSettings):
             if state is not None:
                 if self.kafka_bootstrap_servers is None:
                     self.kafka_bootstrap_servers = state.get("kafka_bootstrap_servers")
+                    # A secure stack's SASL and TLS settings come with its brokers only.
+                    if not self.kafka_config and isinstance(state.get("kafka_config"), dict):
+                        self.kafka_config = dict(state["kafka_config"])
                 if self.database_url is None and state.get("database_url"):
                     self.database_url = SecretStr(state["database_url"])
         return self

@@ -4,6 +4,12 @@ Each queue declares a main topic, its retry tiers and a DLQ (names from ``tenant
 Missing topics are created; an existing topic with fewer partitions than declared, or a
 different replication factor, is drift and is reported as an error rather than ignored
 (growing partitions silently would move tenants between partitions).
+
+A queue that declares no replication factor gets the cluster's (``replication_for``): one
+replica per broker up to three, and with three ``min.insync.replicas=2``, so a write
+acknowledged to a producer (acks=all) is on two brokers and one broker may be down. The
+brokers are counted when topics are ensured; a topic created while a broker was away has
+fewer replicas and is reported as drift once the broker is back.
 """
 
 from __future__ import annotations
@@ -17,13 +23,36 @@ from tenantq.errors import TopicDriftError
 from tenantq.settings import Settings
 from tenantq.topics import QueueTopics
 
+#: Replicas a topic gets on a cluster of this many brokers or more, when none is declared.
+FULL_REPLICATION = 3
+#: Replicas a write with acks=all waits for on a fully replicated topic.
+FULL_REPLICATION_MIN_INSYNC = 2
+
 
 @dataclass(frozen=True)
 class TopicSpec:
+    """A declared topic. ``replication_factor`` ``None``: the cluster's (``resolved``)."""
+
     name: str
     partitions: int
-    replication_factor: int
+    replication_factor: int | None
     config: dict[str, str] = field(default_factory=dict)
+
+    def resolved(self, broker_count: int) -> TopicSpec:
+        """This topic as created on a cluster of ``broker_count`` brokers: its replication
+        factor, and ``min.insync.replicas`` 2 when it has three replicas (unless the queue's
+        topic config says otherwise)."""
+        replicas = self.replication_factor or replication_for(broker_count)
+        config = dict(self.config)
+        if replicas >= FULL_REPLICATION:
+            config.setdefault("min.insync.replicas", str(FULL_REPLICATION_MIN_INSYNC))
+        return TopicSpec(self.name, self.partitions, replicas, config)
+
+
+def replication_for(broker_count: int) -> int:
+    """The replication factor of a topic that declares none: one replica per broker, up to
+    three."""
+    return max(1, min(FULL_REPLICATION, broker_count))
 
 
 @dataclass
@@ -59,6 +88,26 @@ def declared_topics(settings: Settings, queues: list[str] | None = None) -> list
     return specs
 
 
+def replication_drift(replicas: set[int], declared: int | None, broker_count: int) -> str | None:
+    """What is wrong with an existing topic's replica counts, or ``None``. A declared factor
+    must match exactly. The cluster's is a floor: a broker that is down leaves the count of
+    live brokers short, and three replicas made before it went are not drift; fewer than the
+    cluster calls for (a topic created during an outage) are."""
+    if not replicas:
+        return None
+    if declared is not None:
+        if replicas == {declared}:
+            return None
+        return f"replication factor {sorted(replicas)}, declared {declared}"
+    wanted = replication_for(broker_count)
+    if min(replicas) >= wanted:
+        return None
+    return (
+        f"replication factor {sorted(replicas)}, the cluster's {broker_count} brokers call "
+        f"for {wanted}"
+    )
+
+
 def admin_client(settings: Settings) -> AdminClient:
     return AdminClient(settings.kafka_client_config())
 
@@ -68,11 +117,12 @@ def ensure_topics(
 ) -> EnsureReport:
     """Create missing topics; raise ``TopicDriftError`` naming every drifted topic."""
     admin = admin_client(settings)
-    specs = declared_topics(settings, queues)
     metadata = admin.list_topics(timeout=timeout)
+    broker_count = len(metadata.brokers)
     report = EnsureReport()
     missing: list[TopicSpec] = []
-    for spec in specs:
+    for declared in declared_topics(settings, queues):
+        spec = declared.resolved(broker_count)
         existing = metadata.topics.get(spec.name)
         if existing is None or existing.error is not None:
             missing.append(spec)
@@ -82,18 +132,16 @@ def ensure_topics(
         if partitions != spec.partitions:
             report.drift.append(f"{spec.name}: {partitions} partitions, declared {spec.partitions}")
         replicas = {len(p.replicas) for p in existing.partitions.values()}
-        if replicas and replicas != {spec.replication_factor}:
-            report.drift.append(
-                f"{spec.name}: replication factor {sorted(replicas)}, "
-                f"declared {spec.replication_factor}"
-            )
+        drifted = replication_drift(replicas, declared.replication_factor, broker_count)
+        if drifted:
+            report.drift.append(f"{spec.name}: {drifted}")
     if missing:
         futures = admin.create_topics(
             [
                 NewTopic(
                     s.name,
                     num_partitions=s.partitions,
-                    replication_factor=s.replication_factor,
+                    replication_factor=s.replication_factor or replication_for(broker_count),
                     config=s.config,
                 )
                 for s in missing

@@ -28,6 +28,7 @@ from tenantq import headers as header_names
 from tenantq.app import App
 from tenantq.errors import ConfigurationError, EnqueueFailed, QueueFull
 from tenantq.job_ids import new_job_id_block, new_job_id_ints
+from tenantq.observability.tracing import Publication
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.admission import TenantAdmission
 from tenantq.producer.batch import BatchFuture, JobRefs
@@ -41,6 +42,7 @@ from tenantq.producer.delivery import (
 )
 from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.pending_rows import PendingRecorder
+from tenantq.producer.publication_span import describe_publication, start_publication
 from tenantq.producer.request import (
     Destination,
     EnqueueRequest,
@@ -250,8 +252,9 @@ class Producer:
         """
         started = time.monotonic()
         self._quiet_until = started + PUBLISHING_QUIET_SECONDS
+        publication = start_publication()
         try:
-            outgoing, existing = self._prepare_and_admit(requests)
+            outgoing, existing = self._prepare_and_admit(requests, publication)
             if not outgoing:
                 return []
             if existing:
@@ -259,8 +262,14 @@ class Producer:
             futures = self._publish(outgoing)
             self._serve_ready_reports(started)
             return futures
+        except BaseException as error:
+            if publication is not None:
+                publication.fail(error)
+            raise
         finally:
             self._quiet_until = time.monotonic() + PUBLISHING_GRACE_SECONDS
+            if publication is not None:
+                publication.end()
 
     def enqueue_batch(self, requests: Iterable[EnqueueRequest | Mapping[str, Any]]) -> BatchFuture:
         """Publish a batch with ONE future for all of it: the bulk form of ``enqueue_many``.
@@ -275,8 +284,9 @@ class Producer:
         """
         started = time.monotonic()
         self._quiet_until = started + PUBLISHING_QUIET_SECONDS
+        publication = start_publication()
         try:
-            outgoing, existing = self._prepare_and_admit(requests)
+            outgoing, existing = self._prepare_and_admit(requests, publication)
             batch = BatchFuture(outgoing, existing, self._resender)
             if existing:
                 positions = [index for index in range(len(outgoing)) if index not in existing]
@@ -287,8 +297,14 @@ class Producer:
                 self._publish_batch(outgoing, batch)
                 self._serve_ready_reports(started)
             return batch
+        except BaseException as error:
+            if publication is not None:
+                publication.fail(error)
+            raise
         finally:
             self._quiet_until = time.monotonic() + PUBLISHING_GRACE_SECONDS
+            if publication is not None:
+                publication.end()
 
     async def enqueue_async(self, job_type: str, **arguments: Any) -> JobRef:
         """``enqueue`` for asyncio code: awaits the acknowledgement and returns the ``JobRef``.
@@ -391,14 +407,23 @@ class Producer:
             )
 
     def _prepare_and_admit(
-        self, requests: Iterable[EnqueueRequest | Mapping[str, Any]]
+        self,
+        requests: Iterable[EnqueueRequest | Mapping[str, Any]],
+        publication: Publication | None = None,
     ) -> tuple[PreparedJobs, dict[int, JobRef]]:
         """Every request validated, placed and admitted, and {index: existing job} of those
-        whose idempotency key names one; raises before anything is published."""
+        whose idempotency key names one; raises before anything is published. A traced call's
+        ``publication`` gives its context to the envelopes and is told what they are."""
         self._check_usable()
         if not isinstance(requests, list | tuple):
             requests = list(requests)
-        outgoing = self._preparer.prepare_all(requests, dt.datetime.now(dt.UTC))
+        if publication is None:
+            outgoing = self._preparer.prepare_all(requests, dt.datetime.now(dt.UTC))
+        else:
+            outgoing = self._preparer.prepare_all(
+                requests, dt.datetime.now(dt.UTC), publication.trace_context
+            )
+            describe_publication(publication, outgoing, requests)
         existing: dict[int, JobRef] = {}
         if self._unique is not None and outgoing.keyed:
             existing = self._unique.existing(requests, outgoing)

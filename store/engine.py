@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
 from psycopg.rows import TupleRow
@@ -24,10 +25,10 @@ from tenantq.settings import Settings
 
 
 def parse_database_url(database_url: str) -> URL:
-    """The URL parsed, or a ``ConfigurationError`` that says what is expected without
-    repeating the value (it may hold a password)."""
+    """The URL parsed (several hosts as in ``_multi_host_url``), or a ``ConfigurationError``
+    that says what is expected without repeating the value (it may hold a password)."""
     try:
-        url = make_url(database_url)
+        url = _multi_host_url(database_url)
     except (ArgumentError, ValueError):
         url = None
     if url is None or url.drivername.split("+")[0] not in ("postgresql", "postgres"):
@@ -40,7 +41,8 @@ def parse_database_url(database_url: str) -> URL:
 
 
 def sqlalchemy_url(database_url: str) -> str:
-    """``postgresql://`` URLs use the psycopg 3 driver (TLS options in the query pass through)."""
+    """``postgresql://`` URLs use the psycopg 3 driver (TLS options in the query pass through;
+    several hosts as ``host=h1,h2&port=p1,p2``, see ``database_url``)."""
     url = parse_database_url(database_url)
     if url.drivername in ("postgresql", "postgres"):
         url = url.set(drivername="postgresql+psycopg")
@@ -48,11 +50,70 @@ def sqlalchemy_url(database_url: str) -> str:
 
 
 def psycopg_url(database_url: str) -> str:
-    """A libpq URL (psycopg does not accept SQLAlchemy's ``+driver`` suffix)."""
+    """A libpq URL (psycopg does not accept SQLAlchemy's ``+driver`` suffix). Query values are
+    percent-encoded, as libpq decodes them (it reads ``+`` as a plus sign, not a space)."""
     url = parse_database_url(database_url)
-    if "+" in url.drivername:
-        url = url.set(drivername="postgresql")
-    return url.render_as_string(hide_password=False)
+    credentials = ""
+    if url.username is not None:
+        credentials = quote(url.username, safe="")
+        if url.password is not None:
+            credentials += ":" + quote(str(url.password), safe="")
+        credentials += "@"
+    location = ""
+    if url.host:
+        location = f"[{url.host}]" if ":" in url.host else url.host
+        if url.port is not None:
+            location += f":{url.port}"
+    text = f"postgresql://{credentials}{location}/{quote(url.database or '', safe='')}"
+    pairs = [
+        (key, value)
+        for key, values in url.query.items()
+        for value in (values if isinstance(values, tuple) else (values,))
+    ]
+    if pairs:
+        text += "?" + "&".join(f"{key}={quote(value, safe=',/')}" for key, value in pairs)
+    return text
+
+
+def _multi_host_url(database_url: str) -> URL:
+    """``database_url`` as a SQLAlchemy URL, with several hosts always in the query as
+    ``host=h1,h2&port=p1,p2`` (libpq's multi-host form, which SQLAlchemy's psycopg dialect
+    reads too). Also accepted: libpq's ``postgresql://user@h1:p1,h2:p2/db``, which SQLAlchemy
+    cannot parse, and SQLAlchemy's ``?host=h1:p1&host=h2:p2``, which libpq cannot.
+    ``target_session_attrs=read-write`` in the query makes a client skip a standby."""
+    url = make_url(_hosts_into_query(database_url))
+    hosts = url.query.get("host")
+    if isinstance(hosts, tuple):
+        pairs = [host.rpartition(":")[::2] if ":" in host else (host, "") for host in hosts]
+        query = dict(url.query)
+        query["host"] = ",".join(name for name, _ in pairs)
+        if any(port for _, port in pairs):
+            query["port"] = ",".join(port for _, port in pairs)
+        url = url.set(query=query)
+    return url
+
+
+def _hosts_into_query(database_url: str) -> str:
+    """libpq's ``user@h1:p1,h2:p2`` netloc moved into ``?host=h1,h2&port=p1,p2``."""
+    parts = urlsplit(database_url)
+    userinfo, at, hostports = parts.netloc.rpartition("@")
+    if "," not in hostports:
+        return database_url
+    hosts, ports = [], []
+    for item in hostports.split(","):
+        if item.startswith("["):
+            host, _, rest = item[1:].partition("]")
+            port = rest.removeprefix(":")
+        else:
+            host, _, port = item.partition(":")
+        hosts.append(host)
+        ports.append(port)
+    query = f"host={','.join(hosts)}"
+    if any(ports):
+        query += f"&port={','.join(ports)}"
+    if parts.query:
+        query += f"&{parts.query}"
+    return urlunsplit((parts.scheme, userinfo + at, parts.path, query, parts.fragment))
 
 
 class DeploymentConnection(psycopg.Connection[TupleRow]):

@@ -7,6 +7,7 @@ import typer
 
 from tenantq.cli import (
     demo,
+    dev,
     dlq,
     enqueue,
     infra,
@@ -28,7 +29,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-app.add_typer(infra.dev_app, name="dev")
+app.add_typer(dev.dev_app, name="dev")
 app.add_typer(infra.db_app, name="db")
 app.add_typer(infra.topics_app, name="topics")
 for commands in (enqueue, placement, worker, dlq, stats, demo, web, outbox, periodic, prune):

@@ -1,5 +1,6 @@
-"""The real Apache Kafka broker for local development: one KRaft node (broker + controller)
-bound to 127.0.0.1, its jars resolved once from Maven Central with ``mvn``."""
+"""The real Apache Kafka broker for local development: KRaft nodes bound to 127.0.0.1, their
+jars resolved once per version from Maven Central with ``mvn``. What each node's
+``server.properties`` holds is ``tenantq.devstack.kafka_config``."""
 
 from __future__ import annotations
 
@@ -7,36 +8,43 @@ import os
 import re
 import shutil
 import subprocess
-import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from tenantq.devstack.processes import PortPair, wait_until
+from tenantq.devstack.processes import pid_alive, wait_until
+from tenantq.devstack.secrets import redact
 from tenantq.errors import DevStackError
 
-#: The pinned broker version (Kafka 4.x runs on Java 17+).
-KAFKA_VERSION = "4.1.1"
 MINIMUM_JAVA = 17
 _COMPLETE_MARKER = ".resolved"
 
 
+def jar_cache(dev_home: Path, version: str) -> Path:
+    """Where the jars of broker ``version`` are kept (shared by every node of the home)."""
+    return dev_home / "cache" / f"kafka-{version}" / "libs"
+
+
 @dataclass(frozen=True)
-class KafkaPaths:
-    libs: Path
+class KafkaNodePaths:
+    """The files of one node. Node 1 keeps the layout of the single-broker stack, so a home
+    made before clusters keeps its storage; the others live under ``kafka/node-<id>``."""
+
     data: Path
     config: Path
     log: Path
     stdout: Path
 
     @classmethod
-    def under(cls, dev_home: Path) -> KafkaPaths:
+    def under(cls, dev_home: Path, node_id: int = 1) -> KafkaNodePaths:
+        root = dev_home / "kafka" if node_id == 1 else dev_home / "kafka" / f"node-{node_id}"
         return cls(
-            libs=dev_home / "cache" / f"kafka-{KAFKA_VERSION}" / "libs",
-            data=dev_home / "kafka" / "data",
-            config=dev_home / "kafka" / "server.properties",
-            log=dev_home / "kafka" / "server.log",
-            stdout=dev_home / "kafka" / "stdout.log",
+            data=root / "data",
+            config=root / "server.properties",
+            log=root / "server.log",
+            stdout=root / "stdout.log",
         )
 
 
@@ -72,19 +80,20 @@ def java_major_version(java: str) -> int:
     return int(match.group(2) or 0) if major == 1 else major
 
 
-def resolve_jars(paths: KafkaPaths, log: Path) -> None:
-    """Download the broker's jars with Maven once; later calls reuse the cache."""
-    if (paths.libs / _COMPLETE_MARKER).exists():
+def resolve_jars(libs: Path, version: str, log: Path) -> None:
+    """Download the jars of broker ``version`` into ``libs`` with Maven once; later calls reuse
+    them."""
+    if (libs / _COMPLETE_MARKER).exists():
         return
     mvn = shutil.which("mvn")
     if mvn is None:
         raise DevStackError("Maven (`mvn`) is needed once to fetch the Kafka broker's jars")
-    work = paths.libs.parent
+    work = libs.parent
     work.mkdir(parents=True, exist_ok=True)
     pom_text = resources.files("tenantq.devstack").joinpath("kafka-broker.pom.xml").read_text()
-    (work / "pom.xml").write_text(pom_text.replace("@KAFKA_VERSION@", KAFKA_VERSION))
-    if paths.libs.exists():
-        shutil.rmtree(paths.libs)
+    (work / "pom.xml").write_text(pom_text.replace("@KAFKA_VERSION@", version))
+    if libs.exists():
+        shutil.rmtree(libs)
     command = [
         mvn,
         "-q",
@@ -92,84 +101,79 @@ def resolve_jars(paths: KafkaPaths, log: Path) -> None:
         "-f",
         str(work / "pom.xml"),
         "dependency:copy-dependencies",
-        f"-DoutputDirectory={paths.libs}",
+        f"-DoutputDirectory={libs}",
         "-DincludeScope=runtime",
     ]
     with log.open("ab") as out:
         result = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
-    if result.returncode != 0 or not any(paths.libs.glob("kafka_2.13-*.jar")):
-        raise DevStackError(f"mvn could not resolve Kafka {KAFKA_VERSION}; see {log}")
-    (paths.libs / _COMPLETE_MARKER).write_text(KAFKA_VERSION)
+    if result.returncode != 0 or not any(libs.glob("kafka_2.13-*.jar")):
+        raise DevStackError(f"mvn could not resolve Kafka {version}; see {log}")
+    (libs / _COMPLETE_MARKER).write_text(version)
 
 
-def write_config(paths: KafkaPaths, ports: PortPair) -> None:
+def write_config(paths: KafkaNodePaths, properties: Mapping[str, str]) -> None:
+    """Write ``server.properties`` (owner-only: a secure node's holds a password)."""
+    from tenantq.devstack.kafka_config import render_properties
+
     paths.data.mkdir(parents=True, exist_ok=True)
-    properties = {
-        "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.voters": f"1@127.0.0.1:{ports.controller}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{ports.client},CONTROLLER://127.0.0.1:{ports.controller}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{ports.client}",
-        "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "log.dirs": str(paths.data),
-        "num.partitions": "1",
-        # A single node: internal topics must not ask for more replicas than exist.
-        "offsets.topic.replication.factor": "1",
-        "offsets.topic.num.partitions": "12",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
-        # Tests create many groups; the default 3 s delay per new group adds up.
-        "group.initial.rebalance.delay.ms": "0",
-        # The consumer group protocol (KIP-848): a member that dies is noticed after 6 s
-        # (default 45 s) and assignments converge within a second, as a dev stack should. A
-        # member that joins gets partitions another member gives up only in a heartbeat's
-        # answer: at 500 ms (the floor set here), the members a `tenantq worker --processes 2`
-        # starts together share the partitions half a second after the first one has them
-        # all (a second at 1,000 ms, 5 s at a broker's defaults).
-        "group.consumer.min.session.timeout.ms": "6000",
-        "group.consumer.session.timeout.ms": "6000",
-        "group.consumer.min.heartbeat.interval.ms": "500",
-        "group.consumer.heartbeat.interval.ms": "500",
-        # A misspelt topic is an error, not a new topic.
-        "auto.create.topics.enable": "false",
-        "num.network.threads": "2",
-        "num.io.threads": "4",
-        # A removed topic's files go within a second, not a minute later (the default): the
-        # cleanup after one test or load-test run must not land in the middle of the next.
-        "file.delete.delay.ms": "1000",
-        "log.segment.bytes": str(64 * 1024 * 1024),
-        "log.retention.hours": "24",
-    }
-    paths.config.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
+    _write_private(paths.config, render_properties(dict(properties)))
 
 
-def format_storage(java: str, paths: KafkaPaths) -> None:
-    if (paths.data / "meta.properties").exists():
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        out.write(text)
+    path.chmod(0o600)
+
+
+def formatted(paths: KafkaNodePaths) -> bool:
+    return (paths.data / "meta.properties").exists()
+
+
+def format_storage(
+    java: str,
+    libs: Path,
+    paths: KafkaNodePaths,
+    cluster_id: str,
+    extra_arguments: Iterable[str] = (),
+    secrets: Iterable[str] = (),
+) -> None:
+    """Format the node's storage for ``cluster_id`` (every node of a cluster shares it) unless
+    it is formatted already. ``extra_arguments`` add SCRAM users; ``secrets`` are masked in
+    the error should formatting fail."""
+    if formatted(paths):
         return
     command = [
         java,
         "-cp",
-        f"{paths.libs}/*",
+        f"{libs}/*",
         "kafka.tools.StorageTool",
         "format",
         "-t",
-        str(uuid.uuid4()).replace("-", "")[:22],
+        cluster_id,
         "-c",
         str(paths.config),
+        *extra_arguments,
     ]
     result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
     if result.returncode != 0:
-        raise DevStackError(f"formatting Kafka storage failed: {result.stdout}{result.stderr}")
+        output = redact(f"{result.stdout}{result.stderr}", secrets)
+        raise DevStackError(f"formatting Kafka storage failed: {output}")
 
 
-def start_broker(java: str, paths: KafkaPaths, heap: str = "768m") -> int:
-    """Start the broker detached from this process; return its pid."""
-    log4j = resources.files("tenantq.devstack").joinpath("log4j2.yaml")
-    log4j_path = paths.config.parent / "log4j2.yaml"
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding."""
+    import base64
+    import uuid
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def start_broker(java: str, libs: Path, paths: KafkaNodePaths, heap: str) -> int:
+    """Start the node detached from this process; return its pid."""
+    log4j = resources.files("tenantq.devstack").joinpath("log4j2.xml")
+    log4j_path = paths.config.parent / "log4j2.xml"
     log4j_path.write_text(log4j.read_text())
     command = [
         java,
@@ -181,7 +185,7 @@ def start_broker(java: str, paths: KafkaPaths, heap: str = "768m") -> int:
         f"-Dlog4j2.configurationFile={log4j_path}",
         f"-Dtenantq.kafka.log={paths.log}",
         "-cp",
-        f"{paths.libs}/*",
+        f"{libs}/*",
         "kafka.Kafka",
         str(paths.config),
     ]
@@ -196,29 +200,51 @@ def start_broker(java: str, paths: KafkaPaths, heap: str = "768m") -> int:
     return process.pid
 
 
-def broker_healthy(bootstrap: str, timeout: float = 2.0) -> bool:
-    """True when the AdminClient sees a broker and the controller answers."""
+def broker_answers(
+    bootstrap: str,
+    client_config: Mapping[str, str] | None = None,
+    node_id: int | None = None,
+    timeout: float = 2.0,
+) -> bool:
+    """True when the broker(s) at ``bootstrap`` answer with metadata that lists a broker
+    (``node_id``: that one, registered and unfenced)."""
     from confluent_kafka.admin import AdminClient
 
+    config: dict[str, Any] = dict(client_config or {})
     # log_level 0: a broker that is still starting is expected, not worth a log line.
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000, "log_level": 0})
+    config.update({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000, "log_level": 0})
+    admin = AdminClient(config)
     try:
         metadata = admin.list_topics(timeout=timeout)
-        return bool(metadata.brokers)
     except Exception:
         return False
+    if node_id is None:
+        return bool(metadata.brokers)
+    return node_id in metadata.brokers
 
 
-def wait_for_broker(bootstrap: str, pid: int, paths: KafkaPaths, timeout: float) -> None:
-    from tenantq.devstack.processes import pid_alive
+def wait_for_brokers(
+    nodes: Mapping[int, tuple[str, int, KafkaNodePaths]],
+    client_config: Mapping[str, str] | None,
+    timeout: float,
+) -> None:
+    """Wait until each node (``node_id -> (endpoint, pid, paths)``) answers and lists itself;
+    a node that exits meanwhile is an error with the tail of its output."""
+    waiting = dict(nodes)
 
     def ready() -> bool:
-        if not pid_alive(pid):
-            tail = paths.stdout.read_text(errors="replace")[-2000:] if paths.stdout.exists() else ""
-            raise DevStackError(f"the Kafka broker exited during start-up:\n{tail}")
-        return broker_healthy(bootstrap, timeout=1.0)
+        for node_id, (endpoint, pid, paths) in list(waiting.items()):
+            if not pid_alive(pid):
+                tail = (
+                    paths.stdout.read_text(errors="replace")[-2000:]
+                    if paths.stdout.exists()
+                    else ""
+                )
+                raise DevStackError(f"Kafka node {node_id} exited during start-up:\n{tail}")
+            if broker_answers(endpoint, client_config, node_id=node_id, timeout=1.0):
+                del waiting[node_id]
+        return not waiting
 
     if not wait_until(ready, timeout=timeout, interval=0.25):
-        raise DevStackError(
-            f"the Kafka broker did not answer within {timeout:.0f}s; see {paths.log}"
-        )
+        names = ", ".join(f"node {node_id} (see {nodes[node_id][2].log})" for node_id in waiting)
+        raise DevStackError(f"Kafka did not answer within {timeout:.0f}s: {names}")

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from pathlib import Path
 
-
-@dataclass(frozen=True)
-class PortPair:
-    client: int
-    controller: int
+#: Where ports are drawn from when the preferred one is taken: below the kernel's range of
+#: local ports for outgoing connections (see ``pick_port``).
+_FALLBACK_PORTS_FROM = 20_000
 
 
 def port_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -26,10 +25,32 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
         return True
 
 
-def pick_port(preferred: int, host: str = "127.0.0.1") -> int:
-    """``preferred`` when free, else any free port the kernel hands out."""
-    if port_free(preferred, host):
+def ephemeral_port_range() -> tuple[int, int]:
+    """The kernel's range of local ports for outgoing connections."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32_768, 60_999
+
+
+def pick_port(preferred: int, host: str = "127.0.0.1", *, taken: Collection[int] = ()) -> int:
+    """``preferred`` when free, else a free port below the kernel's ephemeral range (none of
+    ``taken``, the ports this stack has just handed out and not bound yet).
+
+    A port the kernel may hand out as a client's local port is a trap for a server that is
+    killed and started again: a client retrying ``127.0.0.1:<port>`` while nothing listens can
+    be given that very port and connect to itself, and the server then finds its port taken.
+    """
+    if preferred not in taken and port_free(preferred, host):
         return preferred
+    low, _ = ephemeral_port_range()
+    ceiling = max(low, _FALLBACK_PORTS_FROM + 1_000)
+    draw = random.Random()
+    for _ in range(1_000):
+        port = draw.randrange(_FALLBACK_PORTS_FROM, ceiling)
+        if port not in taken and port_free(port, host):
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])

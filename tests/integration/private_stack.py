@@ -29,8 +29,10 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from tenantq.devstack import kafka, postgres
-from tenantq.devstack.processes import pid_alive, port_free, wait_until
+from tenantq.devstack.processes import ephemeral_port_range, pid_alive, port_free, wait_until
 from tenantq.devstack.stack import DevStack
+from tenantq.devstack.state import kafka_pids, postgres_pids
+from tenantq.devstack.topology import Topology
 from tenantq.settings import default_dev_home
 
 #: Where the recording handlers write each execution (one row per handler run that got far
@@ -41,26 +43,19 @@ EXECUTIONS_TABLE = (
 )
 
 
-def _ephemeral_range() -> tuple[int, int]:
-    """The kernel's range of local ports for outgoing connections."""
-    try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 32_768, 60_999
-
-
 def shared_home() -> Path:
     """The shared dev stack's home (the same rule as the integration conftest)."""
     value = os.environ.get("TENANTQ_DEV_HOME")
     return Path(value) if value else default_dev_home()
 
 
-def _shared_pids() -> set[int]:
+def shared_pids() -> set[int]:
     """Pids of the shared dev stack, which this module must never signal."""
     stack = DevStack(shared_home())
     state = stack.read_state()
-    pids = {state.get("kafka_pid"), state.get("postgres_pid")}
+    pids: set[int | None] = {state.get("kafka_pid"), state.get("postgres_pid")}
+    pids.update(kafka_pids(state).values())
+    pids.update(postgres_pids(state).values())
     pids.add(postgres.read_postmaster_pid(stack.postgres_paths))
     return {int(pid) for pid in pids if pid}
 
@@ -93,7 +88,7 @@ class PrivateStack:
         state = self.stack.read_state()
         if state.get("kafka_ports") and state.get("postgres_port"):
             return
-        low, _ = _ephemeral_range()
+        low, _ = ephemeral_port_range()
         rng = random.Random()
         chosen: list[int] = []
         while len(chosen) < 3:
@@ -132,8 +127,9 @@ class PrivateStack:
 
     def _borrow_jar_cache(self) -> None:
         """Point this home's jar cache at the shared one when that is complete."""
-        shared_libs = kafka.KafkaPaths.under(shared_home()).libs
-        own_libs = self.stack.kafka_paths.libs
+        version = (self.stack.topology() or Topology()).kafka_version
+        shared_libs = kafka.jar_cache(shared_home(), version)
+        own_libs = kafka.jar_cache(self.home, version)
         if own_libs.exists() or not any(shared_libs.glob("kafka_2.13-*.jar")):
             return
         own_libs.parent.mkdir(parents=True, exist_ok=True)
@@ -235,7 +231,7 @@ class PrivateStack:
         now = time.time()
         if not pid or not pid_alive(pid):
             return now
-        if pid in _shared_pids():
+        if pid in shared_pids():
             raise RuntimeError(f"pid {pid} belongs to the shared dev stack; refusing to kill it")
         try:
             os.kill(pid, signal.SIGKILL)

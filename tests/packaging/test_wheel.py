@@ -58,7 +58,7 @@ def test_wheel_has_every_package_and_data_file(wheel: Path) -> None:
         "tenantq/migrations/env.py",
         "tenantq/migrations/script.py.mako",
         "tenantq/devstack/kafka-broker.pom.xml",
-        "tenantq/devstack/log4j2.yaml",
+        "tenantq/devstack/log4j2.xml",
     ):
         assert data in names, data
     # The console's templates and static files (package-data, not modules).

@@ -3,6 +3,9 @@ never appear in a repr."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from tenantq.errors import ConfigurationError
@@ -108,6 +111,23 @@ def test_missing_servers_are_clear_errors(tmp_path: object) -> None:
         settings.require_bootstrap_servers()
     with pytest.raises(ConfigurationError, match="tenantq dev up"):
         settings.require_database_url()
+
+
+def test_a_secure_dev_stack_gives_its_client_settings_with_its_brokers_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("TENANTQ_KAFKA_BOOTSTRAP_SERVERS", "TENANTQ_KAFKA_CONFIG", "TENANTQ_DATABASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    security = {"security.protocol": "SASL_SSL", "sasl.password": "pw"}
+    (tmp_path / "state.json").write_text(
+        json.dumps({"kafka_bootstrap_servers": "127.0.0.1:1", "kafka_config": security})
+    )
+    assert Settings(dev_home=tmp_path).kafka_config == security
+    elsewhere = Settings(dev_home=tmp_path, kafka_bootstrap_servers="kafka.example:9092")
+    assert elsewhere.kafka_config == {}
+    own = Settings(dev_home=tmp_path, kafka_config={"client.id": "x"})
+    assert own.kafka_config == {"client.id": "x"}
+    assert "pw" not in repr(Settings(dev_home=tmp_path))
 
 
 def test_settings_default_to_localhost() -> None:
