@@ -150,7 +150,7 @@ jobs = Table(
         postgresql_where=text(f"state IN ({_leasable_list})"),
     ),
     # The leased jobs: by tenant, what a tenant runs now (the quota claim counts them, and
-    # stats); by owner, what a crashed worker held (migration 0012: the owner after the
+    # stats); by owner, what a crashed worker held (migration 0013: the owner after the
     # tenant, so that one index serves both and a claim enters one, not two).
     Index(
         "ix_tenantq_jobs_leased",

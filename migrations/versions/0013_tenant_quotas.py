@@ -11,8 +11,8 @@ tenant's live leases through it. It replaces the index by owner (``ix_tenantq_jo
 lease_owner``), whose statements (a crashed worker's leases) now find their rows through
 the owner as its last column; a claim enters one leased index, as before, not two.
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 Create Date: 2026-12-09 10:00:00
 """
 
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0012"
-down_revision: str | None = "0011"
+revision: str = "0013"
+down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
