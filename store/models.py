@@ -413,11 +413,12 @@ tenants = Table(
     ),
 )
 
-#: What the claim keeps of each limit's use (rows of workers, never of operators), one row
-#: per scope a limit applies to (a row of ``tenantq_tenants``, the defaults' tenant-wide one,
-#: a tenant's share of a fair queue): the limits the last claim applied, what it asked for and
-#: let start, and the state that carries from claim to claim. Every claim of a limited tenant
-#: updates the rows of its scopes under their row locks (``tenantq.store.quota_claim``).
+#: What the claim keeps of each cap's and rate's use (rows of workers, never of operators),
+#: one row per scope a cap or a rate applies to (a row of ``tenantq_tenants``, or the
+#: defaults' tenant-wide one): the limits the last claim applied, what it asked for and let
+#: start, and the state that carries from claim to claim. Every claim of a capped or paced
+#: tenant updates the rows of its scopes under their row locks
+#: (``tenantq.store.quota_claim``).
 tenant_usage = Table(
     "tenantq_tenant_usage",
     metadata,
@@ -434,7 +435,6 @@ tenant_usage = Table(
     Column("max_running", Integer, nullable=True),
     Column("rate", Double, nullable=True),
     Column("burst", Integer, nullable=True),
-    Column("weight", Integer, nullable=True),
     # At least as many of the scope's jobs as run now: raised by every start let through,
     # brought down to a count of the live leases when it leaves less room than wanted.
     Column("running_bound", Integer, nullable=True),
@@ -443,12 +443,6 @@ tenant_usage = Table(
     # GCRA: when the scope's next start is due at the steady rate; up to burst - 1 intervals
     # of it may be spent early.
     Column("rate_tat", DateTime(timezone=True), nullable=True),
-    # Starts divided by the weight, per (queue, tenant); a tenant further ahead of the slowest
-    # backlogged competitor (``floor_time``, as the last claim saw it) than a window waits.
-    Column("virtual_time", Double, nullable=False, server_default=text("0")),
-    Column("floor_time", Double, nullable=True),
-    # When a claim last found more of the tenant waiting than it let start (it competes).
-    Column("backlogged_at", DateTime(timezone=True), nullable=True),
     Column("throttled_at", DateTime(timezone=True), nullable=True),
     Column("throttled_reason", Text, nullable=True),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
@@ -458,4 +452,27 @@ tenant_usage = Table(
     CheckConstraint("running_bound >= 0", name="running_bound_not_negative"),
     CheckConstraint("counted >= 0", name="counted_not_negative"),
     CheckConstraint(f"throttled_reason IN ({_throttle_reasons})", name="throttled_reason_known"),
+)
+
+#: Each tenant's share of a fair queue (a queue where some tenant has a weight of its own):
+#: its virtual time (its starts divided by its weight), which every worker adds its starts to
+#: and reads the others' from, every tenth of a second (``tenantq.quotas.shares``).
+tenant_shares = Table(
+    "tenantq_tenant_shares",
+    metadata,
+    Column("deployment", Text, nullable=False),
+    Column("queue", Text, nullable=False),
+    Column("tenant_id", Text, nullable=False),
+    # The weight the last claim applied.
+    Column("weight", Integer, nullable=False),
+    Column("virtual_time", Double, nullable=False, server_default=text("0")),
+    # The slowest backlogged competitor's virtual time, as the last worker to write saw it.
+    Column("floor_time", Double, nullable=True),
+    # When a worker last held more of the tenant than it could start (it competes).
+    Column("backlogged_at", DateTime(timezone=True), nullable=True),
+    # When its share last held one of its jobs back.
+    Column("throttled_at", DateTime(timezone=True), nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("deployment", "queue", "tenant_id"),
+    CheckConstraint(f"weight BETWEEN 1 AND {MOST_WEIGHT}", name="weight_in_range"),
 )

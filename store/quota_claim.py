@@ -3,21 +3,20 @@ with the tenants' limits applied where the leases are taken, so that they hold a
 worker of the fleet at once.
 
 The limits of a job (tenant, queue, job type) are every row of ``tenantq_tenants`` of its
-tenant whose queue and job type match it ('*' matches any), the tenant-wide row taking the
-settings' defaults for what it leaves unset (a tenant without one has the defaults as its
-row), and, in a fair queue (one where some tenant has a weight), the tenant's share by weight.
-Each of these scopes has a usage row in ``tenantq_tenant_usage``. The claim upserts the usage
-rows of the batch's scopes in one fixed order (tenant, queue, job type; so two claims never
-deadlock), each under its row lock: a claim that waited for another's lock computes from the
-row that claim left, never from what its own snapshot saw. Per scope it lets start:
+tenant whose queue and job type match it ('*' matches any) and caps or paces it, the
+tenant-wide row taking the settings' defaults for what it leaves unset (a tenant without one
+has the defaults as its row).
+
+Caps and rates are exact. Each scope with one has a row in ``tenantq_tenant_usage``, which the
+claim upserts first, in one fixed order (tenant, queue, job type; two claims never deadlock),
+each under its row lock: a claim that waited for another's lock computes from the row that
+claim left, never from what its own snapshot saw. Per scope it lets start:
 
 - ``max_running``: the cap, less what runs: ``running_bound``, or a count of the scope's live
   leases (leased with ``lease_until`` ahead, whoever holds them: a dead worker's leases
   count until they are released or expire);
 - ``rate`` and ``burst``: GCRA, ``burst`` less the starts still owed at ``rate`` by the
-  scope's theoretical arrival time ``rate_tat``;
-- ``weight``: starts until the tenant's virtual time (starts / weight) is more than
-  ``fair_window`` ahead of the slowest backlogged competitor's (``floor_time``).
+  scope's theoretical arrival time ``rate_tat``.
 
 ``running_bound`` is never below what runs: every start the claim lets through raises it, and
 nothing else lowers it than a count. The count is made only where the bound leaves less room
@@ -25,24 +24,20 @@ than the batch wants (or there is no bound yet), so a tenant far from its cap co
 A count reads the statement's snapshot, taken before the row lock was granted: it is trusted
 only if no claim wrote the row in between (``claims`` unchanged), else the bound stands and
 the jobs it leaves out are asked for again shortly. A tenant under its cap thus costs one row
-update per claim; one at its cap, a count more.
+update per claim; one at its cap, a count more. The locks are held to the end of the claim:
+the claims of one capped or paced tenant take turns across the fleet (each waits for the one
+before it to commit).
 
-A batch's demand keys (tenant, queue, job type) share a scope's grant in the order of the keys,
-and a job starts if every scope of its key lets it (its place among the key's jobs is within
-the least of them). A scope that granted more than its keys could take from the others is
+Shares by weight are not applied here: they are proportions, not limits, decided by each
+worker before it claims (``tenantq.quotas.shares``).
+
+A batch's demand keys (tenant, queue, job type) share a limit's grant in the order of the
+keys, and a job starts if every limit of its key lets it (its place among the key's jobs is
+within the least of them). A cap or rate that granted more than its keys could take is
 charged all the same (its bound and rate run ahead, never behind). A job left out is not
 touched (no row, no attempt spent): it comes back with the limit that held it most and when to
 ask again (``retry_after``): until its next start is due for a rate, ``running_retry_seconds``
-for a cap (the worker asks sooner when a job of the tenant ends on it), ``fair_retry_seconds``
-for a share.
-
-Shares: a tenant competes for one ``competing_seconds`` after a claim found more of it waiting
-than it let start (the worker says so, ``backlogged``, or the share held it back), unless its
-own cap or rate held it back at its last claim (holding others back would not let it run more:
-it competes for nothing). A tenant that was not competing starts level with the slowest
-competitor: time it sat idle is no credit, and what it ran alone is no debt. The others'
-virtual times are read from the snapshot, without a lock: a share is a proportion, not a
-promise, and a claim that reads one a moment old errs by a batch.
+for a cap (the worker asks sooner when a job of the tenant ends on it).
 
 Every time is the statement's own (``statement_timestamp()``), never ``now()``: a rate's time
 set from a transaction's start would let the next claim start early.
@@ -68,7 +63,7 @@ _LIMITED_INPUT = _CLAIM_INPUT.format(
     columns=", demand_no, demand_rank",
 )
 
-_SCOPES = """,
+_DEMAND = """,
 clock AS MATERIALIZED (SELECT statement_timestamp() AS now),
 -- The batch's (tenant, queue, job type) of limited tenants, and how many jobs each has.
 demand AS (
@@ -85,12 +80,14 @@ tenant_rows AS MATERIALIZED (
     SELECT r.*
     FROM (SELECT DISTINCT tenant_id FROM demand) AS t
     CROSS JOIN LATERAL (
-        SELECT x.tenant_id, x.queue, x.job_type, x.max_running, x.rate, x.burst, x.weight
+        SELECT x.tenant_id, x.queue, x.job_type, x.max_running, x.rate, x.burst
         FROM tenantq_tenants x
         WHERE x.deployment = %(deployment)b AND x.tenant_id = t.tenant_id
         OFFSET 0
     ) AS r
-),
+),"""
+
+_CAPS_AND_RATES = """
 -- Caps and rates: the tenant-wide row (its unset limits, or all of them without a row, are
 -- the defaults) and the narrower rows.
 limiting AS (
@@ -107,38 +104,21 @@ limiting AS (
     WHERE (r.queue <> '*' OR r.job_type <> '*')
       AND (r.max_running IS NOT NULL OR r.rate IS NOT NULL)
 ),
--- Shares: each tenant of a fair queue, with its weight there.
-sharing AS (
-    SELECT k.tenant_id, k.queue, '*'::text AS job_type,
-           coalesce(rq.weight, rt.weight, %(default_weight)b::int) AS weight
-    FROM (SELECT DISTINCT tenant_id, queue FROM demand
-          WHERE queue = ANY(%(fair_queues)b::text[])) AS k
-    LEFT JOIN tenant_rows rq
-      ON rq.tenant_id = k.tenant_id AND rq.queue = k.queue AND rq.job_type = '*'
-    LEFT JOIN tenant_rows rt
-      ON rt.tenant_id = k.tenant_id AND rt.queue = '*' AND rt.job_type = '*'
-),
-scopes AS (
-    SELECT coalesce(l.tenant_id, s.tenant_id) AS tenant_id, coalesce(l.queue, s.queue) AS queue,
-           coalesce(l.job_type, s.job_type) AS job_type, l.max_running, l.rate, l.burst,
-           s.weight
-    FROM (SELECT * FROM limiting WHERE max_running IS NOT NULL OR rate IS NOT NULL) AS l
-    FULL JOIN sharing s
-      ON s.tenant_id = l.tenant_id AND s.queue = l.queue AND s.job_type = l.job_type
-),
 wanting AS (
-    SELECT s.tenant_id, s.queue, s.job_type, s.max_running, s.rate, s.burst, s.weight,
+    SELECT l.tenant_id, l.queue, l.job_type, l.max_running, l.rate, l.burst,
            sum(d.wanted)::int AS wanted
-    FROM scopes s
+    FROM limiting l
     JOIN demand d
-      ON d.tenant_id = s.tenant_id AND s.queue IN ('*', d.queue)
-     AND s.job_type IN ('*', d.job_type)
-    GROUP BY 1, 2, 3, 4, 5, 6, 7
+      ON d.tenant_id = l.tenant_id AND l.queue IN ('*', d.queue)
+     AND l.job_type IN ('*', d.job_type)
+    WHERE l.max_running IS NOT NULL OR l.rate IS NOT NULL
+    GROUP BY 1, 2, 3, 4, 5, 6
 ),
--- With its usage row as this statement's snapshot has it (read without a lock), and the
--- live leases counted where its bound leaves less room than wanted.
-seen AS (
-    SELECT w.*, u.claims,
+-- Each cap's and rate's row as this statement's snapshot has it (read without a lock), and
+-- the live leases counted where its bound leaves less room than wanted: the usage row each
+-- would be given if it had none. The upsert reads them again as ``excluded`` when it has.
+proposed AS (
+    SELECT w.*, coalesce(u.claims, 0) + 1 AS claims,
            CASE WHEN w.max_running IS NOT NULL
                      AND (u.running_bound IS NULL OR u.running_bound + w.wanted > w.max_running)
            THEN (
@@ -161,57 +141,6 @@ seen AS (
           AND x.job_type = w.job_type
         OFFSET 0
     ) AS u ON true
-),
--- The backlogged tenants of each fair queue, slowest first: the two slowest name every
--- tenant's slowest competitor.
-slowest AS (
-    SELECT ranked.queue, ranked.tenant_id, ranked.virtual_time, ranked.place
-    FROM (
-        SELECT u.queue, u.tenant_id, u.virtual_time,
-               row_number() OVER (PARTITION BY u.queue
-                                  ORDER BY u.virtual_time, u.tenant_id COLLATE "C") AS place
-        FROM tenantq_tenant_usage u CROSS JOIN clock c
-        WHERE u.deployment = %(deployment)b
-          AND u.queue IN (SELECT queue FROM seen WHERE weight IS NOT NULL)
-          AND u.job_type = '*'
-          AND u.backlogged_at > c.now - make_interval(secs => %(competing_seconds)b)
-    ) AS ranked
-    WHERE ranked.place <= 2
-),
-backlogged AS (
-    SELECT DISTINCT b.queue, b.tenant_id
-    FROM unnest(%(backlogged_queues)b::text[], %(backlogged_tenants)b::text[])
-        AS b(queue, tenant_id)
-),
--- The usage row each scope would be given if it had none: its limits and demand, what was
--- counted, the claims the snapshot saw plus this one, the slowest competitor's virtual time,
--- and whether the worker has more of the tenant waiting. The upsert reads them again as
--- ``excluded`` when the row is there.
-proposed AS (
-    SELECT s.tenant_id, s.queue, s.job_type, s.wanted, s.max_running, s.rate, s.burst,
-           s.weight, s.counted, coalesce(s.claims, 0) + 1 AS claims,
-           level.virtual_time AS floor_time,
-           CASE WHEN s.weight IS NOT NULL
-                     AND EXISTS (
-                         SELECT 1 FROM backlogged b
-                         WHERE b.queue = s.queue AND b.tenant_id = s.tenant_id OFFSET 0)
-                     -- Held back by its own cap or rate at its last claim: it competes for
-                     -- nothing (holding others back would not let it run more).
-                     AND NOT EXISTS (
-                         SELECT 1 FROM tenantq_tenant_usage o
-                         WHERE o.deployment = %(deployment)b AND o.queue IN ('*', s.queue)
-                           AND o.tenant_id = s.tenant_id AND o.granted < o.wanted
-                           AND o.throttled_reason IN ('max_running', 'rate')
-                           AND o.throttled_at > statement_timestamp()
-                               - make_interval(secs => %(competing_seconds)b)
-                         OFFSET 0)
-                THEN statement_timestamp() END AS backlogged_at
-    FROM seen s
-    LEFT JOIN LATERAL (
-        SELECT f.virtual_time FROM slowest f
-        WHERE s.weight IS NOT NULL AND f.queue = s.queue AND f.tenant_id <> s.tenant_id
-        ORDER BY f.place LIMIT 1
-    ) AS level ON true
 ),"""
 
 _USAGE_COLUMNS = (
@@ -221,13 +150,9 @@ _USAGE_COLUMNS = (
     "max_running",
     "rate",
     "burst",
-    "weight",
     "running_bound",
     "counted",
     "rate_tat",
-    "virtual_time",
-    "floor_time",
-    "backlogged_at",
     "throttled_at",
     "throttled_reason",
     "updated_at",
@@ -245,28 +170,26 @@ def _usage_after(given: str, was: dict[str, str]) -> list[str]:
         f"CASE WHEN {given}.max_running IS NOT NULL THEN greatest({given}.max_running"
         f" - coalesce({running_now}, {given}.max_running), 0) END"
     )
+    # A rate or burst changed since the last claim: a time owed further ahead than a full
+    # burst of the new one (left by a slower rate) is brought back to one. Never otherwise:
+    # this claim's clock may be older than the claim that set the time (it waited for the
+    # lock), and bringing the time back by its clock would hand out starts twice.
+    rate_tat = (
+        f"CASE WHEN {was['rate_tat']} IS NOT NULL AND ({was['rate']} IS DISTINCT FROM"
+        f" {given}.rate OR {was['burst']} IS DISTINCT FROM {given}.burst)"
+        f" THEN least({was['rate_tat']}, {now} + make_interval(secs => {given}.burst"
+        f" / {given}.rate)) ELSE {was['rate_tat']} END"
+    )
     rate_room = (
         f"CASE WHEN {given}.rate IS NOT NULL THEN floor({given}.burst - least(coalesce("
-        f"greatest(extract(epoch FROM {was['rate_tat']} - {now})::float8, 0), 0)"
+        f"greatest(extract(epoch FROM {rate_tat} - {now})::float8, 0), 0)"
         f" * {given}.rate, {given}.burst) + 1e-9) END"
     )
-    # Not competing: level with the slowest (idle time is no credit, running alone no debt).
-    start_time = (
-        f"CASE WHEN {given}.floor_time IS NULL OR {was['competing']}"
-        f" THEN coalesce({was['virtual_time']}, 0) ELSE {given}.floor_time END"
-    )
-    fair_room = (
-        f"CASE WHEN {given}.weight IS NOT NULL AND {given}.floor_time IS NOT NULL"
-        f" THEN greatest(floor(({given}.floor_time + %(fair_window)b - {start_time})"
-        f" * {given}.weight) + 1, 0) END"
-    )
-    granted = f"least({given}.wanted, {cap_room}, {rate_room}, {fair_room})::int"
+    granted = f"least({given}.wanted, {cap_room}, {rate_room})::int"
     held = f"{granted} < {given}.wanted"
     reason = (
-        f"CASE WHEN ({cap_room}) <= coalesce({rate_room}, {cap_room})"
-        f" AND ({cap_room}) <= coalesce({fair_room}, {cap_room}) THEN 'max_running'"
-        f" WHEN ({rate_room}) <= coalesce({fair_room}, {rate_room}) THEN 'rate'"
-        f" ELSE 'weight' END"
+        f"CASE WHEN ({cap_room}) <= coalesce({rate_room}, {cap_room}) THEN 'max_running'"
+        f" ELSE 'rate' END"
     )
     return [
         was["claims_after"],
@@ -275,16 +198,10 @@ def _usage_after(given: str, was: dict[str, str]) -> list[str]:
         f"{given}.max_running",
         f"{given}.rate",
         f"{given}.burst",
-        f"{given}.weight",
         f"CASE WHEN {given}.max_running IS NOT NULL THEN {running_now} + {granted} END",
         f"{given}.counted",
-        f"CASE WHEN {given}.rate IS NOT NULL THEN greatest(least(coalesce({was['rate_tat']},"
-        f" {now}), {now} + make_interval(secs => {given}.burst / {given}.rate)), {now})"
+        f"CASE WHEN {given}.rate IS NOT NULL THEN greatest({rate_tat}, {now})"
         f" + make_interval(secs => {granted} / {given}.rate) END",
-        f"CASE WHEN {given}.weight IS NOT NULL THEN ({start_time}) + ({granted})::float8"
-        f" / {given}.weight ELSE coalesce({was['virtual_time']}, 0) END",
-        f"{given}.floor_time",
-        was["backlogged_at"].format(fair_room=fair_room, wanted=f"{given}.wanted", now=now),
         f"CASE WHEN {held} THEN {now} ELSE {was['throttled_at']} END",
         f"CASE WHEN {held} THEN {reason} ELSE {was['throttled_reason']} END",
         now,
@@ -292,17 +209,14 @@ def _usage_after(given: str, was: dict[str, str]) -> list[str]:
 
 
 #: A new row: nothing was; a count made without a row to lock is trusted (no claim of the
-#: scope has written one, or the insert would meet it and update it instead). A new fair
-#: row's claim does not mark the tenant backlogged for what its share held back: the next
-#: claim will, if it still is.
+#: scope has written one, or the insert would meet it and update it instead).
 _NEW_ROW = {
     "claims_after": "p.claims",
+    "rate": "NULL::float8",
+    "burst": "NULL::int",
     "running_bound": "NULL::int",
     "trusted_count": "p.counted",
     "rate_tat": "NULL::timestamptz",
-    "virtual_time": "NULL::float8",
-    "competing": "false",
-    "backlogged_at": "p.backlogged_at",
     "throttled_at": "NULL::timestamptz",
     "throttled_reason": "NULL::text",
 }
@@ -312,18 +226,11 @@ _NEW_ROW = {
 #: one).
 _LOCKED_ROW = {
     "claims_after": "u.claims + 1",
+    "rate": "u.rate",
+    "burst": "u.burst",
     "running_bound": "u.running_bound",
     "trusted_count": "CASE WHEN u.claims + 1 = excluded.claims THEN excluded.counted END",
     "rate_tat": "u.rate_tat",
-    "virtual_time": "u.virtual_time",
-    "competing": (
-        "coalesce(u.backlogged_at > statement_timestamp()"
-        " - make_interval(secs => %(competing_seconds)b), false)"
-    ),
-    "backlogged_at": (
-        "CASE WHEN excluded.backlogged_at IS NOT NULL OR {fair_room} < {wanted} THEN {now}"
-        " ELSE u.backlogged_at END"
-    ),
     "throttled_at": "u.throttled_at",
     "throttled_reason": "u.throttled_reason",
 }
@@ -354,23 +261,26 @@ _CHARGE = (
     + """
     RETURNING u.queue, u.tenant_id, u.job_type, u.wanted, u.granted, u.throttled_reason,
               u.rate, u.burst, u.rate_tat
-),
--- What each scope lets each demand key it covers start: its grant, less what the keys
--- before it take.
-shares AS (
-    SELECT d.demand_no, u.throttled_reason AS reason, u.rate, u.burst, u.rate_tat,
-           greatest(u.granted - (sum(d.wanted) OVER (
-               PARTITION BY u.queue COLLATE "C", u.tenant_id COLLATE "C",
-                            u.job_type COLLATE "C"
+),"""
+)
+
+_GRANTS = """
+-- What each cap or rate lets each demand key it covers start: its grant (its row under its
+-- lock), less what the keys before it take.
+portions AS (
+    SELECT d.demand_no, l.throttled_reason AS reason, l.rate, l.burst, l.rate_tat,
+           greatest(l.granted - (sum(d.wanted) OVER (
+               PARTITION BY l.queue COLLATE "C", l.tenant_id COLLATE "C",
+                            l.job_type COLLATE "C"
                ORDER BY d.demand_no) - d.wanted), 0) AS room_left
-    FROM usage u
+    FROM usage l
     JOIN demand d
-      ON d.tenant_id = u.tenant_id AND u.queue IN ('*', d.queue)
-     AND u.job_type IN ('*', d.job_type)
+      ON d.tenant_id = l.tenant_id AND l.queue IN ('*', d.queue)
+     AND l.job_type IN ('*', d.job_type)
 ),
 allowed AS (
-    SELECT d.demand_no, d.wanted, least(d.wanted, min(s.room_left))::int AS admit
-    FROM demand d LEFT JOIN shares s USING (demand_no)
+    SELECT d.demand_no, d.wanted, least(d.wanted, min(p.room_left))::int AS admit
+    FROM demand d LEFT JOIN portions p USING (demand_no)
     GROUP BY d.demand_no, d.wanted
 ),
 admits AS MATERIALIZED (
@@ -381,22 +291,19 @@ admitted AS (
     WHERE i.demand_no IS NULL OR i.demand_rank <= (SELECT admit FROM admits)[i.demand_no]
 ),
 leased AS ("""
-)
 
 _ANSWER = """
-),
 -- How long each held-back demand key waits: the longest of the limits that hold it back.
 waits AS (
     SELECT a.demand_no, a.admit,
-           (array_agg(s.reason ORDER BY s.room_left, s.reason))[1] AS reason,
-           max(CASE s.reason
-                   WHEN 'rate' THEN greatest(extract(epoch FROM s.rate_tat - c.now)::float8
-                                             - (s.burst - 1) / s.rate, 0)
-                   WHEN 'max_running' THEN %(running_retry_seconds)b::float8
-                   ELSE %(fair_retry_seconds)b::float8 END) AS retry_after
+           (array_agg(p.reason ORDER BY p.room_left, p.reason))[1] AS reason,
+           max(CASE p.reason
+                   WHEN 'rate' THEN greatest(extract(epoch FROM p.rate_tat - c.now)::float8
+                                             - (p.burst - 1) / p.rate, 0)
+                   ELSE %(running_retry_seconds)b::float8 END) AS retry_after
     FROM allowed a
     CROSS JOIN clock c
-    JOIN shares s ON s.demand_no = a.demand_no AND s.room_left < a.wanted
+    JOIN portions p ON p.demand_no = a.demand_no AND p.room_left < a.wanted
     WHERE a.admit < a.wanted
     GROUP BY a.demand_no, a.admit
 )
@@ -414,34 +321,31 @@ JOIN waits w ON w.demand_no = g.demand_no AND g.demand_rank > w.admit
 #: left waiting: its id, the limit that held it (``reason``) and ``retry_after`` seconds, the
 #: rest NULL.
 JOB_CLAIM_BATCH_LIMITED = (
-    "WITH" + _LIMITED_INPUT + _SCOPES + _CHARGE + _CLAIM_LEASE.format(rows="admitted") + _ANSWER
+    "WITH"
+    + _LIMITED_INPUT
+    + _DEMAND
+    + _CAPS_AND_RATES
+    + _CHARGE
+    + _GRANTS
+    + _CLAIM_LEASE.format(rows="admitted")
+    + "\n),"
+    + _ANSWER
 )
 
 
 @dataclass(frozen=True, slots=True)
 class ClaimQuotas:
-    """What a claim needs to apply the limits (``JOB_CLAIM_BATCH_LIMITED``'s parameters).
-
-    ``limited_tenants``: the tenants whose limits apply (the worker's copy of the table says
-    which: every tenant with a row that caps or paces it, every tenant under default limits,
-    every tenant of a fair queue). ``fair_queues``: the queues where some tenant has a weight
-    of its own. ``backlogged``: (queue, tenant) of which the worker holds more than it asks
-    for now. The defaults are the settings' ``tenant_defaults``."""
+    """What a claim needs to apply the caps and rates (``JOB_CLAIM_BATCH_LIMITED``'s
+    parameters): the tenants they apply to (the worker's copy of the table says which: every
+    tenant with a row that caps or paces it, every tenant when the defaults do), and the
+    settings' ``tenant_defaults``."""
 
     limited_tenants: frozenset[str] | set[str]
-    fair_queues: tuple[str, ...] = ()
-    backlogged: tuple[tuple[str, str], ...] = ()
     default_max_running: int | None = None
     default_rate: float | None = None
     default_burst: int | None = None
-    default_weight: int = 1
-    #: How far (in starts of weight 1) a tenant may run ahead of its slowest competitor.
-    fair_window: float = 4.0
-    #: How long a tenant found backlogged stays a competitor.
-    competing_seconds: float = 1.0
-    #: When to ask again for a job left waiting by a cap or by a share.
+    #: When to ask again for a job left waiting by a cap.
     running_retry_seconds: float = 0.25
-    fair_retry_seconds: float = 0.1
 
     def parameters(self, requests: Sequence[ClaimRequest]) -> dict[str, Any]:
         """The statement's parameters for the batch ``requests`` (the job rows' own arrays
@@ -466,7 +370,6 @@ class ClaimQuotas:
             counts[number - 1] += 1
             numbers.append(number)
             ranks.append(counts[number - 1])
-        queues, tenants = zip(*self.backlogged, strict=True) if self.backlogged else ((), ())
         return {
             "demand_nos": BigintArray(numbers),
             "demand_ranks": BigintArray(ranks),
@@ -474,17 +377,10 @@ class ClaimQuotas:
             "demand_queues": TextArray([queue for _, queue, _ in keys]),
             "demand_job_types": TextArray([job_type for _, _, job_type in keys]),
             "demand_counts": BigintArray(counts),
-            "fair_queues": TextArray(list(self.fair_queues)),
-            "backlogged_queues": TextArray(list(queues)),
-            "backlogged_tenants": TextArray(list(tenants)),
             "default_max_running": self.default_max_running,
             "default_rate": self.default_rate,
             "default_burst": self.default_burst,
-            "default_weight": self.default_weight,
-            "fair_window": float(self.fair_window),
-            "competing_seconds": float(self.competing_seconds),
             "running_retry_seconds": float(self.running_retry_seconds),
-            "fair_retry_seconds": float(self.fair_retry_seconds),
         }
 
 

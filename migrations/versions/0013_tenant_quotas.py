@@ -1,10 +1,11 @@
-"""tenant quotas: tenantq_tenants (operators' limits) and tenantq_tenant_usage (the claim's)
+"""tenant quotas: tenantq_tenants (operators' limits), tenantq_tenant_usage and _shares (the claim's)
 
 A tenant's running cap, start rate and weight live in ``tenantq_tenants``, one row per
 (deployment, tenant, queue or '*', job type or '*'), with a CHECK for each bound. The claim
-enforces them where leases are taken, across every worker: it locks the tenant's row of
-``tenantq_tenant_usage`` (created on first use), counts what the tenant runs now, and keeps
-there the start rate's GCRA time and the tenant's virtual time per queue (shares by weight).
+enforces them where leases are taken, across every worker: per cap or rate it updates a row
+of ``tenantq_tenant_usage`` under its lock (what may run, by a bound counted down to the live
+leases when needed, and the start rate's GCRA time); per tenant of a queue shared by weight, a
+row of ``tenantq_tenant_shares`` (its virtual time).
 
 The leased jobs' index leads with the tenant after the deployment: the claim counts a
 tenant's live leases through it. It replaces the index by owner (``ix_tenantq_jobs_
@@ -32,6 +33,7 @@ JOBS = "tenantq_jobs"
 LEASED = "state = 'leased'"
 TENANTS = "tenantq_tenants"
 USAGE = "tenantq_tenant_usage"
+SHARES = "tenantq_tenant_shares"
 
 # The bounds as they are today, written out: a migration must build the same table however
 # the code's constants move later.
@@ -107,13 +109,9 @@ def upgrade() -> None:
         sa.Column("max_running", sa.Integer(), nullable=True),
         sa.Column("rate", sa.Double(), nullable=True),
         sa.Column("burst", sa.Integer(), nullable=True),
-        sa.Column("weight", sa.Integer(), nullable=True),
         sa.Column("running_bound", sa.Integer(), nullable=True),
         sa.Column("counted", sa.Integer(), nullable=True),
         sa.Column("rate_tat", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("virtual_time", sa.Double(), server_default=sa.text("0"), nullable=False),
-        sa.Column("floor_time", sa.Double(), nullable=True),
-        sa.Column("backlogged_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("throttled_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("throttled_reason", sa.Text(), nullable=True),
         sa.Column(
@@ -141,6 +139,29 @@ def upgrade() -> None:
             "deployment", "queue", "tenant_id", "job_type", name=op.f("pk_tenantq_tenant_usage")
         ),
     )
+    op.create_table(
+        SHARES,
+        sa.Column("deployment", sa.Text(), nullable=False),
+        sa.Column("queue", sa.Text(), nullable=False),
+        sa.Column("tenant_id", sa.Text(), nullable=False),
+        sa.Column("weight", sa.Integer(), nullable=False),
+        sa.Column("virtual_time", sa.Double(), server_default=sa.text("0"), nullable=False),
+        sa.Column("floor_time", sa.Double(), nullable=True),
+        sa.Column("backlogged_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("throttled_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column(
+            "updated_at",
+            sa.DateTime(timezone=True),
+            server_default=sa.text("now()"),
+            nullable=False,
+        ),
+        sa.CheckConstraint(
+            "weight BETWEEN 1 AND 1000", name=op.f("ck_tenantq_tenant_shares_weight_in_range")
+        ),
+        sa.PrimaryKeyConstraint(
+            "deployment", "queue", "tenant_id", name=op.f("pk_tenantq_tenant_shares")
+        ),
+    )
     op.drop_index("ix_tenantq_jobs_lease_owner", table_name=JOBS)
     op.create_index(
         "ix_tenantq_jobs_leased",
@@ -158,5 +179,6 @@ def downgrade() -> None:
         ["deployment", "lease_owner"],
         postgresql_where=sa.text(LEASED),
     )
+    op.drop_table(SHARES)
     op.drop_table(USAGE)
     op.drop_table(TENANTS)
