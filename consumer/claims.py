@@ -195,7 +195,7 @@ class Claims:
             return []
         leases = answer.leases
         statuses = answer.statuses
-        throttles = answer.throttles
+        throttled = answer.throttles
         refused = {request.job_id: reason for request, reason in operation.refused}
         claimed = []
         rest = []
@@ -203,7 +203,7 @@ class Claims:
         for item in items:
             lease = leases.get(item.job_id)
             if lease is None:
-                throttle = throttles.get(item.job_id) if throttles else None
+                throttle = throttled.get(item.job_id) if throttled else None
                 if throttle is not None:
                     held_back.append((item, throttle))
                 elif item.job_id not in refused:
@@ -215,15 +215,19 @@ class Claims:
                 self._events.lease_takeover(item.queue)
             claimed.append(item)
         self._hold(claimed)
-        if held_back or len(self._throttles):
-            self._throttles.hold(held_back)
+        throttles = self._throttles
+        if held_back or len(throttles):
+            throttles.hold(held_back)
+            again = {id(item) for item, _ in held_back}
+            # Held back before, leased or sorted out now: back in their windows.
+            throttles.let_go(item for item in items if item.held_back and id(item) not in again)
             # Tenants held back before whose jobs all went through: the next ones follow.
             stopped = {(item.queue, item.tenant_id) for item, _ in held_back}
-            self._throttles.let_through(
+            throttles.let_through(
                 {
                     key
                     for key in ((item.queue, item.tenant_id) for item in claimed)
-                    if key not in stopped and self._throttles.is_held(key)
+                    if key not in stopped and throttles.is_held(key)
                 }
             )
         if refused:
@@ -362,6 +366,7 @@ class Claims:
 
     def drop_parked(self, predicate: Callable[[WorkItem], bool]) -> None:
         """Forget the parked items that match (their partition was given up)."""
+        self._throttles.let_go(item for item in self.parked if predicate(item))
         self.parked = [item for item in self.parked if not predicate(item)]
 
 

@@ -16,8 +16,9 @@ spin on it. A tenant's jobs go back to dispatch a few at a time (``RELEASED_AT_O
 
 Their messages stay unfinished: a partition's commit waits at the first of them, as it does
 for any job not yet done, while the jobs after it run. They leave their partition's read-ahead
-window while they wait here (``Partitions.hold_back``, up to a window's worth more per
-partition), so the messages of the other tenants behind them are read on. A tenant with a
+window from the first time they are held back until they are leased or let go
+(``Partitions.hold_back``, up to a window's worth more per partition), so the messages of the
+other tenants behind them are read on. A tenant with a
 large backlog held back is what the hot lane moves out of a shared partition
 (``tenantq.consumer.hot_lane``): its jobs held here go to the lane with the rest.
 
@@ -118,9 +119,13 @@ class Throttles:
             fresh = held.held_back == 0
             items = held.items
             # Parked ahead of what waits here already: they are the oldest asked for.
+            fresh_items = []
             for item, _ in reversed(pairs):
                 items.appendleft(item)
-            self._held_back([item for item, _ in pairs], 1)
+                if not item.held_back:
+                    item.held_back = True
+                    fresh_items.append(item)
+            self._held_back(fresh_items, 1)
             self._count += len(pairs)
             wait = max(LEAST_WAIT_SECONDS, min(throttle.retry_after for _, throttle in pairs))
             held.reason = pairs[0][1].reason
@@ -211,8 +216,16 @@ class Throttles:
                 (taken if which(item) else kept).append(item)
             held.items = kept
         self._count -= len(taken)
-        self._held_back(taken, -1)
+        self.let_go(taken)
         return taken
+
+    def let_go(self, items: Iterable[WorkItem]) -> None:
+        """These items leave the worker's hands held back (leased, done, given up): their
+        messages count in their windows again."""
+        gone = [item for item in items if item.held_back]
+        for item in gone:
+            item.held_back = False
+        self._held_back(gone, -1)
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -225,7 +238,8 @@ class Throttles:
         released: list[WorkItem] = []
         while items and len(released) < count:
             released.append(items.popleft())
-        self._held_back(released, -1)
+        # They stay out of their windows until their claim answers (``let_go``): a window
+        # that took them back on every ask would pause and resume its partition each time.
         for item in released:
             self._push(item)
         self._count -= len(released)

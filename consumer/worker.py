@@ -437,7 +437,9 @@ class Worker:
             return (item.queue, item.tenant_id) in tenants and item.tier is None and not item.lane
 
         # Held back by a limit or not: every job of theirs read here and not claimed.
-        self._intake.divert(self._dispatcher.remove(moving) + self._throttles.take(moving))
+        waiting = self._dispatcher.remove(moving)
+        self._throttles.let_go(waiting)
+        self._intake.divert(waiting + self._throttles.take(moving))
 
     def _apply_answers(self) -> None:
         """Hand what the ledger's lanes answered to the part that asked."""
@@ -467,7 +469,7 @@ class Worker:
         self._claims.drop_parked(which)
         self._throttles.take(which)
         self._intake.drop_waiting(keys)
-        self._dispatcher.remove(which)
+        self._throttles.let_go(self._dispatcher.remove(which))
         self._starter.give_back_ready(which, reason)
 
     def _close(self) -> None:

@@ -39,15 +39,17 @@ class Attempt:
 
 
 def read_attempts(folder: Path) -> list[Attempt]:
-    """Every attempt noted in ``folder`` (a file per handler process)."""
-    attempts: dict[tuple[str, int], Attempt] = {}
+    """Every attempt noted in ``folder`` (a file per handler process). An attempt run again
+    under the same number (its process died: the crash gives the attempt back) is a run of
+    its own, in another process's file."""
+    attempts: dict[tuple[str, str, int], Attempt] = {}
     for path in sorted(folder.glob("*.txt")):
         for line in path.read_text().splitlines():
             parts = line.split()
             if len(parts) != 5:
                 continue  # a line cut short by a kill
             kind, job_id, attempt, tenant, at = parts
-            key = (job_id, int(attempt))
+            key = (path.stem, job_id, int(attempt))
             if kind == "b":
                 attempts[key] = Attempt(job_id, int(attempt), tenant, float(at))
             elif kind == "e" and key in attempts:

@@ -20,8 +20,9 @@ tenants' jobs wait together. The workers are stopped (SIGTERM) once every job su
 | weights  | heavy: --weight 4 (light: 1)    | 3,000 of 50 ms each                           |
 | crash    | capped: --max-running 5         | 200 of 2 s; a member running some is killed   |
 |          |                                 | with SIGKILL once the tenant is at its cap    |
-| backlog  | capped: --max-running 5         | 10,000 of 1 s; the workers' CPU is sampled    |
-|          |                                 | while the backlog waits, and with no job      |
+| backlog  | capped: --max-running 5         | 5 of 90 s, the workers' CPU sampled; then     |
+|          |                                 | 10,000 more of 90 s (held back: the cap is    |
+|          |                                 | reached), the CPU sampled again               |
 
 Writes ``report.md``, ``summary.json`` and the plots (running against the cap, starts per
 second against the rate, shares against the weights) to ``--report-dir`` (default
@@ -163,6 +164,8 @@ class Run:
         )
         self.url = psycopg_url(self.settings.require_database_url())
         self.killed_at: float | None = None
+        #: (member pid, the tenant's attempts its handler process ran) of the member killed.
+        self.killed: tuple[int, int] | None = None
         self.cpu: dict[str, float] = {}
 
     def environment(self) -> dict[str, str]:
@@ -216,6 +219,14 @@ class Run:
                 self.warm_up(connection)
                 if self.scenario.name == "backlog":
                     self.cpu["idle_cores"] = sample_cpu(workers, CPU_SECONDS)
+                    # The same five running, with nothing waiting: what the backlog adds to.
+                    first = [
+                        EnqueueRequest(JOB_TYPE, "capped", {"ms": 90_000.0}, queue=self.queue)
+                        for _ in range(5)
+                    ]
+                    self.enqueue(first)
+                    time.sleep(5.0)
+                    self.cpu["five_running_cores"] = sample_cpu(workers, CPU_SECONDS)
                 self.enqueue(self.requests())
                 self.wait(connection, workers)
         finally:
@@ -268,7 +279,7 @@ class Run:
         deadline = time.monotonic() + RUN_TIMEOUT
         if self.scenario.name == "backlog":
             time.sleep(10.0)  # the backlog is read and held back
-            self.cpu["backlog_cores"] = sample_cpu(workers, CPU_SECONDS)
+            self.cpu["five_running_backlog_waiting_cores"] = sample_cpu(workers, CPU_SECONDS)
             return
         while time.monotonic() < deadline:
             if self.scenario.name == "crash" and self.killed_at is None:
@@ -279,32 +290,33 @@ class Run:
         raise RuntimeError(f"the {total} jobs did not all succeed in {RUN_TIMEOUT:g}s")
 
     def kill_at_cap(self, workers: list[Worker]) -> None:
-        """Once the tenant runs at its cap, SIGKILL a member whose handler process runs one
+        """Once the tenant runs at its cap, SIGKILL a member whose handler process runs some
         of its attempts."""
         cap = self.scenario.limits["capped"]["max_running"]
-        open_attempts: dict[str, int] = {}
+        running: dict[int, int] = {}
         for path in self.records.glob("*.txt"):
             began, ended = set(), set()
             for line in path.read_text().splitlines():
                 parts = line.split()
-                if len(parts) == 5:
+                if len(parts) == 5 and parts[3] == "capped":
                     (began if parts[0] == "b" else ended).add(parts[1])
             if began - ended:
-                open_attempts[path.stem] = len(began - ended)
-        if sum(open_attempts.values()) < cap:
+                running[int(path.stem)] = len(began - ended)
+        if sum(running.values()) < cap:
             return
-        handler = int(max(open_attempts, key=lambda pid: open_attempts[pid]))
         members = {
-            pid: parent
+            handler: member
             for worker in workers
-            for parent in children(worker.process.pid)
-            for pid in children(parent)
+            for member in children(worker.process.pid)
+            for handler in children(member)
         }
-        member = members.get(handler)
-        if member is None or "--member" not in command_line(member):
-            return
-        os.kill(member, signal.SIGKILL)
-        self.killed_at = time.time()
+        for handler in sorted(running, key=lambda pid: -running[pid]):
+            member = members.get(handler)
+            if member is not None and "--member" in command_line(member):
+                os.kill(member, signal.SIGKILL)
+                self.killed_at = time.time()
+                self.killed = (member, running[handler])
+                return
 
     def figures(self) -> report.Figures:
         attempts = report.read_attempts(self.records)
@@ -342,6 +354,8 @@ class Run:
             assert self.killed_at is not None, "no member was killed"
             lease = self.settings.worker.lease_seconds
             figures = report.crash_figures(attempts, "capped", cap, self.killed_at, lease)
+            assert self.killed is not None
+            figures.numbers["member_killed_running"] = self.killed[1]
             if plots is not None:
                 steps = report.running_steps(attempts, "capped", self.killed_at)
                 origin = attempts[0].began if attempts else 0.0
