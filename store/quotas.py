@@ -112,6 +112,22 @@ LEFT JOIN LATERAL (
 """
 
 
+#: Per tenant with a row of its own: its live leases (any queue, any job type) and its
+#: tenant-wide cap, busiest first (the metrics' ``tenantq_tenant_running``).
+TENANT_RUNNING_LIMITED = """
+SELECT r.tenant_id,
+       max(r.max_running) FILTER (WHERE r.queue = '*' AND r.job_type = '*') AS max_running,
+       (SELECT count(*) FROM tenantq_jobs j
+        WHERE j.deployment = %(deployment)s AND j.tenant_id = r.tenant_id
+          AND j.state = 'leased' AND j.lease_until > now()) AS running
+FROM tenantq_tenants r
+WHERE r.deployment = %(deployment)s
+GROUP BY r.tenant_id
+ORDER BY running DESC, r.tenant_id
+LIMIT %(limit)s
+"""
+
+
 @dataclass(frozen=True)
 class TenantLimit:
     """One row of ``tenantq_tenants``: the limits of a tenant's jobs of ``queue`` and
@@ -260,3 +276,25 @@ def tenants_changed(cursor: psycopg.Cursor[Any], deployment: str) -> None:
     """Tell the listeners (the workers' ``QuotaWatcher``) that ``deployment``'s limits
     changed; sent when the transaction commits."""
     cursor.execute(TENANTS_CHANGED, {"deployment": deployment})
+
+
+@dataclass(frozen=True)
+class TenantRunning:
+    """A tenant with limits of its own: its live leases now and its tenant-wide cap."""
+
+    tenant_id: str
+    running: int
+    max_running: int | None
+
+
+def tenant_running_limited(
+    connection: DeploymentConnection, *, limit: int = 10_000
+) -> list[TenantRunning]:
+    """The tenants with a row (the first ``limit``, busiest first): live leases, cap."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            TENANT_RUNNING_LIMITED, {"deployment": connection.deployment, "limit": limit}
+        )
+        return [
+            TenantRunning(tenant, int(running), cap) for tenant, cap, running in cursor.fetchall()
+        ]
