@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
-from web_console import console_settings, csrf_of, sign_in
+from web_console import console_settings, sign_in
 
 import tenantq
 from tenantq.cli import app as cli
