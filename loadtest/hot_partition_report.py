@@ -613,7 +613,8 @@ def write_report(
         "# tenantq hot-partition load test",
         "",
         f"{meta['started']}; tenantq at `{meta['revision']}`; Kafka {meta['kafka']}; "
-        f"seed {meta['seed']}. {meta['machine']}",
+        f"seed {meta['seed']}; producers: {meta.get('producers', 'one per class')}. "
+        f"{meta['machine']}",
         "",
         "| | " + " | ".join(f.data.name for f in runs) + " |",
         "| --- |" + " ---: |" * len(runs),
