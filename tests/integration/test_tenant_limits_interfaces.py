@@ -291,6 +291,8 @@ def test_two_deployments_never_see_each_others_limits(
     assert stats["quotas"]["limits"] == []
     stats = json.loads(run(first, "stats", "--json").output)
     assert [(row["tenant"], row["running"]) for row in stats["quotas"]["limits"]] == [("acme", 2)]
+    table = run(first, "stats")
+    assert table.exit_code == 0 and "tenant quotas" in table.output and "2 / 5" in table.output
     rows = db.execute(
         "SELECT deployment, max_running FROM tenantq_tenants WHERE deployment IN (%s, %s)",
         (first.topic_prefix, second.topic_prefix),
