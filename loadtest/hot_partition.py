@@ -420,6 +420,9 @@ class Pacer(threading.Thread):
         ]
         #: (job id, tenant, wall time handed over) of every cold job.
         self.cold_ids: list[tuple[uuid.UUID, str, float]] = []
+        #: (wall time handed over, wall time acknowledged) of every cold batch: what the
+        #: producer and Kafka add before a worker can read the jobs.
+        self.cold_acknowledged: list[tuple[float, float]] = []
         self.error: str | None = None
         self._batches: list[tuple[int, Any]] = []
 
@@ -465,7 +468,14 @@ class Pacer(threading.Thread):
                                     JOB_TYPE, tenant, self.payload, queue=self.queue, job_id=job_id
                                 )
                             )
-                        self._batches.append((index, self._hand_over(producer, requests)))
+                        batch = self._hand_over(producer, requests)
+                        if keep_ids:
+                            batch.add_done_callback(
+                                lambda _, at=handed: self.cold_acknowledged.append(
+                                    (at, time.time())
+                                )
+                            )
+                        self._batches.append((index, batch))
                         count.sent = due
                     tick += TICK_SECONDS
                     time.sleep(max(0.0, tick - time.monotonic()))
@@ -497,6 +507,29 @@ class Pacer(threading.Thread):
             count.acknowledged += len(refs)
             count.to_lane += sum(1 for ref in refs if ref.topic.endswith(lane_suffix))
         self._batches.clear()
+
+
+def cold_acknowledged(
+    phases: Sequence[PhaseSpec], pacers: Sequence[Pacer], t0: float
+) -> dict[str, dict[str, float]]:
+    """Per phase, how long the cold batches took from the tool's hand-over to Kafka's
+    acknowledgement (batches, p50, p99, max, seconds): the producer's and the broker's part of
+    the cold jobs' wait, apart from the workers'."""
+    waits: dict[str, list[float]] = {}
+    for pacer in pacers:
+        for handed, acknowledged in list(pacer.cold_acknowledged):
+            phase = phase_of(phases, handed - t0).name
+            waits.setdefault(phase, []).append(acknowledged - handed)
+    found = {}
+    for phase, values in waits.items():
+        values.sort()
+        found[phase] = {
+            "batches": float(len(values)),
+            "p50": values[len(values) // 2],
+            "p99": values[min(len(values) - 1, int(0.99 * len(values)))],
+            "max": values[-1],
+        }
+    return found
 
 
 # -- the database --
@@ -753,6 +786,7 @@ class Run:
             self.task, description=f"{self.scenario.name}: done", completed=total, info=""
         )
         producer = {pacer.schedule.klass: pacer.counts for pacer in pacers}
+        acknowledged = cold_acknowledged(phases, pacers, t0)
         self._check_producers(phases, pacers)
         return RunData(
             name=self.scenario.name,
@@ -785,6 +819,7 @@ class Run:
             drained=drained,
             lane_topic=lane_topic,
             start_gap=start_gap,
+            cold_acknowledged=acknowledged,
             problems=self.problems,
             worker_logs=log_names,
         )
