@@ -110,6 +110,8 @@ faults: install
 # through two default `tenantq worker` processes, with the noisy-neighbour protection on and
 # off side by side; reports/hot-partition-<time>/ (report.md, summary.json, plots).
 # Other scenarios: HOT_PARTITION_ARGS="--scenario zipf --scenario flood-10x".
+# One producer sending the flood and the cold jobs (as one service does for all its tenants):
+# HOT_PARTITION_ARGS="--scenario flood-100x --single-producer --repeat 3".
 HOT_PARTITION_ARGS ?= --scenario flood-100x --compare
 hot-partition: install
 	$(BIN)/tenantq dev up

@@ -12,6 +12,7 @@ The loop is a short list of steps over parts, each built here from what it needs
 | ``Reader``                | reads from the consumer within the read-ahead budget          |
 | ``Intake``                | messages to work items: decode, hold until due, divert, DLQ   |
 | ``Dispatch``, ``Claims``  | fair choice for the free slots, one claim per round, parking  |
+| ``Throttles``             | jobs a tenant's limit held back, until the claim says retry   |
 | ``SlotBook``              | slots, claims out, jobs claimed ahead, per-type counts        |
 | ``Starter``               | leased jobs to running tasks                                  |
 | ``Finisher``              | ended attempts to completions; handler-process crashes        |
@@ -66,12 +67,16 @@ from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.slots import SlotBook
 from tenantq.consumer.starts import RunningTasks, Starter
 from tenantq.consumer.stopping import StopRequest
+from tenantq.consumer.throttles import Throttles
 from tenantq.consumer.topic_map import TopicMap
-from tenantq.consumer.work import WorkItem
+from tenantq.consumer.work import HOT_LANE_SUFFIX, WorkItem
 from tenantq.kafka_access import check_kafka_access
 from tenantq.observability.worker import WorkerObservability
 from tenantq.observability.worker_events import WorkerEvents
 from tenantq.producer.publisher import Publisher
+from tenantq.quotas.book import QuotaBook
+from tenantq.quotas.shares import ShareBook, ShareSync
+from tenantq.quotas.watcher import QuotaWatcher
 from tenantq.settings import Settings
 from tenantq.store.job_store import JobStore
 from tenantq.topics import consumer_group
@@ -147,6 +152,12 @@ class Worker:
         self._registration = Registration(
             settings, self.worker_id, self.queues, self.slots, health, outage.too_long, stop
         )
+        #: The deployment's tenant limits, as this worker knows them (any thread reads).
+        self._quota_book = book = QuotaBook(settings.tenant_defaults)
+        self._quota_watcher = QuotaWatcher(settings, book)
+        #: This member's view of its queues' shares by weight, synced with the fleet's.
+        self._shares = ShareBook(book.weight)
+        self._share_sync = ShareSync(settings, self._shares, lambda: book.fair_of(self.queues))
         self._hot_lane = HotLane.for_worker(
             settings,
             topics.queue_of_main,
@@ -205,6 +216,26 @@ class Worker:
             admit=self._dispatcher.push,
         )
         worker_settings = settings.worker
+        dispatcher = self._dispatcher
+        self._throttles = throttles = Throttles(
+            push=dispatcher.push,
+            held_back=partitions.hold_back,
+            events=events,
+            worker_id=self.worker_id,
+        )
+
+        in_lane = self._hot_lane.in_lane
+
+        def more_waiting(queue: str, tenant: str) -> bool:
+            # A tenant in the hot lane floods: its backlog is the lane's, read by every
+            # member a few at a time, and rarely in one member's hands.
+            return (
+                dispatcher.waiting(queue, tenant)
+                or dispatcher.waiting(f"{queue}{HOT_LANE_SUFFIX}", tenant)
+                or throttles.waiting(queue, tenant)
+                or in_lane(queue, tenant)
+            )
+
         self._claims = claims = Claims(
             main=ledger.claims,
             lane=ledger.lane_claims,
@@ -217,6 +248,10 @@ class Worker:
             push=self._dispatcher.push,
             unclaimed=slots.unclaimed,
             publish=intake.publish_and_mark,
+            quotas=self._quota_book,
+            shares=self._shares,
+            throttles=throttles,
+            more_waiting=more_waiting,
         )
         self._starter = starter = Starter(
             settings=worker_settings,
@@ -329,6 +364,8 @@ class Worker:
         self._ledger.start()
         self._executor.start()
         self._heartbeat.start()
+        self._quota_watcher.start()
+        self._share_sync.start()
         self._hot_lane.start()
         handover = self._handover
         self._consumer.subscribe(
@@ -360,6 +397,7 @@ class Worker:
             self._dispatch.round()
         self._intake.route_due()
         self._claims.retry_parked()
+        self._throttles.release_due()
         self._check_hot_tenants()
         self._publisher.serve()  # hot-lane copies Kafka now holds: their sources are done
         self._apply_answers()
@@ -381,6 +419,10 @@ class Worker:
         waiting = self._executor.busy or len(self._dispatcher)  # running, or to be chosen
         if waiting or self._ledger.pending or self._publisher.sending:
             return IN_FLIGHT_WAIT_SECONDS
+        # Jobs held back by a limit wake the loop when their time to ask again comes.
+        due = self._throttles.next_due()
+        if due is not None:
+            return min(IDLE_WAIT_SECONDS, max(0.0, due - time.monotonic()))
         return IDLE_WAIT_SECONDS
 
     def _observe(self) -> None:
@@ -402,11 +444,14 @@ class Worker:
         if not moved:
             return
         tenants = set(moved)
-        waiting = self._dispatcher.remove(
-            lambda item: (item.queue, item.tenant_id) in tenants and item.tier is None
-            and not item.lane
-        )  # fmt: skip
-        self._intake.divert(waiting)
+
+        def moving(item: WorkItem) -> bool:
+            return (item.queue, item.tenant_id) in tenants and item.tier is None and not item.lane
+
+        # Held back by a limit or not: every job of theirs read here and not claimed.
+        waiting = self._dispatcher.remove(moving)
+        self._throttles.let_go(waiting)
+        self._intake.divert(waiting + self._throttles.take(moving))
 
     def _apply_answers(self) -> None:
         """Hand what the ledger's lanes answered to the part that asked."""
@@ -417,6 +462,9 @@ class Worker:
                 # Each job leaves the completing set with its lease, in one step under the
                 # lease book's lock; one refused and written again stays in it.
                 self._completer.applied(operation)
+                if operation.answer is not None and len(self._throttles):
+                    # Their leases ended: a tenant held back by its cap has room here.
+                    self._throttles.results_written(c.item for c in operation.context)
             elif isinstance(operation, SettleWaiting):
                 self._claims.settled(operation)
             elif isinstance(operation, CountCrashes):
@@ -431,8 +479,9 @@ class Worker:
         all when None): never claimed, it stays uncommitted, so the next owner reads it
         again; claimed ahead, its lease is given back with ``reason``."""
         self._claims.drop_parked(which)
+        self._throttles.take(which)
         self._intake.drop_waiting(keys)
-        self._dispatcher.remove(which)
+        self._throttles.let_go(self._dispatcher.remove(which))
         self._starter.give_back_ready(which, reason)
 
     def _close(self) -> None:
@@ -443,6 +492,8 @@ class Worker:
             lambda: self._ledger.stop(timeout=5.0),
             self._registration.leave,
             self._publisher.close,
+            lambda: self._quota_watcher.stop(2.0),
+            lambda: self._share_sync.stop(2.0),
             self._hot_lane.stop,
             self.events.flush,
             self.observability.close,

@@ -6,6 +6,7 @@ real ``tenantq worker`` processes, and what the small ones wait for it.
     .venv/bin/python loadtest/hot_partition.py --compare --repeat 3   # median of 3 rounds
     .venv/bin/python loadtest/hot_partition.py --scenario zipf --scenario calm
     .venv/bin/python loadtest/hot_partition.py --list
+    .venv/bin/python loadtest/hot_partition.py --single-producer --repeat 3  # one client sends all
 
 Servers: ``TENANTQ_KAFKA_BOOTSTRAP_SERVERS`` / ``TENANTQ_DATABASE_URL`` when set, else the dev
 stack (started if needed; never stopped). Each run gets a topic prefix and a queue of its own
@@ -16,7 +17,8 @@ A run: 2 ``tenantq worker hot_partition_app:APP --processes 1`` (default setting
 each; the metrics endpoint off, so that no port is taken on a shared machine), a warm-up that
 proves both members hold partitions, a short saturation burst that measures the workers'
 capacity, then the scenario's phases, paced by the tool's own producers (one thread and one
-``tenantq.Producer`` per tenant class, ``enqueue_batch`` every 10 ms tick; the tool's cyclic
+``tenantq.Producer`` per tenant class, or one ``tenantq.Producer`` the threads share with
+``--single-producer``, ``enqueue_batch`` every 10 ms tick; the tool's cyclic
 garbage collector is off while they send, see ``collector_paused``). The handler sleeps
 50 ms and records nothing: latencies come from the job rows (see ``hot_partition_report``).
 After the last phase the tool waits until every cold job has started (``--drain-timeout``),
@@ -398,8 +400,12 @@ class Pacer(threading.Thread):
         seed: int,
         t0_mono: float,
         stop: threading.Event,
+        shared: Producer | None = None,
     ) -> None:
         super().__init__(name=f"hot-partition-{schedule.klass}", daemon=True)
+        #: The one producer of every class (``--single-producer``), owned by the run; None:
+        #: this class's own.
+        self.shared = shared
         self.settings = settings
         self.queue = queue
         self.schedule = schedule
@@ -414,6 +420,9 @@ class Pacer(threading.Thread):
         ]
         #: (job id, tenant, wall time handed over) of every cold job.
         self.cold_ids: list[tuple[uuid.UUID, str, float]] = []
+        #: (wall time handed over, wall time acknowledged) of every cold batch: what the
+        #: producer and Kafka add before a worker can read the jobs.
+        self.cold_acknowledged: list[tuple[float, float]] = []
         self.error: str | None = None
         self._batches: list[tuple[int, Any]] = []
 
@@ -431,7 +440,8 @@ class Pacer(threading.Thread):
         keep_ids = self.schedule.klass == COLD
         # Default producer settings and placement book: when the hot lane moves a tenant,
         # this producer routes its new jobs to the lane, as an application's would.
-        with quiet_producer(self.settings) as producer:
+        with contextlib.ExitStack() as owned:
+            producer = self.shared or owned.enter_context(quiet_producer(self.settings))
             start = 0.0
             for index, phase in enumerate(self.phases):
                 end = start + phase.seconds
@@ -458,7 +468,14 @@ class Pacer(threading.Thread):
                                     JOB_TYPE, tenant, self.payload, queue=self.queue, job_id=job_id
                                 )
                             )
-                        self._batches.append((index, self._hand_over(producer, requests)))
+                        batch = self._hand_over(producer, requests)
+                        if keep_ids:
+                            batch.add_done_callback(
+                                lambda _, at=handed: self.cold_acknowledged.append(
+                                    (at, time.time())
+                                )
+                            )
+                        self._batches.append((index, batch))
                         count.sent = due
                     tick += TICK_SECONDS
                     time.sleep(max(0.0, tick - time.monotonic()))
@@ -490,6 +507,29 @@ class Pacer(threading.Thread):
             count.acknowledged += len(refs)
             count.to_lane += sum(1 for ref in refs if ref.topic.endswith(lane_suffix))
         self._batches.clear()
+
+
+def cold_acknowledged(
+    phases: Sequence[PhaseSpec], pacers: Sequence[Pacer], t0: float
+) -> dict[str, dict[str, float]]:
+    """Per phase, how long the cold batches took from the tool's hand-over to Kafka's
+    acknowledgement (batches, p50, p99, max, seconds): the producer's and the broker's part of
+    the cold jobs' wait, apart from the workers'."""
+    waits: dict[str, list[float]] = {}
+    for pacer in pacers:
+        for handed, acknowledged in list(pacer.cold_acknowledged):
+            phase = phase_of(phases, handed - t0).name
+            waits.setdefault(phase, []).append(acknowledged - handed)
+    found = {}
+    for phase, values in waits.items():
+        values.sort()
+        found[phase] = {
+            "batches": float(len(values)),
+            "p50": values[len(values) // 2],
+            "p99": values[min(len(values) - 1, int(0.99 * len(values)))],
+            "max": values[-1],
+        }
+    return found
 
 
 # -- the database --
@@ -636,6 +676,9 @@ class Options:
     keep: bool = False
     handler_starts: bool = False
     until_released: bool = False
+    #: One ``tenantq.Producer`` for every tenant class (``--single-producer``): the way one
+    #: service enqueues for all its tenants, the flood and the cold jobs through one client.
+    single_producer: bool = False
     #: The capacity the Zipf phases' rate is a share of (set by the first run that needs it).
     zipf_basis: float | None = None
     report_dir: Path = Path("reports")
@@ -743,6 +786,7 @@ class Run:
             self.task, description=f"{self.scenario.name}: done", completed=total, info=""
         )
         producer = {pacer.schedule.klass: pacer.counts for pacer in pacers}
+        acknowledged = cold_acknowledged(phases, pacers, t0)
         self._check_producers(phases, pacers)
         return RunData(
             name=self.scenario.name,
@@ -775,6 +819,7 @@ class Run:
             drained=drained,
             lane_topic=lane_topic,
             start_gap=start_gap,
+            cold_acknowledged=acknowledged,
             problems=self.problems,
             worker_logs=log_names,
         )
@@ -941,6 +986,7 @@ class Run:
         plans = [PhasePlan(p.name, p.seconds, p.cold_rate, p.hot_rate) for p in phases]
         t0_mono = time.monotonic() + 0.2
         t0 = time.time() + (t0_mono - time.monotonic())
+        shared = quiet_producer(self.settings) if self.options.single_producer else None
         pacers = [
             Pacer(
                 self.settings,
@@ -951,11 +997,16 @@ class Run:
                 self.options.seed,
                 t0_mono,
                 stop,
+                shared,
             )  # fmt: skip
             for schedule in self._schedules(phases)
         ]
-        with collector_paused():
-            self._send(conn, phases, probes, pacers, stop, t0)
+        try:
+            with collector_paused():
+                self._send(conn, phases, probes, pacers, stop, t0)
+        finally:
+            if shared is not None:
+                shared.close()
         for pacer in pacers:
             if pacer.error:
                 self.problems.append(f"the {pacer.schedule.klass} producer failed: {pacer.error}")
@@ -1304,6 +1355,12 @@ def main(argv: list[str] | None = None) -> int:
         "the report shows how long after the claim (started_at) that was",
     )
     parser.add_argument(
+        "--single-producer",
+        action="store_true",
+        help="one tenantq.Producer sends every tenant class's jobs (the cold tenants' and the "
+        "flood), as one service enqueues for all its tenants; default: one per class",
+    )
+    parser.add_argument(
         "--require-targets",
         action="store_true",
         help="exit 2 when a run with the protection on misses an isolation target",
@@ -1357,6 +1414,7 @@ def main(argv: list[str] | None = None) -> int:
         keep=args.keep,
         handler_starts=args.handler_starts,
         until_released=args.until_released,
+        single_producer=args.single_producer,
         report_dir=report_dir,
     )
     started = dt.datetime.now().astimezone().isoformat(timespec="seconds")
@@ -1375,6 +1433,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{os.cpu_count()} cores; load average {load_before} at the start, "
         f"{_load()} at the end.",
         "knobs": knobs.__dict__,
+        "producers": "one for every tenant class" if args.single_producer else "one per class",
         "failed_runs": failures,
     }
     # Pools every run's cold jobs: once, for the report, the table and the verdict.

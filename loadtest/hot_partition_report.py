@@ -141,6 +141,8 @@ class RunData:
     #: With ``--handler-starts``: seconds from the claim (``started_at``) to the handler's own
     #: start (jobs, min, p50, p99, max); None without.
     start_gap: dict[str, float] | None = None
+    #: Per phase, the cold batches' hand-over to acknowledgement (batches, p50, p99, max).
+    cold_acknowledged: dict[str, dict[str, float]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     worker_logs: list[str] = field(default_factory=list)
 
@@ -613,7 +615,8 @@ def write_report(
         "# tenantq hot-partition load test",
         "",
         f"{meta['started']}; tenantq at `{meta['revision']}`; Kafka {meta['kafka']}; "
-        f"seed {meta['seed']}. {meta['machine']}",
+        f"seed {meta['seed']}; producers: {meta.get('producers', 'one per class')}. "
+        f"{meta['machine']}",
         "",
         "| | " + " | ".join(f.data.name for f in runs) + " |",
         "| --- |" + " ---: |" * len(runs),
@@ -675,6 +678,18 @@ def write_report(
                     f"{stay.reason or '-'} | {stay.updated_by or '-'} |"
                     for tenant, stay in data.lane_stays.items()
                 ),
+                "",
+            ]
+        if data.cold_acknowledged:
+            lines += [
+                "Cold batches from hand-over to Kafka's acknowledgement (the producer's and "
+                "the broker's part of the wait): "
+                + "; ".join(
+                    f"{phase} {ms(wait['p50'])} p50, {ms(wait['p99'])} p99, {ms(wait['max'])} "
+                    f"max ({wait['batches']:,.0f} batches)"
+                    for phase, wait in data.cold_acknowledged.items()
+                )
+                + ".",
                 "",
             ]
         if data.start_gap:
@@ -804,6 +819,7 @@ def facts(figures: RunFigures) -> dict[str, Any]:
             "tenants": {tenant: asdict(stay) for tenant, stay in data.lane_stays.items()},
         },
         "claim_to_handler_start_seconds": data.start_gap,
+        "cold_acknowledged_seconds": data.cold_acknowledged,
         "max_lag": figures.max_lag,
         "max_lane_lag": figures.max_lane_lag,
         "clock_offset_seconds": data.clock.offset,

@@ -14,29 +14,20 @@ does not take it, and ``JOB_STATE_BATCH`` reports it as another deployment's (a 
 
 from __future__ import annotations
 
-#: Claim every job of a poll batch in one statement: insert the row on first sight (leased,
-#: attempt 1), or take the lease where the job is leasable and due, or leased by an owner whose
-#: lease expired or whose heartbeat went stale. Attempts are incremented here, at lease time, so
-#: a handler that kills its process still moves its job toward dead. The payload hash must
-#: match: the same job id with another payload is a conflict, never a takeover. A job that was
-#: running in ``crash_budget`` process deaths is not leased (the worker buries it).
-#:
-#: Two new jobs of one batch with one idempotency key: only the first (by position) is
-#: inserted, so the unique key is never violated by the batch itself. ``adoptable`` names jobs
-#: this owner may hold already because an earlier try of this very claim committed before the
-#: connection dropped: their lease is returned as it is, without another attempt. A job id of
-#: another deployment is never updated (its row is left, and the job not leased).
-JOB_CLAIM_BATCH = """
-WITH given AS (
+#: The batch's rows (``given``), and those of them the claim may insert (``incoming``);
+#: ``{arrays}`` and ``{columns}``: more arrays of the batch, after the job's own.
+_CLAIM_INPUT = """
+given AS (
     SELECT *
     FROM unnest(
         %(ids)b::uuid[], %(queues)b::text[], %(job_types)b::text[], %(tenant_ids)b::text[],
         %(partition_keys)b::text[], %(payloads)b::bytea[], %(payload_hashes)b::bytea[],
         %(max_attempts)b::int[], %(idempotency_keys)b::text[], %(origin_topics)b::text[],
-        %(origin_partitions)b::int[], %(origin_offsets)b::bigint[], %(enqueued_ats)b::timestamptz[]
+        %(origin_partitions)b::int[], %(origin_offsets)b::bigint[],
+        %(enqueued_ats)b::timestamptz[]{arrays}
     ) WITH ORDINALITY AS t(id, queue, job_type, tenant_id, partition_key, payload,
            payload_sha256, max_attempts, idempotency_key, origin_topic, origin_partition,
-           origin_offset, enqueued_at, position)
+           origin_offset, enqueued_at{columns}, position)
 ),
 incoming AS (
     SELECT * FROM given g
@@ -54,7 +45,11 @@ incoming AS (
               AND other.idempotency_key = g.idempotency_key AND other.id <> g.id
         )
     )
-)
+)"""
+
+#: The lease itself, of the rows of ``{rows}``: inserted on first sight, or taken where the
+#: job is leasable (see ``JOB_CLAIM_BATCH``).
+_CLAIM_LEASE = """
 INSERT INTO tenantq_jobs AS j (
     id, deployment, queue, job_type, tenant_id, partition_key, state, payload, payload_sha256,
     attempts, max_attempts, run_after, lease_owner, lease_until, heartbeat_at, idempotency_key,
@@ -64,7 +59,7 @@ SELECT id, %(deployment)b, queue, job_type, tenant_id, partition_key, 'leased', 
        payload_sha256, 1,
        max_attempts, now(), %(owner)b, now() + make_interval(secs => %(lease_seconds)b), now(),
        idempotency_key, origin_topic, origin_partition, origin_offset, enqueued_at, now()
-FROM incoming
+FROM {rows}
 ON CONFLICT (id) DO UPDATE SET
     state = 'leased',
     attempts = CASE WHEN j.state = 'leased' AND j.lease_owner = %(owner)b
@@ -98,8 +93,26 @@ WHERE j.deployment = %(deployment)b
         ))
   )
 RETURNING j.id, j.attempts, j.max_attempts, j.progress, j.replays,
-          (xmax = 0) AS inserted, j.lease_until, now() AS claimed_at
-"""
+          (xmax = 0) AS inserted, j.lease_until, now() AS claimed_at"""
+
+#: Claim every job of a poll batch in one statement: insert the row on first sight (leased,
+#: attempt 1), or take the lease where the job is leasable and due, or leased by an owner whose
+#: lease expired or whose heartbeat went stale. Attempts are incremented here, at lease time, so
+#: a handler that kills its process still moves its job toward dead. The payload hash must
+#: match: the same job id with another payload is a conflict, never a takeover. A job that was
+#: running in ``crash_budget`` process deaths is not leased (the worker buries it).
+#:
+#: Two new jobs of one batch with one idempotency key: only the first (by position) is
+#: inserted, so the unique key is never violated by the batch itself. ``adoptable`` names jobs
+#: this owner may hold already because an earlier try of this very claim committed before the
+#: connection dropped: their lease is returned as it is, without another attempt. A job id of
+#: another deployment is never updated (its row is left, and the job not leased).
+JOB_CLAIM_BATCH = (
+    "WITH"
+    + _CLAIM_INPUT.format(arrays="", columns="")
+    + _CLAIM_LEASE.format(rows="incoming")
+    + "\n"
+)
 
 #: What became of the jobs the claim did not take (terminal, leased elsewhere, conflict, ...).
 #: A job id of another deployment comes back with ``ours`` false and nothing else of its row.
