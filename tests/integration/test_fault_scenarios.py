@@ -25,7 +25,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.private_stack]
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("name", list(faults.SCENARIOS))
+@pytest.mark.parametrize(
+    # The cluster's scenarios bring a stack of their own: test_fault_scenarios_cluster.py.
+    "name",
+    [name for name in faults.SCENARIOS if name not in faults.CLUSTER_SCENARIOS],
+)
 def test_fault_scenario(name: str, private_stack: PrivateStack, tmp_path: Path) -> None:
     result = faults.run_scenario(
         faults.SCENARIOS[name],

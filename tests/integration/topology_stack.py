@@ -65,16 +65,7 @@ class TopologyStack:
             shutil.rmtree(self.home, ignore_errors=True)
 
     def _link_jars(self, version: str | None) -> None:
-        version = version or DEFAULT_KAFKA_VERSION
-        own = kafka.jar_cache(self.home, version)
-        if own.exists():
-            return
-        source = kafka.jar_cache(shared_home(), version)
-        if not (source / ".resolved").exists():
-            source = kafka.jar_cache(JAR_CACHE, version)
-            kafka.resolve_jars(source, version, JAR_CACHE / "mvn.log")
-        own.parent.mkdir(parents=True, exist_ok=True)
-        own.symlink_to(source, target_is_directory=True)
+        link_jars(self.home, version)
 
     # -- what the stack says --------------------------------------------------------------
 
@@ -127,6 +118,21 @@ class TopologyStack:
             raise RuntimeError(f"pid {pid} belongs to the shared dev stack; refusing to kill it")
         os.kill(pid, signal.SIGKILL)
         assert wait_until(lambda: not pid_alive(pid), timeout=15, interval=0.05)
+
+
+def link_jars(home: Path, version: str | None) -> None:
+    """Link ``home``'s jar cache of broker ``version`` (the default when None) to the shared
+    home's, or to one resolved once in the system's temporary directory."""
+    version = version or DEFAULT_KAFKA_VERSION
+    own = kafka.jar_cache(home, version)
+    if own.exists():
+        return
+    source = kafka.jar_cache(shared_home(), version)
+    if not (source / ".resolved").exists():
+        source = kafka.jar_cache(JAR_CACHE, version)
+        kafka.resolve_jars(source, version, JAR_CACHE / "mvn.log")
+    own.parent.mkdir(parents=True, exist_ok=True)
+    own.symlink_to(source, target_is_directory=True)
 
 
 @contextlib.contextmanager
