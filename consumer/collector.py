@@ -21,9 +21,9 @@ OLDER_GENERATION_THRESHOLD = 20
 
 def settle_collector() -> None:
     """Once the process has built what it keeps for its life (modules, the app, the worker):
-    move that out of the collector's sight (``gc.freeze``: a full collection under a flood
-    took 50-140 ms of the poll loop, ~10 ms after it) and collect the young generation less
-    often."""
+    move that out of the collector's sight (``gc.freeze``: a full collection then walks only
+    what was made since, and under a flood holds the poll loop for milliseconds, not a tenth
+    of a second) and collect the young generation less often."""
     gc.freeze()
     gc.set_threshold(
         YOUNG_GENERATION_THRESHOLD, OLDER_GENERATION_THRESHOLD, OLDER_GENERATION_THRESHOLD

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
-from tenantq.consumer.events import WorkerEvents
-from tenantq.consumer.ledger import Complete, Ledger
+from tenantq.consumer.ledger import Complete, OperationLane
 from tenantq.consumer.outcomes import Verdict
 from tenantq.consumer.work import WorkItem
 from tenantq.headers import DelayReason
 from tenantq.log import job_fields, log_event
-from tenantq.producer.publisher import Outgoing, Publisher, dead_letter, retry_message
+from tenantq.observability.worker_events import WorkerEvents
+from tenantq.producer.publisher import Outgoing, dead_letter, retry_message
 from tenantq.settings import Settings
 from tenantq.states import JobState, Outcome
 from tenantq.store.job_store import Result
@@ -53,19 +53,21 @@ class Completer:
         settings: Settings,
         topics: dict[str, QueueTopics],
         worker_id: str,
-        publisher: Publisher,
-        ledger: Ledger,
+        publish: Callable[[Sequence[Outgoing]], list[bool]],
+        results: OperationLane,
         events: WorkerEvents,
         release_holds: Callable[[list[uuid.UUID]], AbstractSet[uuid.UUID]],
         mark_done: Callable[[list[WorkItem]], None],
-        completing: Callable[[list[Completion]], None],
+        completing: Callable[[Iterable[uuid.UUID]], None],
         stats: dict[str, int],
     ) -> None:
         self._settings = settings
         self._topics = topics
         self._worker_id = worker_id
-        self._publisher = publisher
-        self._ledger = ledger
+        #: Send to Kafka and wait; per message, whether Kafka acknowledged it.
+        self._publish = publish
+        #: The ledger's results lane.
+        self._results = results
         self._events = events
         #: Forget the jobs' leases; returns those whose loss was reported already (expiries).
         self._release_holds = release_holds
@@ -101,7 +103,7 @@ class Completer:
         busier the worker, the fewer and larger its writes, at no cost when it is idle.
         ``now`` (shutdown, revoke) hands everything over at once."""
         self._publish_next_steps()
-        if self._gathered and (now or not self._ledger.results.pending):
+        if self._gathered and (now or not self._results.pending):
             gathered, self._gathered = self._gathered, []
             self.write(gathered)
 
@@ -117,7 +119,7 @@ class Completer:
             if message is not None:
                 needs_ack.append((position, len(outgoing)))
                 outgoing.append(message)
-        acknowledged = self._publisher.publish(outgoing)
+        acknowledged = self._publish(outgoing)
         not_taken: set[int] = set()
         for position, index in needs_ack:
             if not acknowledged[index]:
@@ -130,9 +132,20 @@ class Completer:
         """Hand completions whose next step is settled to the results lane."""
         if not completions:
             return
-        self._completing(completions)
-        self._ledger.results.submit(
+        self._completing(completion.item.job_id for completion in completions)
+        self._results.submit(
             Complete([_result(completion) for completion in completions], context=completions)
+        )
+
+    def release(self, items: Iterable[WorkItem], reason: str) -> None:
+        """Give leases back (shutdown, revoke): the job is runnable again, attempt returned.
+        A release has no next step: straight to the database."""
+        self.write(
+            [
+                Completion(item, Verdict.released(reason), 0.0)
+                for item in items
+                if item.lease is not None
+            ]
         )
 
     def applied(self, operation: Complete) -> None:

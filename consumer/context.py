@@ -18,8 +18,8 @@ _EVENT_LOCK = threading.Lock()
 
 class LeaseKeeper(Protocol):
     """What extends and saves the leases of a process's running jobs: the member's heartbeat,
-    or a handler process's own connection. One per process, shared by every context (a
-    context used to carry two closures of its own, made for every job)."""
+    or a handler process's own connection. One per process, shared by every context, so
+    that starting a job makes no closures of its own."""
 
     def renew_one(self, job_id: uuid.UUID) -> bool: ...
 
@@ -93,7 +93,7 @@ class JobContext:
         self.raise_if_cancelled()
 
     def signal_cancel(self, reason: str) -> None:
-        """Worker side: ask the handler to stop. The first reason wins."""
+        """The worker's side: ask the handler to stop. The first reason wins."""
         with _EVENT_LOCK:
             if self._cancel_reason is not None:
                 return

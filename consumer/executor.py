@@ -8,7 +8,7 @@ jobs that were running in the dead process are handed to ``on_crash`` with the j
 killed it when it left a note (``tenantq.consumer.handler_process``); the worker runs the
 others again under the same lease.
 
-``Worker(app)`` without an app reference runs handlers in its own threads (``ThreadExecutor``):
+A worker made without an app reference runs handlers in its own threads (``ThreadExecutor``):
 what tests and embedded uses want, with the same judging of outcomes.
 
 Both hand finished attempts, judged (``Task.verdict``), to ``on_finished`` from their own
@@ -35,6 +35,7 @@ from tenantq.consumer.handler_process import (
     read_notes,
 )
 from tenantq.consumer.handler_process import main as handler_process_main
+from tenantq.consumer.inbox import Inbox
 from tenantq.consumer.outcomes import Verdict
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.runner import HandlerRunner, Task
@@ -392,6 +393,29 @@ class _HandlerProcess:
         else:
             how = f"exited with code {code}"
         self._on_death(self, how)
+
+
+def executor_for(
+    app_reference: str | None,
+    slots: int,
+    settings: Settings,
+    worker_id: str,
+    policy: RetryPolicy,
+    inbox: Inbox,
+) -> Executor:
+    """A handler process when the worker knows the app's reference and the settings allow it
+    (``worker.handler_process``), threads otherwise; either hands what ends to ``inbox``."""
+    if app_reference is not None and settings.worker.handler_process:
+        return ProcessExecutor(
+            app_reference,
+            slots,
+            settings,
+            worker_id,
+            policy,
+            on_finished=inbox.attempts_finished,
+            on_crash=inbox.crashed,
+        )
+    return ThreadExecutor(slots, inbox.attempt_finished, policy)
 
 
 def _coalesce(batch: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:

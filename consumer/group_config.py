@@ -29,16 +29,15 @@ def consumer_config(settings: Settings, group_id: str, worker_id: str) -> dict[s
         # long fetch wait (500 ms by default) would make every retry that much late.
         "fetch.wait.max.ms": 50,
         # One fetch response carries at most this much of each partition: a flooded partition
-        # (a hot lane's) no longer fills a response, and the consumer's single queue, with
+        # (a hot lane's) does not fill a response, and the consumer's single queue, with
         # megabytes that the window pauses and drops, while the other tenants' messages wait
         # for the next fetch. 64 KiB is still hundreds of messages per partition and fetch.
         "max.partition.fetch.bytes": 64 * 1024,
         # librdkafka fetches ahead until it holds queued.min.messages of a partition (100,000
         # by default), and pausing the partition, which the worker does whenever its
         # read-ahead window is full, drops all it held; resumed, it fetches them again. Over
-        # a backlog that was most of what the broker sent: a draining c512 worker ran at
-        # 14,273 jobs/s with the broker at 6 us and the member at 61 us per job, and at
-        # 18,932 jobs/s, 2 us and 52 us, with no more ahead than the window. Above the mark a
+        # a backlog, those fetches again are most of what the broker sends, and they cost the
+        # member time per job as well: no more is fetched ahead than the window. Above the mark a
         # partition's next fetch waits fetch.queue.backoff.ms (1 s by default): a few ms
         # keeps the queue from running dry between polls.
         "queued.min.messages": settings.worker.read_ahead_per_partition,

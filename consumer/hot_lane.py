@@ -36,9 +36,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tenantq.consumer.events import WorkerEvents
+from tenantq.observability.worker_events import WorkerEvents
 from tenantq.partitioner.placement_book import PlacementBook
-from tenantq.settings import TenantIsolationSettings
+from tenantq.settings import Settings, TenantIsolationSettings
+from tenantq.store.placement import PlacementReader, PlacementWatcher
 
 if TYPE_CHECKING:
     from tenantq.consumer.partitions import Partitions
@@ -60,9 +61,12 @@ class HotLane:
         events: WorkerEvents,
         move: Callable[[str, str, str], None],
         clock: Callable[[], float] = time.monotonic,
+        watcher: PlacementWatcher | None = None,
     ) -> None:
         self._settings = settings
         self._placements = placements
+        #: Tells the placement book of a change at once (``start``, ``stop``).
+        self._watcher = watcher
         #: Main topic -> queue.
         self._queue_of = main_topics
         self._events = events
@@ -74,6 +78,37 @@ class HotLane:
         #: (effective at once, before the table is read again).
         self.members: dict[str, set[str]] = {queue: set() for queue in main_topics.values()}
         self._moved_here: dict[str, dict[str, float]] = {queue: {} for queue in self.members}
+
+    @classmethod
+    def for_worker(
+        cls,
+        settings: Settings,
+        main_topics: dict[str, str],
+        events: WorkerEvents,
+        move: Callable[[str, str, str], None],
+    ) -> HotLane:
+        """A worker's: its placement book refreshed in the background, and told of a change
+        at once by a watcher when ``placement_watch`` is on."""
+        placements = PlacementBook(
+            PlacementReader(settings),
+            settings.producer.placement_ttl_seconds,
+            refresh_in_background=True,
+        )
+        watcher = (
+            PlacementWatcher(settings, placements.changed)
+            if settings.producer.placement_watch
+            else None
+        )
+        isolation = settings.tenant_isolation
+        return cls(isolation, placements, main_topics, events, move, watcher=watcher)
+
+    def start(self) -> None:
+        if self._watcher is not None:
+            self._watcher.start()
+
+    def stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop(2.0)
 
     def in_lane(self, queue: str, tenant: str) -> bool:
         members = self.members.get(queue)

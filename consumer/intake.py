@@ -1,7 +1,8 @@
-"""From polled messages to leased work: decode, wait for due retries, claim in one statement,
-and sort out what the claim did not take.
+"""From polled messages to work items: decode, wait for due retries, send hot-lane tenants' jobs
+to their lane, dead-letter what cannot be read. What becomes work goes to fair dispatch; its
+claim is ``claims``'s.
 
-| message / job row                              | what happens                                  |
+| message                                        | what happens                                  |
 | ---------------------------------------------- | --------------------------------------------- |
 | undecodable, oversized, unknown schema, empty  | DLQ with the raw bytes and the reason         |
 | invalid tenant id                              | DLQ (never a metric label)                    |
@@ -10,52 +11,40 @@ and sort out what the claim did not take.
 | due but past the last tier's delay             | hops into the tier that covers the rest       |
 | main-topic message of a hot-lane tenant        | sent on to the queue's lane, offset done once |
 |                                                | Kafka holds the copy (the loop does not wait) |
-| claimed                                        | queued for fair dispatch (or, unknown job     |
-|                                                | type, sent round the tiers within a budget)   |
-| job already terminal / ours already            | offset done                                   |
-| cancel requested before it ran                 | canceled, offset done                         |
-| attempts used up at lease time                 | dead with the reason, DLQ, offset done        |
-| same job id, different payload                 | DLQ as a conflict; the original is kept       |
-| job id of another deployment on the database   | DLQ as a conflict; its row is not touched     |
-| leased by another live worker                  | parked, claimed again when the lease ends     |
-| waiting, not due, main topic                   | offset done: its retry message owns the wait  |
-| waiting and due (or a retry message) unclaimed | claimed again shortly (clock or timing race)  |
+| decoded                                        | queued for fair dispatch                      |
+
+Everything here runs on the poll thread.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from confluent_kafka import Message
+from confluent_kafka import Consumer, Message
 
 from tenantq import headers
-from tenantq.app import resolve_max_attempts
-from tenantq.consumer.events import READ_FROM_HOT_LANE, READ_FROM_MAIN
-from tenantq.consumer.ledger import Claim, ClaimSettings, Settle, SettleWaiting
-from tenantq.consumer.outcomes import Verdict, crashed_too_often
+from tenantq.app import JobType, resolve_max_attempts
+from tenantq.consumer.topic_map import TopicMap
 from tenantq.consumer.work import WorkItem
 from tenantq.errors import EnvelopeError, InvalidTenantId
+from tenantq.observability.worker_events import READ_FROM_HOT_LANE, READ_FROM_MAIN, WorkerEvents
 from tenantq.partitioner.placement import LANE
-from tenantq.partitioner.tenant_id import validate_tenant_id
 from tenantq.producer.publisher import Outgoing, dead_letter, retry_message
 from tenantq.schemas.envelope import Envelope
 from tenantq.schemas.envelope_reader import read_envelope
-from tenantq.states import JobState
-from tenantq.store.job_store import JobStatus
+from tenantq.settings import Settings
+from tenantq.tenant_ids import validate_tenant_id
 
 if TYPE_CHECKING:
-    from tenantq.consumer.worker import Worker
+    from tenantq.consumer.partitions import Partitions
 
 log = logging.getLogger("tenantq.worker")
 
-#: How often a parked job (leased by another live worker) is tried again at most.
-PARK_RECHECK_SECONDS = 1.0
 #: Tenant ids remembered as valid (past this, the rest are checked every time).
 VALID_TENANTS_REMEMBERED = 100_000
 #: A partition with at least this many messages in one poll is taken after the others.
@@ -66,8 +55,8 @@ class Polled:
     """A consumed record with the fields the client types as optional made definite.
 
     Its headers are read from the client's message when first asked for: most jobs succeed
-    on their first attempt and never need them, and turning them into pairs cost a sixth
-    of the worker's time per message."""
+    on their first attempt and never need them, and turning them into pairs is a sixth of
+    the worker's time per message."""
 
     __slots__ = (
         "topic",
@@ -143,14 +132,45 @@ class _Routed:
     items: list[WorkItem] = field(default_factory=list)
 
 
+class Sender(Protocol):
+    """What the intake needs of the publisher: send and wait, or send and be told later."""
+
+    def publish(self, messages: Sequence[Outgoing], timeout: float = ...) -> list[bool]: ...
+
+    def send(self, messages: Sequence[Outgoing], done: Callable[[list[bool]], None]) -> None: ...
+
+
 class Intake:
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-        settings = worker.settings.worker
-        self.claim_settings = ClaimSettings(
-            settings.lease_seconds, settings.stale_owner_seconds, settings.crash_budget
-        )
-        self.parked: list[WorkItem] = []
+    """Routes polled messages (poll thread only)."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        topics: TopicMap,
+        worker_id: str,
+        partitions: Partitions,
+        consumer: Consumer,
+        publisher: Sender,
+        events: WorkerEvents,
+        in_lane: Callable[[str, str], bool],
+        find_type: Callable[[str], JobType | None],
+        admit: Callable[[WorkItem], None],
+    ) -> None:
+        self._settings = settings
+        self._topics = topics
+        self._worker_id = worker_id
+        self._partitions = partitions
+        #: Only to pause and resume partitions whose messages wait here.
+        self._consumer = consumer
+        self._publisher = publisher
+        self._events = events
+        #: The tenant of a queue is in the queue's hot lane (``HotLane.in_lane``).
+        self._in_lane = in_lane
+        self._find_type = find_type
+        #: To fair dispatch (the dispatcher's ``push``): claimed when chosen to run, so an
+        #: attempt is only spent on a job that is about to start.
+        self._admit = admit
         #: Messages read and held back, oldest first, each with the wall-clock time before
         #: which it must not be routed: per retry-tier partition, those not yet due; per
         #: hot-lane partition, those beyond its read-ahead window (the consumer hands out a
@@ -189,10 +209,9 @@ class Intake:
         self._take(messages)
 
     def _take(self, messages: list[Message]) -> None:
-        worker = self.worker
-        partitions = worker.partitions
-        lane_topics = worker.lane_topics
-        queue_of_topic = worker.queue_of_topic
+        partitions = self._partitions
+        lane_topics = self._topics.lanes
+        queue_of_topic = self._topics.queue_of
         routed = _Routed()
         now = time.time()
         #: (queue, source, seconds since the Kafka timestamp) of what the main topics and the
@@ -219,39 +238,39 @@ class Intake:
                 lane and partitions.over_window(topic, partition, held=0)
             ):
                 self.waiting[key] = deque([(0.0, message)])
-                partitions.pause_waiting(worker.consumer, topic, partition)
+                partitions.pause_waiting(self._consumer, topic, partition)
                 continue
             self._route(message, routed, queue_name, tier, lane)
         if read_delays:
-            worker.events.messages_read(read_delays)
+            self._events.messages_read(read_delays)
         self._finish(routed)
 
     def route_due(self) -> None:
         """Route the waiting messages that came due; keep their partitions paused otherwise."""
         if not self.waiting:
             return
-        worker = self.worker
+        partitions = self._partitions
         routed = _Routed()
         now = time.time()
         for key, waiting in list(self.waiting.items()):
             topic, partition = key
-            if not worker.partitions.owns(topic, partition):
+            if not partitions.owns(topic, partition):
                 del self.waiting[key]
                 continue
-            lane = topic in worker.lane_topics
+            lane = topic in self._topics.lanes
             while waiting:
                 not_before, message = waiting[0]
                 route_at = self._route_at(message, not_before)
                 if route_at > now or (
-                    lane and worker.partitions.over_window(topic, partition, len(waiting) - 1)
+                    lane and partitions.over_window(topic, partition, len(waiting) - 1)
                 ):
-                    worker.partitions.pause_waiting(worker.consumer, topic, partition)
+                    partitions.pause_waiting(self._consumer, topic, partition)
                     break
                 waiting.popleft()
-                self._route(message, routed, *worker.queue_of_topic[topic], lane)
+                self._route(message, routed, *self._topics.queue_of[topic], lane)
             if not waiting:
                 del self.waiting[key]
-                worker.partitions.resume_due(worker.consumer, topic, partition)
+                partitions.resume_due(self._consumer, topic, partition)
         self._finish(routed)
 
     def drop_waiting(self, keys: set[tuple[str, int]] | None) -> None:
@@ -264,7 +283,7 @@ class Intake:
     def _route_at(self, message: Polled, not_before: float) -> float:
         """Wall-clock time at which a message may be routed: a retry-tier message waits for
         its due time, or for its tier's delay to pass (then it hops onwards)."""
-        queue_name, tier = self.worker.queue_of_topic[message.topic]
+        queue_name, tier = self._topics.queue_of[message.topic]
         if tier is None:
             return not_before
         due_ms = _due_ms(message.headers)
@@ -272,7 +291,7 @@ class Intake:
             return not_before
         route_ms = float(due_ms)
         if message.timestamp_ms > 0:
-            delay = self.worker.settings.queue(queue_name).retry_delays_seconds[tier]
+            delay = self._settings.queue(queue_name).retry_delays_seconds[tier]
             route_ms = min(route_ms, message.timestamp_ms + delay * 1000)
         return max(not_before, route_ms / 1000)
 
@@ -282,7 +301,6 @@ class Intake:
         """A message whose time has come: hop it onwards, dead-letter it, or make it work.
         ``queue_name``, ``tier`` and ``lane`` are its topic's (``queue_of_topic``, lane or
         not), which the caller has looked up already."""
-        worker = self.worker
         topic, partition, offset = message.topic, message.partition, message.offset
         if tier is not None:
             due_ms = _due_ms(message.headers)
@@ -294,7 +312,7 @@ class Intake:
                 return
         value = message.value
         try:
-            envelope = read_envelope(value, max_bytes=worker.settings.max_message_bytes)
+            envelope = read_envelope(value, max_bytes=self._settings.max_message_bytes)
             tenant_id = envelope.tenant_id
             if tenant_id not in self._valid_tenants:
                 validate_tenant_id(tenant_id)
@@ -304,26 +322,26 @@ class Intake:
             reason = getattr(error, "reason", "invalid_tenant")
             log.warning("undecodable message %s[%d]@%d: %s", topic, partition, offset, error)
             letter = dead_letter(
-                worker.topics[queue_name],
+                self._topics.by_queue[queue_name],
                 key=message.key,
                 value=value,
                 base_headers=message.headers,
                 error_class=f"Undecodable:{reason}",
                 error_message=str(error),
                 attempts=0,
-                worker=worker.worker_id,
+                worker=self._worker_id,
                 source=(topic, partition, offset),
-                max_body_bytes=worker.settings.max_message_bytes,
+                max_body_bytes=self._settings.max_message_bytes,
             )
             routed.outgoing.append((letter, message))
             routed.dead_letters.append((queue_name, f"Undecodable:{reason}"))
             return
         if tier is None and not lane:
-            if worker.hot_lane.in_lane(queue_name, envelope.tenant_id):
+            if self._in_lane(queue_name, envelope.tenant_id):
                 # The tenant floods this partition: its job waits in the lane, not here.
                 self._divert(message, queue_name, envelope, routed)
                 return
-            worker.partitions.note_tenant(topic, partition, offset, envelope.tenant_id)
+            self._partitions.note_tenant(topic, partition, offset, envelope.tenant_id)
         max_attempts = envelope.max_attempts or self._max_attempts_of(envelope.job_type)
         # By position, in the order of WorkItem's fields (topic, partition, offset, key, value,
         # record, timestamp_ms, queue, envelope, max_attempts, tier, lane): once per message,
@@ -353,22 +371,23 @@ class Intake:
         if known is None:
             known = resolve_max_attempts(
                 None,
-                self.worker.app.find(job_type),
-                self.worker.settings.worker.default_max_attempts,
+                self._find_type(job_type),
+                self._settings.worker.default_max_attempts,
             )
             if len(self._type_attempts) < VALID_TENANTS_REMEMBERED:
                 self._type_attempts[job_type] = known
         return known
 
     def _finish(self, routed: _Routed) -> None:
-        worker = self.worker
-        self._publish_and_mark(routed.outgoing)
+        self.publish_and_mark(routed.outgoing)
         self._send_and_mark(routed.diverting)
         for queue_name, reason in routed.dead_letters:
-            worker.events.dead_lettered(queue_name, "(undecodable)", reason)
+            self._events.dead_lettered(queue_name, "(undecodable)", reason)
         for queue_name, count in routed.diverted.items():
-            worker.events.lane_diverted(queue_name, count)
-        self.admit(routed.items)
+            self._events.lane_diverted(queue_name, count)
+        admit = self._admit
+        for item in routed.items:
+            admit(item)
 
     def divert(self, items: list[WorkItem]) -> None:
         """Move read, unclaimed main-topic items of hot-lane tenants to the lane (their tenant
@@ -383,9 +402,9 @@ class Intake:
     ) -> None:
         """The same record, for the queue's lane: any partition, drawn from the job id (as a
         producer places a lane job), so every worker shares the tenant's backlog."""
-        partitions = self.worker.settings.queue(queue_name).partitions
+        partitions = self._settings.queue(queue_name).partitions
         _, partition = LANE.choose(envelope.tenant_id, envelope.job_id, partitions)
-        lane = self.worker.topics[queue_name].lane
+        lane = self._topics.by_queue[queue_name].lane
         routed.diverting.append(
             (Outgoing(lane, message.key, message.value, message.headers, partition), message)
         )
@@ -394,8 +413,7 @@ class Intake:
     def _hop(
         self, message: Polled, queue_name: str, raw_headers: list[tuple[str, bytes]], due_ms: int
     ) -> Outgoing:
-        worker = self.worker
-        definition = worker.settings.queue(queue_name)
+        definition = self._settings.queue(queue_name)
         wait = max(0.0, due_ms / 1000 - time.time())
         found = dict(raw_headers).get(headers.DELAY_REASON, b"").decode(errors="replace")
         try:
@@ -403,7 +421,7 @@ class Intake:
         except ValueError:  # written by an older or foreign producer: it waits all the same
             reason = headers.DelayReason.RETRY
         return retry_message(
-            worker.topics[queue_name],
+            self._topics.by_queue[queue_name],
             definition.retry_delays_seconds,
             key=message.key,
             value=message.value or b"",
@@ -413,274 +431,38 @@ class Intake:
             partition=message.partition % definition.tier_partitions,
         )
 
-    def _publish_and_mark(self, outgoing: list[tuple[Outgoing, Polled]]) -> None:
+    def publish_and_mark(self, outgoing: list[tuple[Outgoing, Polled]]) -> None:
         """Publish and, once Kafka holds each message, mark its source offset done. What
         Kafka did not take waits a second and is routed again."""
         if not outgoing:
             return
-        acknowledged = self.worker.publisher.publish([message for message, _ in outgoing])
+        acknowledged = self._publisher.publish([message for message, _ in outgoing])
         self._mark([source for _, source in outgoing], acknowledged)
 
     def _send_and_mark(self, outgoing: list[tuple[Outgoing, Polled]]) -> None:
-        """``_publish_and_mark`` without waiting: the sources are marked when the publisher
+        """``publish_and_mark`` without waiting: the sources are marked when the publisher
         hands the acknowledgements back (``Publisher.serve``, on the poll thread). Until then
         their offsets are unfinished, so nothing is committed past a copy Kafka lacks."""
         if not outgoing:
             return
         sources = [source for _, source in outgoing]
-        self.worker.publisher.send(
+        self._publisher.send(
             [message for message, _ in outgoing],
             lambda acknowledged: self._mark(sources, acknowledged),
         )
 
     def _mark(self, sources: list[Polled], acknowledged: list[bool]) -> None:
-        worker = self.worker
+        partitions = self._partitions
         retry_at = time.time() + 1.0
         for source, ok in zip(sources, acknowledged, strict=True):
             if ok:
-                worker.partitions.done(source.topic, source.partition, source.offset, source.epoch)
+                partitions.done(source.topic, source.partition, source.offset, source.epoch)
                 continue
-            if not worker.partitions.current(source.topic, source.partition, source.epoch):
+            if not partitions.current(source.topic, source.partition, source.epoch):
                 continue  # given up since: its next owner reads it again
             key = (source.topic, source.partition)
             self.waiting.setdefault(key, deque()).appendleft((retry_at, source))
-            worker.partitions.pause_waiting(worker.consumer, source.topic, source.partition)
-
-    # -- claims ------------------------------------------------------------------------------
-
-    def admit(self, items: list[WorkItem]) -> None:
-        """Queue decoded messages for fair dispatch; they are claimed when chosen to run, so
-        an attempt is only spent on a job that is about to start."""
-        for item in items:
-            self.worker.dispatcher.push(item)
-
-    def claim(self, items: list[WorkItem]) -> None:
-        """Hand the chosen items to the claims lane, one statement for all; ``claimed`` sorts
-        out the answer. Returns at once."""
-        if not items:
-            return
-        worker = self.worker
-        unique: dict[uuid.UUID, WorkItem] = {}
-        for item in items:
-            if item.job_id in unique:
-                # Two messages of one job in one round (a producer retry, or a main-topic
-                # message read again next to the job's retry message): each is judged on its
-                # own, in the next round, once this round has decided the first. Marking the
-                # second done here would lose the job when the first is the one set aside.
-                worker.unreserve(item)
-                worker.dispatcher.push(item)
-            else:
-                unique[item.job_id] = item
-        # The hot lane's jobs are claimed on a connection of their own (see ``ledger``).
-        for lane_items, ledger_lane in (
-            (False, worker.ledger.claims),
-            (True, worker.ledger.lane_claims),
-        ):
-            chosen = [item for item in unique.values() if item.lane is lane_items]
-            if chosen:
-                ledger_lane.submit(
-                    Claim(
-                        [item.claim_request() for item in chosen],
-                        context=chosen,
-                        settings=self.claim_settings,
-                    )
-                )
-
-    def claimed(self, operation: Claim) -> list[WorkItem]:
-        """The claims lane answered: returns the items now leased to us. The rest are sorted
-        out (done, parked, buried, dead-lettered); rows the database refused go to the DLQ
-        with its reason."""
-        worker = self.worker
-        items: list[WorkItem] = operation.context
-        answer = operation.answer
-        if answer is None:
-            # The lane never ran it (stopping, or a fault it logged): nothing is known of
-            # these jobs, so nothing is done. They are claimed again shortly.
-            retry_at = time.monotonic() + PARK_RECHECK_SECONDS
-            for item in items:
-                item.retry_claim_at = retry_at
-            self.parked.extend(items)
-            return []
-        leases = answer.leases
-        statuses = answer.statuses
-        refused = {request.job_id: reason for request, reason in operation.refused}
-        claimed = []
-        rest = []
-        for item in items:
-            lease = leases.get(item.job_id)
-            if lease is None:
-                if item.job_id not in refused:
-                    rest.append(item)
-                continue
-            item.lease = lease
-            # An adopted lease (our own, from a try whose connection dropped) is no takeover.
-            if not lease.inserted and item.tier is None and not (answer and answer.again):
-                worker.events.lease_takeover(item.queue)
-            claimed.append(item)
-        worker.hold(claimed)
-        if refused:
-            self._dead_letter_items(
-                [item for item in items if item.job_id in refused],
-                "DatabaseRefused",
-                "; ".join(sorted(set(refused.values()))),
-            )
-        if rest:
-            self._sort_out(rest, statuses)
-        return claimed
-
-    def unknown_type_verdict(self, item: WorkItem) -> Verdict:
-        """No handler here: maybe a deploy is rolling out. Retry within a budget, then dead."""
-        worker = self.worker
-        assert item.lease is not None
-        budget = min(item.lease.max_attempts, worker.settings.worker.unknown_type_attempts)
-        message = f"unknown job type {item.job_type!r} (no handler in this worker group)"
-        if item.lease.attempt >= budget:
-            return Verdict.dead("UnknownJobType", message)
-        delay = worker.retry_policy.delay(item.lease.attempt)
-        return Verdict.retrying(
-            "UnknownJobType", message, delay, reason=headers.DelayReason.UNKNOWN_TYPE
-        )
-
-    def _sort_out(self, items: list[WorkItem], statuses: dict[uuid.UUID, JobStatus]) -> None:
-        worker = self.worker
-        crash_budget = self.claim_settings.crash_budget
-        now = time.monotonic()
-        done: list[WorkItem] = []
-        to_cancel: list[WorkItem] = []
-        #: (item, error class, why) of each job that goes dead at lease time.
-        to_bury: list[tuple[WorkItem, str, str]] = []
-        conflicts: list[WorkItem] = []
-        foreign: list[WorkItem] = []
-        for item in items:
-            status = statuses.get(item.job_id)
-            if status is not None and status.of_another_deployment:
-                foreign.append(item)  # forged or misrouted: not this deployment's job
-            elif status is None:
-                # Not inserted: its idempotency key belongs to another job. The original
-                # stands; this copy is a duplicate by key.
-                log.info(
-                    "job %s: idempotency key %r already used",
-                    item.job_id,
-                    item.envelope.idempotency_key,
-                )
-                done.append(item)
-            elif status.state.terminal:
-                done.append(item)
-            elif status.payload_sha256 not in (None, item.payload_sha256):
-                conflicts.append(item)
-            elif status.cancel_requested and status.state is not JobState.LEASED:
-                to_cancel.append(item)
-            elif (status.attempts >= status.max_attempts or status.crashes >= crash_budget) and (
-                status.state is not JobState.LEASED or status.lease_left_seconds <= 0
-            ):
-                to_bury.append((item, *_burial(status, crash_budget)))
-            elif (
-                status.state is JobState.LEASED
-                and status.lease_owner == worker.worker_id
-                and item.tier is None
-            ):
-                done.append(item)  # already running here: the lower offset holds the commit
-            elif status.state is JobState.LEASED:
-                # Leased elsewhere: tried again when the lease may have ended. Leased here, a
-                # retry-tier message is the next attempt's wake-up, published before this
-                # worker's result of the last attempt was written (a results lane still
-                # catching up after an outage): marked done, it would leave the job
-                # 'retrying' with nothing to run it. It waits for that result instead.
-                item.retry_claim_at = now + min(
-                    PARK_RECHECK_SECONDS, max(0.05, status.lease_left_seconds)
-                )
-                self.parked.append(item)
-            elif item.tier is None and not status.due:
-                done.append(item)  # waiting for a retry or a due time: its retry-tier message
-            else:
-                # Leasable, yet the claim missed it: due by the worker's clock before the
-                # database's, or due between the claim and this look. Claim it again shortly;
-                # marking it done would leave nothing to run it.
-                item.retry_claim_at = now + (0.05 if status.due else 0.2)
-                self.parked.append(item)
-        for item in done:
-            worker.mark_done(item)
-        self._dead_letter_items(
-            conflicts, "JobConflict", "same job id with a different payload; the original is kept"
-        )
-        self._dead_letter_items(
-            foreign,
-            "JobConflict",
-            "the job id belongs to another deployment (topic prefix) on this database; "
-            "its job is not touched",
-        )
-        if to_cancel or to_bury:
-            settle = Settle(
-                [item.job_id for item in to_cancel],
-                [item.job_id for item, _, _ in to_bury],
-                crash_budget,
-            )
-            worker.ledger.claims.submit(SettleWaiting([settle], context=(to_cancel, to_bury)))
-
-    def settled(self, operation: SettleWaiting) -> None:
-        """Canceled jobs are done; buried ones get their dead letter. A job the settle did
-        not change (another worker moved it meanwhile) is done here: it is that worker's now,
-        or terminal."""
-        worker = self.worker
-        to_cancel, to_bury = operation.context
-        if operation.answer is None:
-            return  # never ran (stopping, or a fault it logged): the offsets stay unfinished
-        canceled, buried = operation.answer
-        del canceled  # a cancel that found the job moved on is done all the same
-        for item in to_cancel:
-            worker.mark_done(item)
-        for item, error_class, why in to_bury:
-            if item.job_id in buried:
-                self._dead_letter_items([item], error_class, why)
-            else:
-                worker.mark_done(item)
-
-    def _dead_letter_items(self, items: list[WorkItem], error_class: str, message: str) -> None:
-        worker = self.worker
-        outgoing = [
-            (
-                dead_letter(
-                    worker.topics[item.queue],
-                    key=item.key,
-                    value=item.value,
-                    base_headers=item.headers,
-                    error_class=error_class,
-                    error_message=message,
-                    attempts=item.max_attempts,
-                    worker=worker.worker_id,
-                    source=item.source,
-                ),
-                item.record,
-            )
-            for item in items
-        ]
-        self._publish_and_mark(outgoing)
-
-    # -- parked ----------------------------------------------------------------------------------
-
-    def retry_parked(self) -> None:
-        if not self.parked:
-            return
-        now = time.monotonic()
-        due = [item for item in self.parked if item.retry_claim_at <= now]
-        if not due:
-            return
-        self.parked = [item for item in self.parked if item.retry_claim_at > now]
-        for item in due:
-            self.worker.dispatcher.push(item)
-
-    def drop_parked(self, predicate: Callable[[WorkItem], bool]) -> None:
-        self.parked = [item for item in self.parked if not predicate(item)]
-
-
-def _burial(status: JobStatus, crash_budget: int) -> tuple[str, str]:
-    """Why a job found leasable goes dead at lease time: (error class, message)."""
-    if status.attempts >= status.max_attempts:
-        return (
-            "AttemptsExhausted",
-            "max attempts reached at lease time (the handler never finished: crash, kill or hang)",
-        )
-    return ("PoisonJob", crashed_too_often(status.crashes, crash_budget))
+            partitions.pause_waiting(self._consumer, source.topic, source.partition)
 
 
 def _due_ms(raw_headers: list[tuple[str, bytes]]) -> int | None:

@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import psycopg
 
@@ -176,6 +176,15 @@ class EnterLane(Operation[tuple[str, str, str], bool]):
 
     def merge(self, first: bool, second: bool) -> bool:
         return first and second
+
+
+class OperationLane(Protocol):
+    """A lane as the parts that hand it operations see it (``Lane``)."""
+
+    @property
+    def pending(self) -> int: ...
+
+    def submit(self, operation: Operation[Any, Any]) -> None: ...
 
 
 class Lane:

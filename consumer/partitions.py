@@ -7,10 +7,9 @@ under a steady load the partitions share it without a pause. Each main-topic par
 paused only past twice its share (the budget over the busy ones: an idle partition lends
 its window to the others, so the one left with the largest backlog at the end of a drain is
 not held to one window), and resumed at its share: a partition whose messages crowd out the
-others', a flood, never holds more than that. Before, each partition was paused at its own
-window and resumed at half of it; under load a worker paused and resumed ~15 times a second,
-and every pause made librdkafka drop the messages it had fetched ahead for the partition, to
-fetch them again on the resume.
+others', a flood, never holds more than that. A partition is not paused at its own window:
+under a steady load that flaps many times a second, and every pause makes librdkafka drop
+the messages it fetched ahead for the partition, to fetch them again on the resume.
 
 A hot-lane partition has a small window of its own: the lane's backlog is shared by every
 worker and read as slots free, and a large window only makes the worker read it in bursts
@@ -26,11 +25,16 @@ import itertools
 import logging
 import threading
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from tenantq.consumer.offsets import PartitionOffsets
+
+if TYPE_CHECKING:
+    from tenantq.consumer.work import WorkItem
 
 log = logging.getLogger("tenantq.worker")
 
@@ -152,6 +156,13 @@ class Partitions:
                 state.tenant_counts[tenant] -= 1
                 if state.tenant_counts[tenant] <= 0:
                     del state.tenant_counts[tenant]
+
+    def done_items(self, items: Iterable[WorkItem]) -> None:
+        """``done`` of each item's message, under the assignment it was read in (a batch of
+        results, or what one claim sorted out)."""
+        done = self.done
+        for item in items:
+            done(item.topic, item.partition, item.offset, item.record.epoch)
 
     def note_tenant(self, topic: str, partition: int, offset: int, tenant: str) -> None:
         """The unfinished message at ``offset`` is ``tenant``'s (main topics only)."""

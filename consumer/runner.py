@@ -8,7 +8,7 @@ handler, whose thread cannot be killed) a replacement thread is started so capac
 leak. Whatever the abandoned handler returns later is dropped; the store would refuse it
 anyway, since the attempt is fenced.
 
-The runner serves the worker's own process (``Worker`` without a handler process) and the
+The runner serves the worker's own process (a worker without a handler process) and the
 handler process (``tenantq.consumer.handler_process``) alike.
 """
 

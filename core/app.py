@@ -235,7 +235,7 @@ class App:
 
     def register(self, job_type: JobType) -> None:
         """Add a job type (with or without handler). Names are unique."""
-        if not JOB_TYPE_PATTERN.match(job_type.name):
+        if not JOB_TYPE_PATTERN.fullmatch(job_type.name):
             raise ConfigurationError(
                 f"job type {job_type.name!r} must match {JOB_TYPE_PATTERN.pattern}"
             )

@@ -37,6 +37,7 @@ TRANSITIONS: dict[tuple[JobState, JobState], str] = {
     (JobState.PENDING, JobState.RUNNABLE): "run_after reached",
     (JobState.PENDING, JobState.LEASED): "due message taken by a worker",
     (JobState.PENDING, JobState.CANCELED): "canceled before it ran",
+    (JobState.PENDING, JobState.DEAD): "enqueued in SQL, refused by the outbox relay",
     (JobState.RUNNABLE, JobState.LEASED): "a worker took the lease",
     (JobState.RUNNABLE, JobState.CANCELED): "canceled before it ran",
     (JobState.RUNNABLE, JobState.DEAD): "attempts exhausted or undecodable",

@@ -20,7 +20,7 @@ OTHER = "other"
 #: How many values past the bound a ``BoundedLabel`` remembers as ``other``.
 OTHERS_REMEMBERED = 10_000
 
-#: The tenant id rule of ``tenantq.partitioner.tenant_id``, repeated here as a pattern so that
+#: The tenant id rule of ``tenantq.tenant_ids``, repeated here as a pattern so that
 #: metrics never import the partitioner; a unit test keeps the two in step.
 _TENANT_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 #: Error classes are dotted Python names; reasons are short identifiers.

@@ -69,10 +69,7 @@ class WorkerMetrics(WorkerEvents):
         self.error_classes = BoundedLabel(ERROR_LABEL_LIMIT, is_identifier_label)
         self.reasons = BoundedLabel(ERROR_LABEL_LIMIT, is_identifier_label)
         self._families: dict[str, MetricWrapperBase] = {}
-        # Label children per job class, looked up once (the poll thread only; a cache miss
-        # under a race costs one more lookup, never a wrong series).
-        self._started: dict[tuple[str, str, str], tuple[Any, Any]] = {}
-        self._finished: dict[tuple[str, str, str, str], tuple[Any, Any, Any]] = {}
+        self._series = _JobSeries(self._families, self.tenants)
         self._read_delay: dict[tuple[str, str], Any] = {}
         #: The same series by tenant id, for the batch events (``SERIES_REMEMBERED``).
         self._started_of: dict[tuple[str, str, str], tuple[Any, Any]] = {}
@@ -88,40 +85,6 @@ class WorkerMetrics(WorkerEvents):
 
     def _family(self, name: str) -> Any:
         return self._families[name]
-
-    def _started_series(self, queue: str, job_type: str, tenant: str) -> tuple[Any, Any]:
-        """(started counter, enqueue-to-start histogram) of one job class: ``labels()`` costs
-        a lock and a few tuples per call, and every job of a class asks for the same two."""
-        # Keyed by the tenant's label, not the tenant: the label set is bounded.
-        tenant_label = self.tenants.label(tenant)
-        key = (queue, job_type, tenant_label)
-        series = self._started.get(key)
-        if series is None:
-            series = self._started[key] = (
-                self._family(names.JOBS_STARTED).labels(queue, job_type, tenant_label),
-                self._family(names.ENQUEUE_TO_START).labels(queue, job_type),
-            )
-        return series
-
-    def _finished_series(
-        self, queue: str, job_type: str, tenant: str, outcome: str
-    ) -> tuple[Any, Any, Any]:
-        """(finished counter, duration histogram, attempts-per-success histogram) of one job
-        class and outcome."""
-        tenant_label = self.tenants.label(tenant)
-        key = (queue, job_type, tenant_label, outcome)
-        series = self._finished.get(key)
-        if series is None:
-            if outcome not in JOB_OUTCOMES:
-                raise ValueError(
-                    f"unknown outcome {outcome!r}; expected one of {sorted(JOB_OUTCOMES)}"
-                )
-            series = self._finished[key] = (
-                self._family(names.JOBS_FINISHED).labels(queue, job_type, tenant_label, outcome),
-                self._family(names.JOB_DURATION).labels(queue, job_type, outcome),
-                self._family(names.ATTEMPTS_PER_SUCCESS).labels(queue, job_type),
-            )
-        return series
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -151,7 +114,7 @@ class WorkerMetrics(WorkerEvents):
     def jobs_started(self, started: list[tuple[str, str, str, float | None]]) -> None:
         """``job_started`` of each (its one implementation), gathered by job class first: a
         dictionary lookup per job instead of a label lookup, two tally calls and a check
-        (1.3 us per job, 0.3 us)."""
+        (a quarter of the time per job)."""
         waits_of: dict[tuple[str, str, str], list[float | None]] = {}
         for queue, job_type, tenant, wait_seconds in started:
             key = (queue, job_type, tenant)
@@ -167,7 +130,7 @@ class WorkerMetrics(WorkerEvents):
             if series is None:
                 if len(memo) >= SERIES_REMEMBERED:
                     memo.clear()
-                series = memo[key] = self._started_series(*key)
+                series = memo[key] = self._series.started(*key)
             started_counter, waited = series
             tally.count_many(started_counter, len(waits))
             # ``_non_negative`` inline: ``>= 0`` is False for NaN too, so skew and poison
@@ -194,7 +157,7 @@ class WorkerMetrics(WorkerEvents):
             if series is None:
                 if len(memo) >= SERIES_REMEMBERED:
                     memo.clear()
-                series = memo[job_class] = self._finished_series(*job_class)
+                series = memo[job_class] = self._series.finished(*job_class)
             finished_counter, duration, attempts_per_success = series
             tally.count_many(finished_counter, len(durations))
             tally.observe_many(duration, durations)
@@ -322,6 +285,54 @@ class WorkerMetrics(WorkerEvents):
     def committed_message_age(self, queue: str, seconds: float) -> None:
         """The message at the committed offset of ``queue`` was produced ``seconds`` ago."""
         self._family(names.COMMITTED_MESSAGE_AGE).labels(queue).set(_non_negative(seconds))
+
+
+class _JobSeries:
+    """The label children of each job class, looked up once: ``labels()`` costs a lock and a
+    few tuples per call, and every job of a class asks for the same ones. Keyed by the
+    tenant's label, not the tenant: the label set is bounded. The poll thread only (a miss
+    under a race costs one more lookup, never a wrong series)."""
+
+    def __init__(self, families: dict[str, MetricWrapperBase], tenants: TenantLabeler) -> None:
+        self._families = families
+        self._tenants = tenants
+        self._started: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        self._finished: dict[tuple[str, str, str, str], tuple[Any, Any, Any]] = {}
+
+    def _family(self, name: str) -> Any:
+        return self._families[name]
+
+    def started(self, queue: str, job_type: str, tenant: str) -> tuple[Any, Any]:
+        """(started counter, enqueue-to-start histogram) of one job class."""
+        tenant_label = self._tenants.label(tenant)
+        key = (queue, job_type, tenant_label)
+        series = self._started.get(key)
+        if series is None:
+            series = self._started[key] = (
+                self._family(names.JOBS_STARTED).labels(queue, job_type, tenant_label),
+                self._family(names.ENQUEUE_TO_START).labels(queue, job_type),
+            )
+        return series
+
+    def finished(
+        self, queue: str, job_type: str, tenant: str, outcome: str
+    ) -> tuple[Any, Any, Any]:
+        """(finished counter, duration histogram, attempts-per-success histogram) of one job
+        class and outcome."""
+        tenant_label = self._tenants.label(tenant)
+        key = (queue, job_type, tenant_label, outcome)
+        series = self._finished.get(key)
+        if series is None:
+            if outcome not in JOB_OUTCOMES:
+                raise ValueError(
+                    f"unknown outcome {outcome!r}; expected one of {sorted(JOB_OUTCOMES)}"
+                )
+            series = self._finished[key] = (
+                self._family(names.JOBS_FINISHED).labels(queue, job_type, tenant_label, outcome),
+                self._family(names.JOB_DURATION).labels(queue, job_type, outcome),
+                self._family(names.ATTEMPTS_PER_SUCCESS).labels(queue, job_type),
+            )
+        return series
 
 
 def _build(spec: names.MetricSpec, registry: CollectorRegistry) -> MetricWrapperBase:

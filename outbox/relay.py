@@ -16,6 +16,12 @@ go before those that committed after it; within one round's generation, by inser
 Delivery is at least once. A relay killed after Kafka acknowledged a batch and before the
 delete publishes that batch again; the worker's claim matches the job by id and payload
 hash (the row the enqueue wrote has the worker's hash), so the second copy runs nothing.
+
+Entries the SQL function ``tenantq_enqueue`` wrote have no record yet: a round encodes them
+first (``tenantq.outbox.entry_encoder``) and commits their records, so a relay that dies
+after that publishes the same bytes again. Every relay registers its queues and its settings
+when it connects (``tenantq_outbox_queues``): the function accepts the queues some relay
+serves, within that relay's size limits.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import confluent_kafka
 
 from tenantq.background import ServiceLoop
 from tenantq.errors import TenantqError
+from tenantq.outbox.entry_encoder import EntryEncoder
 from tenantq.producer.config import producer_config
 from tenantq.producer.delivery import confirmed
 from tenantq.settings import Settings
@@ -108,8 +115,8 @@ class EntryPublisher:
 class RelayService(ServiceLoop):
     """The relay of ``queues`` as a ``BackgroundService`` (also ``tenantq outbox relay``).
 
-    Owns one database connection (which holds the advisory locks of the queues it serves)
-    and one Kafka producer, both in its thread.
+    Owns one database connection (which holds the advisory locks of the queues it serves),
+    one Kafka producer and the encoder of entries written in SQL, all in its thread.
     """
 
     def __init__(
@@ -126,11 +133,9 @@ class RelayService(ServiceLoop):
         self.settings = settings
         self.main_topics = {main_topic(settings.topic_prefix, queue): queue for queue in queues}
         self._producer_factory = producer_factory
-        # A new connection holds no lock yet: forget those of the last one, and try at once.
-        self._database = LazyConnection(
-            settings, "tenantq-outbox-relay", on_open=lambda _: self._forget_locks()
-        )
+        self._database = LazyConnection(settings, "tenantq-outbox-relay", on_open=self._connected)
         self._publisher: EntryPublisher | None = None
+        self._encoder = EntryEncoder(settings)
         #: Main topics whose lock this relay holds, and when it last tried the others.
         self.held: set[str] = set()
         self._tried_at = float("-inf")
@@ -160,9 +165,10 @@ class RelayService(ServiceLoop):
     def relay(self, connection: DeploymentConnection, topic: str) -> bool:
         """One round of one held queue; True when a full batch suggests more is waiting."""
         batch_size = self.settings.outbox.batch_size
-        entries = outbox_store.outbox_next_batch(connection, topic, batch_size)
-        if not entries:
+        batch = outbox_store.outbox_next_batch(connection, topic, batch_size)
+        if not batch:
             return False
+        entries = self._encoder.encode(connection, batch)
         publisher = self._publisher_of()
         acknowledged = publisher.publish(entries, lambda: self.stopping)
         outbox_store.outbox_delete(connection, acknowledged)
@@ -172,7 +178,7 @@ class RelayService(ServiceLoop):
                 f"{len(entries) - len(acknowledged)} of {len(entries)} outbox entries of "
                 f"{self.main_topics[topic]!r} not acknowledged"
             )
-        return len(entries) == batch_size
+        return len(batch) == batch_size
 
     def drain(self) -> int:
         """Publish everything committed now in the queues whose lock is free, then return
@@ -195,9 +201,22 @@ class RelayService(ServiceLoop):
 
     # -- resources ---------------------------------------------------------------------------
 
-    def _forget_locks(self) -> None:
+    def _connected(self, connection: DeploymentConnection) -> None:
+        """A new connection holds no lock yet: forget those of the last one, and try at once.
+        Register the queues for ``tenantq_enqueue`` (the settings may have changed since)."""
         self.held.clear()
         self._tried_at = float("-inf")
+        queues = sorted(self.main_topics.values())
+        outbox_store.outbox_queues_register(
+            connection,
+            outbox_store.RegisteredQueues(
+                queues=queues,
+                main_topics=[main_topic(self.settings.topic_prefix, queue) for queue in queues],
+                max_payload_bytes=self.settings.max_payload_bytes,
+                max_message_bytes=self.settings.max_message_bytes,
+                default_max_attempts=self.settings.worker.default_max_attempts,
+            ),
+        )
 
     def _publisher_of(self) -> EntryPublisher:
         if self._publisher is None:
@@ -220,6 +239,7 @@ class RelayService(ServiceLoop):
     def close(self) -> None:
         self._kafka_down = False
         self.reset()
+        self._encoder.close()
         if self._publisher is not None:
             publisher, self._publisher = self._publisher, None
             publisher.close()

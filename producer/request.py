@@ -17,7 +17,6 @@ from tenantq.errors import ConfigurationError, InvalidJobError
 from tenantq.job_ids import job_id_text
 from tenantq.partitioner.placement import Placement, key_partition
 from tenantq.partitioner.placement_book import PlacementBook
-from tenantq.partitioner.tenant_id import validate_tenant_id
 from tenantq.producer import validation
 from tenantq.producer.validation import (
     check_idempotency_key,
@@ -42,6 +41,7 @@ from tenantq.schemas.envelope_writer import (
     writer_for,
 )
 from tenantq.settings import QueueSettings, Settings
+from tenantq.tenant_ids import validate_tenant_id
 from tenantq.topics import lane_topic, main_topic, retry_topic, tier_for_wait
 
 DEFAULT_QUEUE = "default"

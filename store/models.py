@@ -258,7 +258,9 @@ replay_audit = Table(
 #: (``tenantq.Outbox``) waits here, as the exact Kafka record the producer would write, until
 #: the relay of its queue has published it; then the entry is deleted (the job row is the
 #: record). ``generation`` is stamped by the relay when it first sees a committed entry, so
-#: entries publish in commit order (generation) and insert order within one (id).
+#: entries publish in commit order (generation) and insert order within one (id). An entry
+#: written by the SQL function ``tenantq_enqueue`` (migration 0012) has no record yet (topic,
+#: partition, value, headers all NULL): its relay encodes it from the job row first.
 outbox = Table(
     "tenantq_outbox",
     metadata,
@@ -274,11 +276,11 @@ outbox = Table(
         nullable=False,
     ),
     Column("tenant_id", Text, nullable=False),
-    Column("topic", Text, nullable=False),
-    Column("partition", Integer, nullable=False),
+    Column("topic", Text, nullable=True),
+    Column("partition", Integer, nullable=True),
     Column("key", LargeBinary, nullable=True),
-    Column("value", LargeBinary, nullable=False),
-    Column("headers", JSONB, nullable=False),
+    Column("value", LargeBinary, nullable=True),
+    Column("headers", JSONB, nullable=True),
     Column("generation", BigInteger, nullable=True),
     # The insert's own clock, not the transaction's start: lag counts from the write.
     Column(
@@ -288,6 +290,9 @@ outbox = Table(
         server_default=text("clock_timestamp()"),
     ),
     CheckConstraint("partition >= 0", name="partition_not_negative"),
+    CheckConstraint(
+        "num_nulls(topic, partition, value, headers) IN (0, 4)", name="record_whole_or_absent"
+    ),
     # The relay's read: unstamped entries, then by generation and id, per main topic.
     Index(
         "ix_tenantq_outbox_deployment_main_topic_generation_id",
@@ -298,6 +303,25 @@ outbox = Table(
     ),
     # Deleting a job (retention) deletes its unsent entry without scanning the outbox.
     Index("ix_tenantq_outbox_job_id", "job_id"),
+)
+
+#: The queues a relay of a deployment serves, registered by the relay when it connects, with
+#: the settings ``tenantq_enqueue`` (migration 0012) checks and writes by: a queue without a
+#: row has no relay that would publish what the function writes, and is refused.
+outbox_queues = Table(
+    "tenantq_outbox_queues",
+    metadata,
+    Column("deployment", Text, nullable=False),
+    Column("queue", Text, nullable=False),
+    Column("main_topic", Text, nullable=False),
+    Column("max_payload_bytes", Integer, nullable=False),
+    Column("max_message_bytes", Integer, nullable=False),
+    # The pending row's max_attempts until a worker's first lease sets its job type's.
+    Column("default_max_attempts", Integer, nullable=False),
+    Column("registered_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("deployment", "queue"),
+    CheckConstraint("max_payload_bytes > 0 AND max_message_bytes > 0", name="limits_positive"),
+    CheckConstraint("default_max_attempts >= 1", name="default_max_attempts_positive"),
 )
 
 #: One row per periodic schedule (``app.periodic``): the tick last enqueued and the next one.

@@ -7,10 +7,13 @@ with them, and any builder that more than one test module uses, are here too.
 
 - ``FakeClock``: a clock that moves only when a test moves it, and sleeps without waiting.
 - ``FakeKafkaProducer`` (with ``FakeMessage``): an in-memory ``confluent_kafka.Producer``.
+- ``FakeConsumer``: a ``confluent_kafka.Consumer`` holding fetched ``FakeMessage`` records.
 - ``make_settings`` and ``UNIT_TOPICS``: the settings of a producer without servers, and the
   partition counts of their topics, which ``FakeKafkaProducer`` reports by default.
 - ``FakePlacementTable``: the placement table, in memory, for a ``PlacementBook``.
-- ``FakeIntakeWorker``: the settings, ledger and partitions that ``Intake`` uses.
+- The worker's collaborators: ``FakeLane`` (a ledger lane), ``FakePublisher``,
+  ``FakeExecutor``, ``FakeLeaseKeeper``, ``RecordingEvents``, ``DoneOffsets`` (what is
+  marked done), and ``work_item`` (a decoded message, leased or not).
 - ``seeded_retry_policy``: a retry policy with round numbers and a seeded jitter.
 
 Integration tests use none of this: they run against the real Kafka broker and PostgreSQL,
@@ -19,10 +22,12 @@ never a mock of either.
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import threading
 import time
-from collections.abc import Mapping
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -30,7 +35,12 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 import tenantq
+from tenantq.consumer.intake import Polled
 from tenantq.consumer.retry_policy import RetryPolicy
+from tenantq.consumer.work import WorkItem
+from tenantq.observability.worker_events import WorkerEvents
+from tenantq.schemas.envelope import Envelope
+from tenantq.store.job_store import Lease
 from tenantq.store.placement import PlacementRecord
 
 
@@ -79,10 +89,21 @@ def make_settings(tmp_path: Path, **overrides: Any) -> tenantq.Settings:
 
 
 class FakeMessage:
-    """What confluent-kafka hands to ``on_delivery``."""
+    """A Kafka record as confluent-kafka hands it out: to ``on_delivery``, or from
+    ``poll``/``consume`` (with ``key``, the record's ``timestamp_ms`` and no headers)."""
 
-    def __init__(self, topic: str, partition: int, offset: int | None, value: bytes) -> None:
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int | None,
+        value: bytes,
+        *,
+        key: bytes = b"acme",
+        timestamp_ms: int = 1_000,
+    ) -> None:
         self._topic, self._partition, self._offset, self._value = topic, partition, offset, value
+        self._key, self._timestamp_ms = key, timestamp_ms
 
     def topic(self) -> str:
         return self._topic
@@ -95,6 +116,62 @@ class FakeMessage:
 
     def value(self) -> bytes:
         return self._value
+
+    def key(self) -> bytes:
+        return self._key
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self._timestamp_ms)  # (TIMESTAMP_CREATE_TIME, ms)
+
+    def headers(self) -> None:
+        return None
+
+    def error(self) -> None:
+        return None
+
+
+class FakeConsumer:
+    """Stands in for ``confluent_kafka.Consumer`` as the worker's parts use it.
+
+    ``held`` are the records fetched and not yet taken, as librdkafka's queue holds them:
+    ``poll`` takes the first, ``consume`` up to ``num_messages`` (and fails the test if a
+    ``timeout`` would make a real consumer wait for more than are there). ``calls`` records
+    each read with its timeout; ``paused`` and ``resumed`` each batch of partitions given to
+    ``pause`` and ``resume``, as (topic, partition) pairs, and ``paused_now`` those paused
+    and not resumed since; ``stored`` each call of ``store_offsets``, as sorted (topic,
+    partition, offset)."""
+
+    def __init__(self, held: list[FakeMessage] | None = None) -> None:
+        self.held = list(held or [])
+        self.calls: list[tuple[str, float]] = []
+        self.paused: list[list[tuple[str, int]]] = []
+        self.resumed: list[list[tuple[str, int]]] = []
+        self.paused_now: set[tuple[str, int]] = set()
+        self.stored: list[list[tuple[str, int, int]]] = []
+
+    def poll(self, timeout: float) -> FakeMessage | None:
+        self.calls.append(("poll", timeout))
+        return self.held.pop(0) if self.held else None
+
+    def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
+        self.calls.append(("consume", timeout))
+        if timeout > 0 and len(self.held) < num_messages:
+            raise AssertionError("consume would wait the whole timeout for a full batch")
+        taken, self.held = self.held[:num_messages], self.held[num_messages:]
+        return taken
+
+    def pause(self, partitions: list[Any]) -> None:
+        keys = [(p.topic, p.partition) for p in partitions]
+        self.paused.append(keys)
+        self.paused_now.update(keys)
+
+    def resume(self, partitions: list[Any]) -> None:
+        keys = [(p.topic, p.partition) for p in partitions]
+        self.resumed.append(keys)
+        self.paused_now.difference_update(keys)
+
+    def store_offsets(self, offsets: list[Any]) -> None:
+        self.stored.append(sorted((p.topic, p.partition, p.offset) for p in offsets))
 
 
 class FakeKafkaProducer:
@@ -189,36 +266,148 @@ class FakePlacementTable:
         return [row for row in self.rows.values() if row.queue == queue]
 
 
-class FakeIntakeWorker:
-    """Stands in for the worker as ``Intake`` sees it: settings, a ledger whose claims lane
-    records the operations handed to it (``submitted``), and ``partitions``, which record in
-    ``done_offsets`` the offsets the intake marks done."""
+class FakeLane:
+    """A lane of the worker's ledger: ``submit`` records each operation in ``submitted`` and
+    counts it in ``pending`` (what the lane has not answered), which a test sets back."""
 
-    worker_id = "this-worker"
-
-    def __init__(self) -> None:
-        import tenantq
-
-        self.settings = tenantq.Settings(
-            kafka_bootstrap_servers="127.0.0.1:1", database_url="postgresql://u@127.0.0.1/x"
-        )
-        self.partitions = self
-        self.ledger = self
-        self.claims = self
-        self.done_offsets: list[tuple[str, int, int]] = []
+    def __init__(self, pending: int = 0) -> None:
+        self.pending = pending
         self.submitted: list[Any] = []
-        from tenantq.consumer.events import WorkerEvents
-
-        self.events = WorkerEvents()
-
-    def done(self, topic: str, partition: int, offset: int, epoch: int) -> None:
-        self.done_offsets.append((topic, partition, offset))
-
-    def mark_done(self, item: Any) -> None:
-        self.done(item.topic, item.partition, item.offset, item.record.epoch)
 
     def submit(self, operation: Any) -> None:
+        self.pending += 1
         self.submitted.append(operation)
+
+
+class FakePublisher:
+    """Stands in for the worker's ``Publisher``: Kafka acknowledges every message, unless its
+    topic is in ``refuse``. ``publish`` records what it was given in ``published``; ``send``
+    records in ``sent`` and hands the acknowledgements back at the next ``serve``."""
+
+    def __init__(self) -> None:
+        self.published: list[Any] = []
+        self.sent: list[Any] = []
+        self.refuse: set[str] = set()
+        self._serving: list[tuple[list[bool], Callable[[list[bool]], None]]] = []
+
+    def _acknowledged(self, messages: Sequence[Any]) -> list[bool]:
+        return [message.topic not in self.refuse for message in messages]
+
+    def publish(self, messages: Sequence[Any], timeout: float = 30.0) -> list[bool]:
+        self.published.extend(messages)
+        return self._acknowledged(messages)
+
+    def send(self, messages: Sequence[Any], done: Callable[[list[bool]], None]) -> None:
+        self.sent.extend(messages)
+        self._serving.append((self._acknowledged(messages), done))
+
+    @property
+    def sending(self) -> int:
+        return len(self._serving)
+
+    def serve(self) -> None:
+        serving, self._serving = self._serving, []
+        for acknowledged, done in serving:
+            done(acknowledged)
+
+
+class FakeExecutor:
+    """Stands in for the worker's executor: ``busy`` slots are taken (a test sets it), and
+    ``submit`` records each batch of tasks in ``submitted`` without running them; ``cancel``
+    records (job id, reason) in ``canceled``."""
+
+    def __init__(self, busy: int = 0) -> None:
+        self.busy = busy
+        self.submitted: list[list[Any]] = []
+        self.canceled: list[tuple[uuid.UUID, str]] = []
+
+    def start(self) -> None:
+        pass
+
+    def submit(self, tasks: Sequence[Any]) -> None:
+        self.submitted.append(list(tasks))
+
+    def cancel(self, task: Any, reason: str) -> None:
+        self.canceled.append((task.context.job_id, reason))
+
+    def expire(self) -> list[Any]:
+        return []
+
+    def abandon(self, task: Any) -> bool:
+        return True
+
+    def running(self) -> list[Any]:
+        return [task for batch in self.submitted for task in batch]
+
+    def stop(self, timeout: float) -> None:
+        pass
+
+
+class RecordingEvents(WorkerEvents):
+    """Worker events that record the messages read: each ``messages_read`` report in
+    ``read``; every other event is ignored, as ``WorkerEvents`` ignores them."""
+
+    def __init__(self) -> None:
+        self.read: list[list[tuple[str, str, float]]] = []
+
+    def messages_read(self, delays: list[tuple[str, str, float]]) -> None:
+        self.read.append(delays)
+
+
+class FakeLeaseKeeper:
+    """The heartbeat as a job's context sees it: every lease is still ours. Records each
+    renewal's job id in ``renewed`` and each checkpoint's (job id, attempt, progress) in
+    ``checkpoints``."""
+
+    def __init__(self) -> None:
+        self.renewed: list[uuid.UUID] = []
+        self.checkpoints: list[tuple[uuid.UUID, int, Any]] = []
+
+    def renew_one(self, job_id: uuid.UUID) -> bool:
+        self.renewed.append(job_id)
+        return True
+
+    def checkpoint(self, job_id: uuid.UUID, attempt: int, progress: Any) -> bool:
+        self.checkpoints.append((job_id, attempt, progress))
+        return True
+
+
+class DoneOffsets(list[tuple[str, int, int]]):
+    """Records (topic, partition, offset) of each message marked done; ``done_items`` and
+    ``done`` stand in for ``Partitions``'s."""
+
+    def done_items(self, items: Iterable[Any]) -> None:
+        self.extend((item.topic, item.partition, item.offset) for item in items)
+
+    def done(self, topic: str, partition: int, offset: int, epoch: int) -> None:
+        self.append((topic, partition, offset))
+
+
+def work_item(
+    tenant: str = "acme",
+    *,
+    job_id: uuid.UUID | None = None,
+    job_type: str = "t",
+    tier: int | None = None,
+    lane: bool = False,
+    offset: int = 5,
+    attempt: int | None = None,
+) -> WorkItem:
+    """A decoded message of queue ``default`` at ``offset`` of partition 0 of ``p.default``
+    (``p.default.lane`` when ``lane``; retry tier ``tier``), leased at ``attempt`` of 3 when
+    one is given."""
+    now = dt.datetime.now(dt.UTC)
+    envelope = Envelope(job_id or uuid.uuid4(), "default", job_type, tenant, tenant, b"{}", now)
+    topic = "p.default.lane" if lane else "p.default"
+    if tier is not None:
+        topic = f"p.default.retry.{tier}"
+    record = Polled(topic, 0, offset, tenant.encode(), b"x", [], 0)
+    item = WorkItem(
+        topic, 0, offset, tenant.encode(), b"x", record, None, "default", envelope, 3, tier, lane
+    )
+    if attempt is not None:
+        item.lease = Lease(envelope.job_id, attempt, 3, None, 0, True, now, now)
+    return item
 
 
 def seeded_retry_policy(jitter: float = 0.5) -> RetryPolicy:

@@ -14,7 +14,6 @@ from starlette.exceptions import HTTPException
 from tenantq.dlq.filter import FilterError, parse_time
 from tenantq.errors import ConfigurationError
 from tenantq.partitioner.placement import Placement
-from tenantq.partitioner.tenant_id import validate_tenant_id
 from tenantq.states import JobState
 from tenantq.store import console as console_store
 from tenantq.store import stats
@@ -25,6 +24,7 @@ from tenantq.store.placement import (
     placement_list,
     placement_upsert,
 )
+from tenantq.tenant_ids import validate_tenant_id
 from tenantq.web import job_actions
 from tenantq.web.console import acting, console_of, declared_queue, job_id_of, render
 from tenantq.web.messages import shorten

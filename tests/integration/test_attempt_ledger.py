@@ -79,7 +79,8 @@ def test_worker_labels_the_busiest_tenants_first(
             )
     try:
         with running_worker(tenantq.App(settings), settings, queues=[queue]) as worker:
-            wait_for(lambda: hasattr(worker, "consumer"), timeout=30, what="worker started")
+            # Labels are given as the worker starts, before it joins its group.
+            wait_for(lambda: bool(worker.owned_partitions), timeout=30, what="worker started")
             assert worker.observability.metrics.tenants.labelled() == {"whale", "dolphin"}
     finally:
         db.execute(QUEUE_JOBS_DELETE, {"deployment": settings.topic_prefix, "queue": queue})

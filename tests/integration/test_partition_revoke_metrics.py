@@ -24,8 +24,7 @@ def lag_partitions(worker: Any, topic: str) -> set[int]:
 
 
 def owned(worker: Any, topic: str) -> set[int]:
-    partitions = getattr(worker, "partitions", None)
-    return {p for (t, p) in list(partitions.states) if t == topic} if partitions else set()
+    return {p for (t, p) in worker.owned_partitions if t == topic}
 
 
 def test_revoked_partitions_leave_the_lag_gauge(make_settings: Any) -> None:

@@ -1,85 +1,129 @@
 """Claims of the hot lane's jobs have a connection of their own: while the lane keeps its
-claims pipeline full, the other tenants' jobs are still dispatched and claimed at once."""
+claims pipeline full, the other tenants' jobs are still dispatched and claimed at once. A
+job claimed ahead takes a dependency's token only when it starts."""
 
 from __future__ import annotations
 
-import collections
-import datetime as dt
-import threading
-import uuid
-from types import SimpleNamespace
 from typing import Any
+
+from fakes import DoneOffsets, FakeExecutor, FakeLane, FakeLeaseKeeper, work_item
 
 import tenantq
 from tenantq.consumer.claim_ahead import ClaimAhead
+from tenantq.consumer.claims import Claims
 from tenantq.consumer.dependencies import DependencyGuard, policies_from
+from tenantq.consumer.dispatch import Dispatch
 from tenantq.consumer.dispatcher import FairDispatcher
-from tenantq.consumer.intake import Polled
+from tenantq.consumer.ledger import Claim, ClaimAnswer
+from tenantq.consumer.retry_policy import RetryPolicy
+from tenantq.consumer.slots import SlotBook
+from tenantq.consumer.starts import RunningTasks, Starter
 from tenantq.consumer.work import HOT_LANE_SUFFIX, WorkItem
-from tenantq.consumer.worker import Worker
-from tenantq.schemas.envelope import Envelope
+from tenantq.observability.worker_events import WorkerEvents
+
+SLOTS = 8
 
 
-def item(tenant: str, *, lane: bool) -> WorkItem:
-    envelope = Envelope(
-        uuid.uuid4(), "default", "t", tenant, tenant, b"{}", dt.datetime.now(dt.UTC)
-    )
-    topic = "p.default.lane" if lane else "p.default"
-    record = Polled(topic, 0, 5, tenant.encode(), b"x", [], 0)
-    return WorkItem(
-        topic, 0, 5, tenant.encode(), b"x", record, None, "default", envelope, 3, lane=lane
-    )
+class Rig:
+    """A dispatch round's parts, built through their constructors: a fair dispatcher of queue
+    ``default`` and its lane, the slot book, the claims (over two fake ledger lanes), and a
+    starter whose executor runs nothing."""
 
+    def __init__(
+        self, claims_pending: int = 0, lane_claims_pending: int = 0, app: Any = None
+    ) -> None:
+        self.app = app or tenantq.App(tenantq.Settings())
+        self.settings = self.app.settings.worker
+        self.main, self.lane = FakeLane(claims_pending), FakeLane(lane_claims_pending)
+        self.executor = FakeExecutor()
+        self.guard = DependencyGuard(policies_from(self.app.dependencies), clock=lambda: 0.0)
+        self.released: list[WorkItem] = []
+        self.stats = {"executed": 0, "claimed_ahead": 0}
+        self.dispatcher: FairDispatcher[WorkItem] = FairDispatcher(
+            {"default": 1, f"default{HOT_LANE_SUFFIX}": 1}, lane_of=lambda i: i.dispatch_lane
+        )
+        self.slots = SlotBook(
+            SLOTS,
+            ClaimAhead(0, 0.0),
+            find_type=self.app.find,
+            tenants=self.dispatcher,
+            dependencies_ready=self.guard.ready,
+        )
+        self.claims = Claims(
+            main=self.main,
+            lane=self.lane,
+            settings=self.settings,
+            worker_id="this-worker",
+            topics={},
+            events=WorkerEvents(),
+            hold=lambda items: None,
+            mark_done=DoneOffsets().done_items,
+            push=self.dispatcher.push,
+            unclaimed=self.slots.unclaimed,
+            publish=lambda outgoing: None,
+        )
+        self.starter = Starter(
+            settings=self.settings,
+            slots=self.slots,
+            executor=self.executor,
+            running=RunningTasks(self.executor.cancel),
+            owns=lambda topic, partition: True,
+            find_type=self.app.find,
+            guard=self.guard,
+            leases=FakeLeaseKeeper(),
+            complete=lambda completion: None,
+            release=lambda items, reason: self.released.extend(items),
+            events=WorkerEvents(),
+            retry_policy=RetryPolicy(),
+            stats=self.stats,
+            stopping=lambda: False,
+        )
+        self.dispatch = Dispatch(
+            dispatcher=self.dispatcher,
+            slots=self.slots,
+            claims=self.claims,
+            busy=lambda: self.executor.busy,
+            may_claim=lambda: True,
+            start_ready=self.starter.start_ready,
+            stats=self.stats,
+        )
 
-def worker_with(claims_pending: int, lane_claims_pending: int, waiting: list[WorkItem]) -> Any:
-    worker: Any = Worker.__new__(Worker)
-    worker._stop_requested = threading.Event()
-    worker.health = SimpleNamespace(up=True)
-    worker.ledger = SimpleNamespace(
-        claims=SimpleNamespace(pending=claims_pending),
-        lane_claims=SimpleNamespace(pending=lane_claims_pending),
-    )
-    worker.slots = 8
-    worker.executor = SimpleNamespace(busy=0)
-    worker._claiming = 0
-    worker._ready = collections.deque()
-    worker.claim_ahead = ClaimAhead(0, 0.0)
-    worker._type_running = {}
-    worker._type_tenant_running = {}
-    worker._limited_types = {}
-    worker.app = SimpleNamespace(find=lambda name: None)
-    worker.dispatcher = FairDispatcher(
-        {"default": 1, f"default{HOT_LANE_SUFFIX}": 1}, lane_of=lambda i: i.dispatch_lane
-    )
-    for waiting_item in waiting:
-        worker.dispatcher.push(waiting_item)
-    worker.claimed_batches = []
-    worker.intake = SimpleNamespace(claim=worker.claimed_batches.append)
-    return worker
+    def claimed_batches(self, lane: FakeLane) -> list[list[WorkItem]]:
+        return [operation.context for operation in lane.submitted]
 
 
 def test_a_full_lane_claims_pipeline_does_not_hold_up_the_other_tenants() -> None:
-    hot = [item("whale", lane=True) for _ in range(4)]
-    cold = item("acme", lane=False)
-    worker = worker_with(claims_pending=0, lane_claims_pending=2, waiting=[*hot, cold])
-    worker._dispatch()
-    assert worker.claimed_batches == [[cold]]
-    assert len(worker.dispatcher) == 4  # the lane's jobs wait for their own pipeline
+    rig = Rig(claims_pending=0, lane_claims_pending=2)
+    hot = [work_item("whale", lane=True) for _ in range(4)]
+    cold = work_item("acme")
+    for each in [*hot, cold]:
+        rig.dispatcher.push(each)
+    rig.dispatch.round()
+    assert rig.claimed_batches(rig.main) == [[cold]]
+    assert rig.claimed_batches(rig.lane) == []
+    assert len(rig.dispatcher) == 4  # the lane's jobs wait for their own pipeline
+    assert rig.slots.claiming == 1
 
 
 def test_a_full_main_claims_pipeline_leaves_the_lane_its_own() -> None:
-    hot = [item("whale", lane=True) for _ in range(2)]
-    cold = item("acme", lane=False)
-    worker = worker_with(claims_pending=2, lane_claims_pending=0, waiting=[cold, *hot])
-    worker._dispatch()
-    assert worker.claimed_batches == [hot]
-    assert len(worker.dispatcher) == 1
+    rig = Rig(claims_pending=2, lane_claims_pending=0)
+    hot = [work_item("whale", lane=True) for _ in range(2)]
+    cold = work_item("acme")
+    for each in [cold, *hot]:
+        rig.dispatcher.push(each)
+    rig.dispatch.round()
+    assert rig.claimed_batches(rig.lane) == [hot]
+    assert rig.claimed_batches(rig.main) == []
+    assert len(rig.dispatcher) == 1
 
 
 def test_nothing_is_dispatched_while_both_pipelines_are_full() -> None:
-    worker = worker_with(2, 2, [item("acme", lane=False), item("whale", lane=True)])
-    worker._dispatch()
-    assert worker.claimed_batches == []
+    rig = Rig(2, 2)
+    rig.dispatcher.push(work_item("acme"))
+    rig.dispatcher.push(work_item("whale", lane=True))
+    rig.dispatch.round()
+    assert rig.main.submitted == [] and rig.lane.submitted == []
+    assert len(rig.dispatcher) == 2
 
 
 def test_a_job_claimed_ahead_and_given_back_takes_no_dependency_token() -> None:
@@ -92,23 +136,19 @@ def test_a_job_claimed_ahead_and_given_back_takes_no_dependency_token() -> None:
     def send(ctx: tenantq.JobContext, payload: dict[str, Any]) -> None:
         pass
 
-    waiting = item("acme", lane=False)
-    waiting.lease = SimpleNamespace(attempt=1)  # type: ignore[assignment]
-    worker = worker_with(0, 0, [])
-    worker.app = app
-    worker.guard = DependencyGuard(policies_from(app.dependencies), clock=lambda: 0.0)
-    worker.executor = SimpleNamespace(busy=worker.slots, submit=lambda tasks: None)
-    worker.partitions = SimpleNamespace(owns=lambda topic, partition: True)
-    worker.intake = SimpleNamespace(claimed=lambda operation: [waiting])
-    worker.stats = {"claimed_ahead": 0}
-    worker._tasks = {}
-    released: list[WorkItem] = []
-    worker.release_leases = lambda items, reason: released.extend(items)
-    worker._reserve(waiting)
-    worker._claiming = 1
-    worker._claimed(SimpleNamespace(context=[waiting], answer=None))
-    assert worker.stats["claimed_ahead"] == 1  # no free slot: it waits, leased
+    rig = Rig(app=app)
+    waiting = work_item("acme")
+    rig.dispatcher.push(waiting)
+    rig.dispatch.round()
+    rig.executor.busy = SLOTS  # every slot taken while the claim ran: the job waits, leased
+    (claim,) = rig.main.submitted
+    leased = work_item("acme", job_id=waiting.job_id, attempt=1)
+    assert isinstance(claim, Claim)
+    claim.answer = ClaimAnswer({waiting.job_id: leased.lease}, {})  # type: ignore[dict-item]
+    rig.dispatch.claimed(claim)
+    assert rig.stats["claimed_ahead"] == 1 and rig.executor.submitted == []
+    assert list(rig.slots.ready) == [waiting]
 
-    worker._release_ready(lambda item: True, "partition revoked")
-    assert released == [waiting]
-    assert worker.guard.acquire(["smtp"]), "the given-back job kept the only token"
+    rig.starter.give_back_ready(lambda item: True, "partition revoked")
+    assert rig.released == [waiting] and not rig.slots.ready
+    assert rig.guard.acquire(["smtp"]), "the given-back job kept the only token"

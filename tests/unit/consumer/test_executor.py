@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from types import SimpleNamespace
+
+from fakes import FakeLeaseKeeper
 
 import tenantq
 from tenantq.consumer import handler_process
@@ -64,12 +65,8 @@ def test_the_handler_process_reads_the_spec_back_into_its_task_and_answers_in_fi
 
     job_id = uuid.uuid4()
     spec = TaskSpec(job_id.bytes, "export", "q", "acme", b"{}", 2, 5, 30.0, {"p": 1}, 1, "key-1")
-    renewed: list[uuid.UUID] = []
-    leases = SimpleNamespace(
-        renew_one=lambda made_id: renewed.append(made_id) or True,
-        checkpoint=lambda made_id, attempt, progress: (made_id, attempt, progress),
-    )
-    task = handler_process._task(app, spec, leases)  # type: ignore[arg-type]
+    leases = FakeLeaseKeeper()
+    task = handler_process._task(app, spec, leases)
     context = task.context
     assert (context.job_id, context.queue, context.job_type, context.tenant) == (
         job_id, "q", "export", "acme"
@@ -80,8 +77,8 @@ def test_the_handler_process_reads_the_spec_back_into_its_task_and_answers_in_fi
     assert context.idempotency_key == "key-1" and not context.cancelled
     assert 29 < context.time_left <= 30 and task.deadline == context.deadline
     assert task.payload == b"{}" and task.item == job_id.bytes
-    assert context.heartbeat() and renewed == [job_id]
-    assert context.checkpoint({"p": 2}) == (job_id, 2, {"p": 2})
+    assert context.heartbeat() and leases.renewed == [job_id]
+    assert context.checkpoint({"p": 2}) and leases.checkpoints == [(job_id, 2, {"p": 2})]
 
     task.finished = task.started + 0.5
     task.verdict = Verdict.retrying("Boom", "it broke", 2.0)

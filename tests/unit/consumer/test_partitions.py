@@ -6,38 +6,28 @@ commit position."""
 from __future__ import annotations
 
 from confluent_kafka import TopicPartition
+from fakes import FakeConsumer
 
 from tenantq.consumer.partitions import Partitions
-
-
-class PausingConsumer:
-    def __init__(self) -> None:
-        self.paused: set[tuple[str, int]] = set()
-
-    def pause(self, partitions: list[TopicPartition]) -> None:
-        self.paused.update((p.topic, p.partition) for p in partitions)
-
-    def resume(self, partitions: list[TopicPartition]) -> None:
-        self.paused.difference_update((p.topic, p.partition) for p in partitions)
 
 
 def test_a_lane_partition_pauses_at_its_own_window_and_a_main_one_at_the_workers() -> None:
     partitions = Partitions(1_000, 10, frozenset({"p.default.lane"}))
     partitions.assigned([TopicPartition("p.default", 0), TopicPartition("p.default.lane", 0)])
-    consumer = PausingConsumer()
+    consumer = FakeConsumer()
     for offset in range(10):
         partitions.take("p.default", 0, offset)
         lane_epoch = partitions.take("p.default.lane", 0, offset)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
-    assert consumer.paused == {("p.default.lane", 0)}
+    assert consumer.paused_now == {("p.default.lane", 0)}
     for offset in range(10, 1_000):
         partitions.take("p.default", 0, offset)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
-    assert consumer.paused == {("p.default.lane", 0), ("p.default", 0)}
+    assert consumer.paused_now == {("p.default.lane", 0), ("p.default", 0)}
     for offset in range(5):  # half the lane's window done: it reads again
         partitions.done("p.default.lane", 0, offset, lane_epoch)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
-    assert consumer.paused == {("p.default", 0)}
+    assert consumer.paused_now == {("p.default", 0)}
 
 
 def commit_position(partitions: Partitions) -> int | None:
@@ -86,19 +76,10 @@ def test_a_revoked_partition_takes_nothing() -> None:
     assert partitions.take("p.default", 0, 1) == 0
 
 
-class StoringConsumer(PausingConsumer):
-    def __init__(self) -> None:
-        super().__init__()
-        self.stored: list[list[tuple[str, int, int]]] = []
-
-    def store_offsets(self, offsets: list[TopicPartition]) -> None:
-        self.stored.append(sorted((p.topic, p.partition, p.offset) for p in offsets))
-
-
 def test_store_sends_only_the_partitions_whose_position_moved() -> None:
     partitions = Partitions(1_000)
     partitions.assigned([TopicPartition("p.default", n) for n in range(3)])
-    consumer = StoringConsumer()
+    consumer = FakeConsumer()
     epochs = {n: partitions.take("p.default", n, 10) for n in range(3)}
     partitions.store(consumer)  # type: ignore[arg-type]
     assert consumer.stored == [[("p.default", 0, 10), ("p.default", 1, 10), ("p.default", 2, 10)]]
@@ -112,17 +93,17 @@ def test_store_sends_only_the_partitions_whose_position_moved() -> None:
 def test_a_waiting_partition_whose_window_filled_is_paused_once_its_wait_ends() -> None:
     partitions = Partitions(4)
     partitions.assigned([TopicPartition("p.default.retry.0", 0)])
-    consumer = PausingConsumer()
+    consumer = FakeConsumer()
     for offset in range(4):
         partitions.take("p.default.retry.0", 0, offset)
     partitions.pause_waiting(consumer, "p.default.retry.0", 0)  # type: ignore[arg-type]
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
-    assert consumer.paused == {("p.default.retry.0", 0)}  # waiting, not full-paused
+    assert consumer.paused_now == {("p.default.retry.0", 0)}  # waiting, not full-paused
     partitions.resume_due(consumer, "p.default.retry.0", 0)  # type: ignore[arg-type]
-    assert consumer.paused == set()
+    assert consumer.paused_now == set()
     # Nothing was taken or done since: flow control must still see the full window.
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
-    assert consumer.paused == {("p.default.retry.0", 0)}
+    assert consumer.paused_now == {("p.default.retry.0", 0)}
 
 
 def test_main_partitions_share_a_budget_and_pause_only_past_twice_their_share() -> None:
@@ -135,17 +116,17 @@ def test_main_partitions_share_a_budget_and_pause_only_past_twice_their_share() 
     partitions.assigned(
         [TopicPartition(main, n) for n in range(3)] + [TopicPartition("p.default.retry.0", 0)]
     )
-    consumer = PausingConsumer()
+    consumer = FakeConsumer()
     epoch = 0
     for offset in range(599):
         epoch = partitions.take(main, 0, offset)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
     assert partitions.main_window() == 300
-    assert consumer.paused == set()
+    assert consumer.paused_now == set()
     assert partitions.read_room() == 0  # 599 taken of a budget of 300
     partitions.take(main, 0, 599)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
-    assert consumer.paused == {(main, 0)}
+    assert consumer.paused_now == {(main, 0)}
     # Another partition gets busy: two share 300, 150 each; paused until 150 in flight.
     partitions.take(main, 1, 0)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
@@ -153,10 +134,10 @@ def test_main_partitions_share_a_budget_and_pause_only_past_twice_their_share() 
     for offset in range(449):
         partitions.done(main, 0, offset, epoch)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
-    assert consumer.paused == {(main, 0)}  # 151 in flight
+    assert consumer.paused_now == {(main, 0)}  # 151 in flight
     partitions.done(main, 0, 449, epoch)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
-    assert consumer.paused == set()
+    assert consumer.paused_now == set()
     assert partitions.read_room() == 300 - 151
     # All three busy: a share of 100 each, paused at 200.
     partitions.take(main, 2, 0)
@@ -164,11 +145,11 @@ def test_main_partitions_share_a_budget_and_pause_only_past_twice_their_share() 
         partitions.take(main, 0, offset)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
     assert partitions.main_window() == 100
-    assert consumer.paused == {(main, 0)}  # 200 in flight
+    assert consumer.paused_now == {(main, 0)}  # 200 in flight
     assert partitions.read_room() == 300 - 202
     # A retry tier's partition is no part of the budget: paused at its own window.
     for offset in range(100):
         partitions.take("p.default.retry.0", 0, offset)
     partitions.apply_flow_control(consumer)  # type: ignore[arg-type]
-    assert ("p.default.retry.0", 0) in consumer.paused
+    assert ("p.default.retry.0", 0) in consumer.paused_now
     assert partitions.read_room() == 300 - 202

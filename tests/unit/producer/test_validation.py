@@ -75,3 +75,25 @@ def test_encode_json_is_json_dumps(fast: bool, monkeypatch: pytest.MonkeyPatch) 
     cyclic.append(cyclic)
     with pytest.raises((ValueError, RecursionError)):
         encode_json(cyclic)
+
+
+def test_a_job_type_name_with_a_trailing_newline_is_refused() -> None:
+    """The pattern's ``$`` matches before a final newline; the name must match whole."""
+    assert validation.check_job_type_name("send_email") == "send_email"
+    with pytest.raises(validation.InvalidJobError, match="must match"):
+        validation.check_job_type_name("send_email\n")
+
+
+def test_an_encoded_payload_travels_byte_for_byte_and_only_its_size_is_checked() -> None:
+    """The relay's payloads written in SQL: the bytes the job row holds and hashed, even where
+    a model would dump them otherwise (the worker validates them)."""
+    from pydantic import BaseModel
+
+    class Order(BaseModel):
+        order: int
+
+    text = validation.EncodedPayload(b'{"order": 1.0, "extra": "\xc3\xa9"}')
+    assert validation.encode_payload("receipt", text, Order, 100) == bytes(text)
+    assert validation.encode_payload("receipt", text, None, 100) == bytes(text)
+    with pytest.raises(validation.InvalidJobError, match="is 29 bytes encoded"):
+        validation.encode_payload("receipt", text, None, 28)

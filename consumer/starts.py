@@ -1,0 +1,226 @@
+"""From leased jobs to running handlers: start the jobs waiting for a slot, oldest first.
+
+A job's type and dependencies are looked at as it starts, so a dependency's permission is
+taken only for a job that runs now (one that waited and was given back took none):
+
+| leased job about to start                      | what happens                                  |
+| ---------------------------------------------- | --------------------------------------------- |
+| its partition given up, or the worker stopping | lease given back, offset left for the owner   |
+| no handler for its type here                   | retried within a budget, then dead            |
+| a dependency's breaker open, or no permission  | snoozed into a retry tier, attempt returned   |
+| otherwise                                      | a task starts in the executor                 |
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+from tenantq.app import JobType
+from tenantq.consumer.completer import Completion
+from tenantq.consumer.context import JobContext, LeaseKeeper
+from tenantq.consumer.dependencies import DependencyGuard
+from tenantq.consumer.executor import Executor
+from tenantq.consumer.outcomes import Verdict
+from tenantq.consumer.retry_policy import RetryPolicy
+from tenantq.consumer.runner import Task
+from tenantq.consumer.slots import SlotBook
+from tenantq.consumer.work import WorkItem
+from tenantq.headers import DelayReason
+from tenantq.observability.worker_events import WorkerEvents
+from tenantq.settings import WorkerSettings
+
+#: Start events of a batch: (queue, job type, tenant, seconds since enqueue or None).
+Started = list[tuple[str, str, str, float | None]]
+
+
+class RunningTasks:
+    """The attempts started and not ended, by job id. Written by the poll thread; ``cancel``
+    is also called from the heartbeat thread (one dictionary lookup: no lock needed)."""
+
+    def __init__(self, cancel: Callable[[Task, str], None]) -> None:
+        self.by_job: dict[uuid.UUID, Task] = {}
+        self._cancel = cancel
+
+    def cancel(self, job_id: uuid.UUID, reason: str) -> None:
+        """Ask the handler of the job to stop, if it runs here."""
+        task = self.by_job.get(job_id)
+        if task is not None:
+            self._cancel(task, reason)
+
+
+class Starter:
+    """Starts what ``SlotBook.ready`` holds (poll thread only)."""
+
+    def __init__(
+        self,
+        *,
+        settings: WorkerSettings,
+        slots: SlotBook,
+        executor: Executor,
+        running: RunningTasks,
+        owns: Callable[[str, int], bool],
+        find_type: Callable[[str], JobType | None],
+        guard: DependencyGuard,
+        leases: LeaseKeeper,
+        complete: Callable[[Completion], None],
+        release: Callable[[list[WorkItem], str], None],
+        events: WorkerEvents,
+        retry_policy: RetryPolicy,
+        stats: dict[str, int],
+        stopping: Callable[[], bool],
+    ) -> None:
+        self._settings = settings
+        self._slots = slots
+        self._executor = executor
+        self._tasks = running.by_job
+        #: The partition is ours (``Partitions.owns``).
+        self._owns = owns
+        self._find_type = find_type
+        self._guard = guard
+        #: Renews and saves the leases of running jobs (the heartbeat), for their contexts.
+        self._leases = leases
+        #: A verdict decided without running the job (``Completer.add``).
+        self._complete = complete
+        #: Give leases back (``Completer.release``).
+        self._release = release
+        self._events = events
+        self._retry_policy = retry_policy
+        self._stats = stats
+        self._stopping = stopping
+
+    def start_ready(self) -> None:
+        """Start leased jobs in the slots that are free, oldest first."""
+        ready = self._slots.ready
+        if not ready:
+            return
+        stopping = self._stopping()
+        room = self._slots.size - self._executor.busy
+        starting: list[Task] = []
+        started: Started = []
+        # One reading of the clocks for the jobs started together.
+        monotonic, wall = time.monotonic(), time.time()
+        # Looked up once per call: ownership and handlers do not change within it, and the
+        # jobs of a batch share a few partitions and job types.
+        owned: dict[tuple[str, int], bool] = {}
+        types: dict[str, JobType | None] = {}
+        owns = self._owns
+        release_slot = self._slots.release
+        while ready and (stopping or len(starting) < room):
+            item = ready.popleft()
+            key = (item.topic, item.partition)
+            ours = owned.get(key)
+            if ours is None:
+                ours = owned[key] = owns(*key)
+            if stopping or not ours:
+                # Claimed as the partition went away or the worker began to stop: give the
+                # lease back; the offset stays for the next owner.
+                release_slot(item)
+                self._complete(Completion(item, Verdict.released("not started"), 0.0))
+                continue
+            name = item.job_type
+            if name in types:
+                job_type = types[name]
+            else:
+                job_type = types[name] = self._job_type_of(name)
+            verdict = (
+                self._unknown_type_verdict(item)
+                if job_type is None
+                else self._dependency_deferral(job_type)
+            )
+            if verdict is not None:
+                release_slot(item)
+                self._complete(Completion(item, verdict, 0.0))
+                continue
+            assert job_type is not None
+            starting.append(self._task(item, job_type, monotonic, wall, started))
+        if starting:
+            self._submit(starting, started)
+
+    def run_again(self, tasks: list[Task]) -> None:
+        """Start crashed attempts again, same lease and attempt (their crash was not theirs)."""
+        fresh = []
+        monotonic, wall = time.monotonic(), time.time()
+        started: Started = []
+        for task in tasks:
+            item: WorkItem = task.item
+            self._tasks.pop(item.job_id, None)
+            fresh.append(self._task(item, task.job_type, monotonic, wall, started))
+        self._submit(fresh, started)
+
+    def give_back_ready(self, which: Callable[[WorkItem], bool], reason: str) -> None:
+        """Give back the leases of claimed-ahead jobs that have not started."""
+        released = self._slots.give_back_ready(which)
+        if released:
+            self._release(released, reason)
+
+    def _job_type_of(self, name: str) -> JobType | None:
+        """The job type ``name`` if this worker has its handler."""
+        job_type = self._find_type(name)
+        return job_type if job_type is not None and job_type.handler is not None else None
+
+    def _unknown_type_verdict(self, item: WorkItem) -> Verdict:
+        """No handler here: maybe a deploy is rolling out. Retry within a budget, then dead."""
+        assert item.lease is not None
+        budget = min(item.lease.max_attempts, self._settings.unknown_type_attempts)
+        message = f"unknown job type {item.job_type!r} (no handler in this worker group)"
+        if item.lease.attempt >= budget:
+            return Verdict.dead("UnknownJobType", message)
+        delay = self._retry_policy.delay(item.lease.attempt)
+        return Verdict.retrying("UnknownJobType", message, delay, reason=DelayReason.UNKNOWN_TYPE)
+
+    def _submit(self, tasks: list[Task], started: Started) -> None:
+        self._stats["executed"] += len(tasks)
+        self._events.jobs_started(started)
+        self._executor.submit(tasks)
+
+    def _dependency_deferral(self, job_type: JobType) -> Verdict | None:
+        """An open breaker (or no permission left) moves the job to a retry tier without
+        running it and without consuming its attempt."""
+        names = job_type.dependencies
+        if not names:
+            return None
+        wait = self._guard.open_for(names)
+        if wait is None and self._guard.acquire(names):
+            return None
+        reason = f"circuit open for {', '.join(names)}" if wait else "dependency busy"
+        return Verdict.snoozed(
+            "CircuitOpen" if wait else "DependencyBusy",
+            reason,
+            max(wait or 0.0, 0.5),
+            reason=DelayReason.BREAKER,
+        )
+
+    def _task(
+        self, item: WorkItem, job_type: JobType, monotonic: float, wall: float, started: Started
+    ) -> Task:
+        """The task of a leased job starting now (``monotonic`` and ``wall``: the clocks); its
+        start event goes on ``started`` (reported for the batch, ``WorkerEvents.jobs_started``)."""
+        lease = item.lease
+        assert lease is not None
+        timeout = job_type.timeout or self._settings.default_timeout_seconds
+        job_id = item.job_id
+        # By position, in the order of JobContext's fields: once per job, where a call by
+        # keyword costs twice as much.
+        context = JobContext(
+            job_id,
+            item.queue,
+            item.job_type,
+            item.tenant_id,
+            lease.attempt,
+            lease.max_attempts,
+            monotonic + timeout,  # deadline
+            lease.progress,
+            lease.replays,
+            item.envelope.idempotency_key,
+            None,  # _cancel: made when a handler first waits for it
+            None,  # _cancel_reason
+            None,  # _cancelled_at
+            self._leases,
+        )
+        task = Task(job_type, item.envelope.payload, context, context.deadline, item)
+        self._tasks[job_id] = task
+        wait = wall - item.envelope.created_at.timestamp() if lease.attempt == 1 else None
+        started.append((item.queue, item.job_type, item.tenant_id, wait))
+        return task
