@@ -36,6 +36,7 @@ Import ``faults`` first: it registers these scenarios when it is imported.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
 import signal
@@ -54,7 +55,7 @@ from confluent_kafka.admin import AdminClient
 from faults import Check, FaultEvent, Run, Scenario, ScenarioResult
 from private_stack import PrivateStack, shared_pids
 from sqlalchemy.engine import make_url
-from topology_stack import link_jars
+from topology_stack import cut_replication, fail_over_after_cut, link_jars, node_url
 
 import tenantq
 from tenantq.devstack.processes import pid_alive, port_free, wait_until
@@ -167,24 +168,11 @@ class ClusterStack(PrivateStack):
 
     def node_url(self, role: str, database: str) -> str:
         """The URL of the node that is ``role`` now, alone (no two-host failover)."""
-        state = self.state
-        node = next(n for n in postgres_nodes(state) if n.role == role)
-        return self.stack.postgres.node_url(node, None, database)
+        return node_url(self.stack, role, database)
 
     def cut_replication(self) -> None:
-        """The standby stops receiving WAL, as if the network between the two had gone: its
-        ``primary_conninfo`` is emptied and reloaded, so its WAL receiver ends."""
-        with psycopg.connect(self.node_url(STANDBY, "postgres"), autocommit=True) as standby:
-            standby.execute("ALTER SYSTEM SET primary_conninfo = ''")
-            standby.execute("SELECT pg_reload_conf()")
-
-            def receiving() -> bool:
-                return bool(
-                    standby.execute("SELECT count(*) FROM pg_stat_wal_receiver").fetchone()[0]
-                )  # type: ignore[index]
-
-            if not wait_until(lambda: not receiving(), timeout=30, interval=0.05):
-                raise RuntimeError("the standby's WAL receiver did not stop")
+        """The standby stops receiving WAL (``topology_stack.cut_replication``)."""
+        cut_replication(self.stack)
 
     def keep_logs(self, directory: Path, lines: int = 5000) -> None:
         """The end of every server's log, copied to ``directory`` (the home goes at the
@@ -207,12 +195,8 @@ class ClusterStack(PrivateStack):
 
     def failover(self) -> float:
         """``tenantq dev failover --immediate``: the primary stopped as a crash, the standby
-        promoted; the seconds until it took writes. The new primary forgets the cut."""
-        seconds = self.stack.failover(immediate=True)
-        with psycopg.connect(self.node_url(PRIMARY, "postgres"), autocommit=True) as primary:
-            primary.execute("ALTER SYSTEM RESET primary_conninfo")
-            primary.execute("SELECT pg_reload_conf()")
-        return seconds
+        promoted; the seconds until it took writes."""
+        return fail_over_after_cut(self.stack)
 
 
 @contextlib.contextmanager
@@ -254,6 +238,8 @@ class Failover:
     claims_lost: set[uuid.UUID] = field(default_factory=set)
     #: Ledger rows (handler runs) the new primary has not.
     ledger_lost: int = 0
+    #: When the last worker had read its partitions again (epoch; from their logs).
+    rewound: float = 0.0
 
 
 @dataclass
@@ -534,6 +520,7 @@ def _ledger_snapshot(
 
 def _judge(scenario: ClusterScenario, run: Run, result: ScenarioResult) -> None:
     notes = _notes(run)
+    _note_rewinds(run, notes.failovers)
     # The next scenario starts on a whole cluster (creating topics right after a broker died
     # can time out waiting for the controller).
     _wait_for_whole_cluster(run)
@@ -607,6 +594,7 @@ def _judge(scenario: ClusterScenario, run: Run, result: ScenarioResult) -> None:
             {
                 "wal_kib_never_received": round(f.wal_bytes / 1024),
                 "promoted_in_seconds": round(f.promoted - f.at, 2),
+                "workers_read_again_after_seconds": round(f.rewound - f.at, 2),
                 "standby_behind_seconds": round(f.at - f.replayed_until, 2)
                 if f.replayed_until
                 else None,
@@ -619,6 +607,25 @@ def _judge(scenario: ClusterScenario, run: Run, result: ScenarioResult) -> None:
         ]
     _keep_executions(run, executions)
     _stack(run).keep_logs(run.log_dir)
+
+
+#: What a worker logs when it reads its partitions again after a failover.
+REWIND_LINE = "the database failed over: reading"
+
+
+def _note_rewinds(run: Run, failovers: list[Failover]) -> None:
+    """Each failover's ``rewound``: the last worker's rewind within a minute of it, from
+    the workers' logs (the promote when none says so)."""
+    rewinds = []
+    for path in run.log_dir.glob("worker*.log"):
+        for line in path.read_text(errors="replace").splitlines():
+            if REWIND_LINE not in line:
+                continue
+            with contextlib.suppress(ValueError, KeyError):
+                rewinds.append(dt.datetime.fromisoformat(json.loads(line)["ts"]).timestamp())
+    for failover in failovers:
+        within = [at for at in rewinds if failover.at <= at <= failover.at + 60.0]
+        failover.rewound = max(within, default=failover.promoted)
 
 
 def _executions(run: Run, job_ids: set[uuid.UUID]) -> dict[uuid.UUID, list[Execution]]:
@@ -663,8 +670,10 @@ def _duplicates_check(
     scenario: ClusterScenario, notes: ClusterNotes, executions: dict[uuid.UUID, list[Execution]]
 ) -> Check:
     """No process dies and no lease expires in these scenarios: a job may run twice only
-    where a failover took its first run back (that run began before the new primary took
-    writes, so under a claim on the old one; the next began after the old one stopped)."""
+    where a failover took its first run back. That run began before the workers had read
+    their partitions again after the failover (``rewound``: the last worker's log line saying
+    so), under a claim the old primary took with it or one the rewind gave back; the next
+    began after the old primary stopped."""
     doubled = {job: runs for job, runs in executions.items() if len(runs) > 1}
     if not doubled:
         return Check("duplicate executions (each accounted for)", True, "0 duplicate executions")
@@ -676,7 +685,7 @@ def _duplicates_check(
                 (
                     f
                     for f in notes.failovers
-                    if earlier.started < f.promoted and later.started > f.at
+                    if earlier.started < f.rewound and later.started > f.at
                 ),
                 None,
             )
@@ -812,6 +821,9 @@ CLUSTER_SCENARIOS: dict[str, Scenario] = {
             stall_budget=15.0,
             recovery_budget=15.0,
             duplicates_allowed="failover",
+            # The setting for an asynchronous standby: offsets behind what it holds, and
+            # every partition read again from there after a failover.
+            worker={"offsets_wait_for_standbys": 1},
         ),
         ClusterScenario(
             "hot-lane-leader-kill",

@@ -125,6 +125,14 @@ def broker_properties(
                 "group.consumer.heartbeat.interval.ms": "500",
             }
         )
+    if len(cluster) > 1:
+        # A node killed with -9 keeps its leaderships (and the groups it coordinates) until
+        # the controller fences it, broker.session.timeout.ms after its last heartbeat: 9 s by
+        # default, and the groups' members (6 s sessions, above) lost their partitions before
+        # the new coordinator answered. At 5 s a dead leader's partitions move within ~6 s.
+        properties.update(
+            {"broker.heartbeat.interval.ms": "1000", "broker.session.timeout.ms": "5000"}
+        )
     if tls is not None:
         properties.update(_sasl_ssl_properties(tls))
     return properties

@@ -32,6 +32,7 @@ import tenantq
 from tenantq.devstack import kafka
 from tenantq.devstack.processes import pid_alive, wait_until
 from tenantq.devstack.stack import DevStack
+from tenantq.devstack.state import PRIMARY, STANDBY, postgres_nodes
 from tenantq.devstack.topology import DEFAULT_KAFKA_VERSION
 from tenantq.settings import QueueSettings
 
@@ -133,6 +134,45 @@ def link_jars(home: Path, version: str | None) -> None:
         kafka.resolve_jars(source, version, JAR_CACHE / "mvn.log")
     own.parent.mkdir(parents=True, exist_ok=True)
     own.symlink_to(source, target_is_directory=True)
+
+
+def node_url(stack: DevStack, role: str, database: str = "postgres") -> str:
+    """The URL of the PostgreSQL node of ``stack`` that is ``role`` (``primary`` or
+    ``standby``) now, alone: no two-host failover."""
+    state = stack.read_state()
+    node = next(n for n in postgres_nodes(state) if n.role == role)
+    return stack.postgres.node_url(node, None, database)
+
+
+def cut_replication(stack: DevStack) -> None:
+    """The standby of ``stack`` stops receiving WAL, as if the network between it and the
+    primary had gone: its ``primary_conninfo`` is emptied and reloaded, so its WAL receiver
+    ends (what the primary writes from now on is lost in a failover)."""
+    import psycopg
+
+    with psycopg.connect(node_url(stack, STANDBY), autocommit=True) as standby:
+        standby.execute("ALTER SYSTEM SET primary_conninfo = ''")
+        standby.execute("SELECT pg_reload_conf()")
+
+        def receiving() -> bool:
+            row = standby.execute("SELECT count(*) FROM pg_stat_wal_receiver").fetchone()
+            return bool(row and row[0])
+
+        if not wait_until(lambda: not receiving(), timeout=30, interval=0.05):
+            raise RuntimeError("the standby's WAL receiver did not stop")
+
+
+def fail_over_after_cut(stack: DevStack) -> float:
+    """``tenantq dev failover --immediate`` (the primary stopped as a crash, the standby
+    promoted), then the new primary forgets the cut (a standby cloned from it streams
+    again); the seconds until the new primary took writes."""
+    import psycopg
+
+    seconds = stack.failover(immediate=True)
+    with psycopg.connect(node_url(stack, PRIMARY), autocommit=True) as primary:
+        primary.execute("ALTER SYSTEM RESET primary_conninfo")
+        primary.execute("SELECT pg_reload_conf()")
+    return seconds
 
 
 @contextlib.contextmanager
