@@ -47,7 +47,7 @@ from confluent_kafka import Consumer
 
 from tenantq.consumer.partitions import Key, Partitions
 from tenantq.settings import Settings
-from tenantq.store.engine import connect
+from tenantq.store.engine import LazyConnection
 from tenantq.store.replication import ReplicationPosition, replication_position
 
 log = logging.getLogger("tenantq.worker")
@@ -72,20 +72,20 @@ Reading = tuple[int, float]
 class StandbyWatch:
     """Reads the primary every ``interval`` seconds on a connection of its own (its thread),
     and keeps what the poll thread asks for: how many timelines it has seen change, and the
-    time before which every acknowledged write is flushed by ``standbys`` standbys.
+    time before which every acknowledged write is flushed by the standbys asked about.
 
-    ``read`` is one reading (``tenantq.store.replication.replication_position`` on a fresh
-    connection when it has none); ``run_round`` is one turn of the thread, for tests."""
+    ``read`` is one reading on ``connection`` (opened when needed, dropped after a failed
+    reading); ``run_round`` is one turn of the thread, for tests."""
 
     def __init__(
         self,
-        connect: Callable[[], psycopg.Connection[Any]],
+        connection: LazyConnection,
         read: Callable[[psycopg.Connection[Any]], ReplicationPosition],
         *,
         interval: float = WATCH_INTERVAL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._connect = connect
+        self._connection = connection
         self._read = read
         self._interval = interval
         self._clock = clock
@@ -99,7 +99,6 @@ class StandbyWatch:
         self._hidden = 0
         self._short = False
         # The watch thread's own:
-        self._connection: psycopg.Connection[Any] | None = None
         self._failures = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tenantq-standby-watch", daemon=True)
@@ -109,9 +108,7 @@ class StandbyWatch:
         """The watch of a worker: its own connection, the standbys its settings ask for."""
         standbys = settings.worker.offsets_wait_for_standbys
         return cls(
-            lambda: connect(
-                settings, autocommit=True, application_name=f"tenantq-standby-watch {worker_id}"
-            ),
+            LazyConnection(settings, f"tenantq-standby-watch {worker_id}", autocommit=True),
             lambda connection: replication_position(connection, standbys),
         )
 
@@ -157,9 +154,7 @@ class StandbyWatch:
         """One reading; False when the primary could not be read (tried again later)."""
         taken = self._clock()
         try:
-            if self._connection is None or self._connection.closed:
-                self._connection = self._connect()
-            position = self._read(self._connection)
+            position = self._read(self._connection.get())
         except psycopg.Error as error:
             self._failures += 1
             if self._failures == 1:
@@ -196,12 +191,10 @@ class StandbyWatch:
                 marks.popleft()  # fewer points to release at, never an early one
 
     def _close(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            try:
-                connection.close()
-            except psycopg.Error:
-                pass
+        try:
+            self._connection.close()
+        except psycopg.Error:
+            pass
 
 
 def _backoff(failures: int) -> float:

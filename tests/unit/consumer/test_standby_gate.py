@@ -22,11 +22,31 @@ def position(written: int, flushed: int | None, timeline: int = 1) -> Replicatio
     return ReplicationPosition(timeline, written, flushed, hidden=0)
 
 
+class Connections:
+    """Stands in for ``LazyConnection``: counts the connections opened and closed."""
+
+    def __init__(self) -> None:
+        self.opened = 0
+        self.closed = 0
+        self.open = False
+
+    def get(self) -> Any:
+        if not self.open:
+            self.opened += 1
+            self.open = True
+        return object()
+
+    def close(self) -> None:
+        if self.open:
+            self.closed += 1
+        self.open = False
+
+
 def watch(clock: FakeClock) -> StandbyWatch:
-    def unreachable() -> Any:
+    def unreadable(connection: Any) -> ReplicationPosition:
         raise AssertionError("the tests give readings by hand")
 
-    return StandbyWatch(unreachable, lambda connection: position(0, 0), clock=clock)
+    return StandbyWatch(Connections(), unreadable, clock=clock)  # type: ignore[arg-type]
 
 
 def gated(clock: FakeClock) -> tuple[StandbyWatch, StandbyGate, Partitions, FakeConsumer]:
@@ -129,32 +149,22 @@ def test_a_position_of_a_partition_given_up_meanwhile_is_not_stored() -> None:
     assert consumer.stored == []
 
 
-def test_the_watch_reads_again_after_a_failed_reading() -> None:
+def test_the_watch_reads_again_after_a_failed_reading_on_a_new_connection() -> None:
     clock = FakeClock(0.0)
-    readings = [psycopg.OperationalError("gone"), position(written=5, flushed=5)]
-    opened: list[str] = []
-
-    class Connection:
-        closed = False
-
-        def close(self) -> None:
-            self.closed = True
-
-    def connect() -> Any:
-        opened.append("connection")
-        return Connection()
+    readings: list[Any] = [psycopg.OperationalError("gone"), position(written=5, flushed=5)]
+    connections = Connections()
 
     def read(connection: Any) -> ReplicationPosition:
         answer = readings.pop(0)
         if isinstance(answer, Exception):
             raise answer
-        return answer
+        return answer  # type: ignore[no-any-return]
 
-    the_watch = StandbyWatch(connect, read, clock=clock)
+    the_watch = StandbyWatch(connections, read, clock=clock)  # type: ignore[arg-type]
     assert not the_watch.run_round()
     clock.now = 1.0
     assert the_watch.run_round()
-    assert opened == ["connection", "connection"]  # the failed one was dropped
+    assert (connections.opened, connections.closed) == (2, 1)  # the failed one was dropped
     assert the_watch.reading() == (0, 1.0)
 
 
