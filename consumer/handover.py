@@ -37,6 +37,9 @@ FINAL_WRITE_SECONDS = 10.0
 #: How long a rewind after a failover tries to give back the worker's leases, and to learn
 #: committed offsets it does not know.
 REWIND_RELEASE_SECONDS = 10.0
+#: How long a rewind waits for the ledger's lanes to write what they were given (they may be
+#: backing off from the failover: up to 5 s between tries).
+REWIND_IDLE_SECONDS = 60.0
 
 #: Forget the work of the partitions ``keys`` (all when None) that matches, not yet started:
 #: held back, parked, waiting for dispatch, or claimed ahead (their leases given back, with
@@ -192,8 +195,7 @@ class Handover:
             len(owned),
         )
         self._give_up(owned, lost=True)
-        self._completer.flush(now=True)
-        self._settle_in_time(self._settings.revoke_grace_seconds)
+        self._write_everything_given()
         deadline = time.monotonic() + REWIND_RELEASE_SECONDS
         while not release_own_leases() and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -223,6 +225,31 @@ class Handover:
                 self._consumer.pause(fresh)
         except KafkaException as error:
             log.debug("resume after the rewind failed: %s", error)
+
+    def _write_everything_given(self) -> None:
+        """Until the ledger's lanes have written everything they were given, and what their
+        answers led to (a claim answered now gives its lease back: its partition is gone).
+        A release written after the partitions are read again could match a new lease of
+        the same job (same attempt, same owner) and take it from a running job; so it waits
+        for lanes still backing off from the failover, up to ``REWIND_IDLE_SECONDS``."""
+        # Results waiting for their next step (a retry, a dead letter) to be acknowledged
+        # by Kafka go to the lanes once it is.
+        self._publisher.settle(self._settings.revoke_grace_seconds)
+        deadline = time.monotonic() + REWIND_IDLE_SECONDS
+        while True:
+            self._completer.flush(now=True)
+            self._wait_idle(max(0.0, deadline - time.monotonic()))
+            self._apply_answers()
+            self._completer.flush(now=True)
+            if self._wait_idle(0.0):
+                return
+            if time.monotonic() >= deadline:
+                log.warning(
+                    "the database's write lanes still busy %.0fs after the failover; reading "
+                    "the partitions again all the same",
+                    REWIND_IDLE_SECONDS,
+                )
+                return
 
     def _committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         if not partitions:

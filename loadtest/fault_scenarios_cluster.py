@@ -614,8 +614,8 @@ REWIND_LINE = "the database failed over: reading"
 
 
 def _note_rewinds(run: Run, failovers: list[Failover]) -> None:
-    """Each failover's ``rewound``: the last worker's rewind within a minute of it, from
-    the workers' logs (the promote when none says so)."""
+    """Each failover's ``rewound``: the last worker's rewind within a minute of it (and
+    before the next failover), from the workers' logs (the promote when none says so)."""
     rewinds = []
     for path in run.log_dir.glob("worker*.log"):
         for line in path.read_text(errors="replace").splitlines():
@@ -623,8 +623,9 @@ def _note_rewinds(run: Run, failovers: list[Failover]) -> None:
                 continue
             with contextlib.suppress(ValueError, KeyError):
                 rewinds.append(dt.datetime.fromisoformat(json.loads(line)["ts"]).timestamp())
-    for failover in failovers:
-        within = [at for at in rewinds if failover.at <= at <= failover.at + 60.0]
+    ends = [f.at for f in failovers[1:]] + [float("inf")]
+    for failover, end in zip(failovers, ends, strict=True):
+        within = [at for at in rewinds if failover.at <= at < min(end, failover.at + 60.0)]
         failover.rewound = max(within, default=failover.promoted)
 
 
