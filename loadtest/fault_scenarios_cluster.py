@@ -520,7 +520,8 @@ def _ledger_snapshot(
 
 def _judge(scenario: ClusterScenario, run: Run, result: ScenarioResult) -> None:
     notes = _notes(run)
-    _note_rewinds(run, notes.failovers)
+    if notes.failovers:
+        _note_rewinds(run, notes.failovers)
     # The next scenario starts on a whole cluster (creating topics right after a broker died
     # can time out waiting for the controller).
     _wait_for_whole_cluster(run)
@@ -624,7 +625,7 @@ def _note_rewinds(run: Run, failovers: list[Failover]) -> None:
             with contextlib.suppress(ValueError, KeyError):
                 rewinds.append(dt.datetime.fromisoformat(json.loads(line)["ts"]).timestamp())
     ends = [f.at for f in failovers[1:]] + [float("inf")]
-    for failover, end in zip(failovers, ends, strict=True):
+    for failover, end in zip(failovers, ends, strict=False):
         within = [at for at in rewinds if failover.at <= at < min(end, failover.at + 60.0)]
         failover.rewound = max(within, default=failover.promoted)
 
