@@ -35,7 +35,7 @@ ledger table) and each accounted for, the worst stall and the recovery time (thr
 to 80%). The failover also says what the standby never had: the WAL it had not received, and
 the job rows, results and ledger rows the old primary took with it.
 
-Import ``faults`` first: it registers these scenarios when it is imported.
+Importing either module registers these scenarios in ``faults.SCENARIOS``.
 """
 
 from __future__ import annotations
@@ -864,3 +864,5 @@ CLUSTER_SCENARIOS: dict[str, Scenario] = {
         ),
     )
 }
+
+faults.SCENARIOS.update(CLUSTER_SCENARIOS)

@@ -1440,13 +1440,11 @@ def _hook(scenario: Scenario, name: str) -> Any:
     return getattr(scenario, name, None)
 
 
-# The cluster's scenarios (three brokers, a Postgres failover) live in a module of their own.
-# Run as a script this module is ``__main__``: under its import name too, so that module
-# extends this very one, not a second copy.
+# The cluster's scenarios (three brokers, a Postgres failover) live in a module of their own,
+# which adds them to SCENARIOS. Run as a script this module is ``__main__``: under its import
+# name too, so that module extends this very one, not a second copy.
 sys.modules.setdefault("faults", sys.modules[__name__])
-from fault_scenarios_cluster import CLUSTER_SCENARIOS  # noqa: E402
-
-SCENARIOS.update(CLUSTER_SCENARIOS)
+import fault_scenarios_cluster  # noqa: E402,F401
 
 if __name__ == "__main__":
     sys.exit(main())
