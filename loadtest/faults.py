@@ -8,7 +8,9 @@ Postgres and Kafka alone that nothing was lost, doubled or left behind.
 Everything runs on a PRIVATE stack (a Kafka broker and a PostgreSQL of the suite's own, under a
 temporary directory, on free ports, torn down at the end): the suite kills and stops servers,
 and the shared dev stack serves everyone else's tests. Each scenario gets a fresh database and
-a fresh topic prefix (queue ``default``, 12 partitions, retry tiers 1 s, 3 s, 10 s).
+a fresh topic prefix (queue ``default``, 12 partitions, retry tiers 1 s, 3 s, 10 s). The
+scenarios of a real deployment's topology (three brokers, a PostgreSQL standby) live in
+``fault_scenarios_cluster.py`` and bring a private stack of that shape.
 
 A scenario: ``--workers`` (3) ``tenantq worker fault_app:APP`` processes at the worker's default
 concurrency (``--concurrency N`` passes one on), each
