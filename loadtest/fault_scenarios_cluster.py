@@ -44,6 +44,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -65,6 +66,7 @@ from topology_stack import cut_replication, fail_over_after_cut, link_jars, node
 import tenantq
 from tenantq.devstack.processes import pid_alive, port_free, wait_until
 from tenantq.devstack.state import PRIMARY, STANDBY, kafka_nodes, kafka_pids, postgres_nodes
+from tenantq.errors import DevStackError
 from tenantq.partitioner.placement import Placement
 from tenantq.store.engine import connect, psycopg_url
 from tenantq.store.placement import placement_upsert
@@ -72,6 +74,8 @@ from tenantq.topic_admin import declared_topics
 from tenantq.topics import consumer_group
 
 BROKERS = 3
+#: Starts of the stack tried before giving up.
+STACK_START_TRIES = 3
 #: Where the workers' handlers append their executions (``fault_app``).
 EXECUTIONS_DIR = "FAULT_EXECUTIONS_DIR"
 #: How long a broker may take to stop on SIGTERM (a controlled shutdown moves its leaders).
@@ -87,9 +91,25 @@ class ClusterStack(PrivateStack):
     brokers and a PostgreSQL primary with a streaming standby."""
 
     def up(self, timeout: float = 300.0) -> dict[str, float]:
+        """Start the stack; once more from scratch if a server fails to start (on a shared,
+        busy machine a port can be taken between the check and the bind)."""
         link_jars(self.home, None)
-        self._choose_ports()
-        return self.stack.up(timeout=timeout, brokers=BROKERS, standby=True)
+        for attempt in range(STACK_START_TRIES):
+            self._choose_ports()
+            try:
+                return self.stack.up(timeout=timeout, brokers=BROKERS, standby=True)
+            except DevStackError as error:
+                if attempt + 1 == STACK_START_TRIES:
+                    raise
+                print(f"the cluster stack did not start ({error}); starting it afresh")
+                self.stack.down()
+                for name in ("state.json", "kafka", "postgres"):
+                    path = self.home / name
+                    if path.is_dir():
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        path.unlink(missing_ok=True)
+        raise AssertionError("unreachable")
 
     # -- Kafka -----------------------------------------------------------------------------
 
