@@ -142,7 +142,8 @@ class StandbyWatch:
 
     def stop(self, timeout: float = 2.0) -> None:
         self._stop.set()
-        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
         self._close()
 
     def _run(self) -> None:
