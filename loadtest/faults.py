@@ -8,7 +8,9 @@ Postgres and Kafka alone that nothing was lost, doubled or left behind.
 Everything runs on a PRIVATE stack (a Kafka broker and a PostgreSQL of the suite's own, under a
 temporary directory, on free ports, torn down at the end): the suite kills and stops servers,
 and the shared dev stack serves everyone else's tests. Each scenario gets a fresh database and
-a fresh topic prefix (queue ``default``, 12 partitions, retry tiers 1 s, 3 s, 10 s).
+a fresh topic prefix (queue ``default``, 12 partitions, retry tiers 1 s, 3 s, 10 s). The
+scenarios of a real deployment's topology (three brokers, a PostgreSQL standby) live in
+``fault_scenarios_cluster.py`` and bring a private stack of that shape.
 
 A scenario: ``--workers`` (3) ``tenantq worker fault_app:APP`` processes at the worker's default
 concurrency (``--concurrency N`` passes one on), each
@@ -52,6 +54,7 @@ import argparse
 import bisect
 import contextlib
 import datetime as dt
+import functools
 import json
 import logging
 import os
@@ -64,7 +67,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -550,7 +553,10 @@ class Run:
 
     def inject(self, index: int) -> FaultEvent:
         kind = self.scenario.fault
-        injector: Callable[[int], FaultEvent] = getattr(self, "_" + kind.replace("-", "_"))
+        own = _hook(self.scenario, "inject")
+        injector: Callable[[int], FaultEvent] = (
+            functools.partial(own, self) if own else getattr(self, "_" + kind.replace("-", "_"))
+        )
         event = injector(index)
         self.events.append(event)
         return event
@@ -745,6 +751,9 @@ def run_scenario(
         tenants=tenants,
         report_dir=report_dir,
     )
+    prepare = _hook(scenario, "prepare")
+    if prepare:
+        prepare(run)
     task = (
         progress.add_task(f"{scenario.name}: starting", total=scenario.jobs) if progress else None
     )
@@ -803,6 +812,9 @@ def run_scenario(
         run.workers.kill_all()
     show("checking", last_done[0])
     result = evaluate(run)
+    judge = _hook(scenario, "judge")
+    if judge:
+        judge(run, result)
     show("done" if result.ok else "FAILED", last_done[0])
     return result
 
@@ -1305,7 +1317,8 @@ def run_suite(
     report_dir: Path,
     quiet: bool = False,
 ) -> list[ScenarioResult]:
-    """Run the named scenarios on one private stack; print and write the report."""
+    """Run the named scenarios on private stacks (one per kind: a scenario of a module of its
+    own may bring its stack); print and write the report."""
     chosen = []
     for name in names:
         scenario = SCENARIOS[name]
@@ -1316,49 +1329,60 @@ def run_suite(
             overrides["repeat"] = repeat
         if interval is not None:
             overrides["interval"] = interval
-        chosen.append(Scenario(**{**asdict(scenario), **overrides}))
+        chosen.append(replace(scenario, **overrides))
     report_dir.mkdir(parents=True, exist_ok=True)
     results: list[ScenarioResult] = []
     started = dt.datetime.now().astimezone().isoformat(timespec="seconds")
-    with PrivateStack() as stack:
-        meta = {
-            "started": started,
-            "seed": seed,
-            "workers": workers,
-            "concurrency": concurrency or "default",
-            "tenants": tenants,
-            "kafka": stack.bootstrap_servers,
-            "postgres": stack.server_url,
-        }
-        if not quiet:
-            console.print(
-                f"private stack: Kafka {stack.bootstrap_servers}, Postgres {stack.server_url}"
-            )
-        progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            disable=quiet,
-        )
-        with progress:
-            for scenario in chosen:
-                result = run_scenario(
-                    scenario,
-                    stack,
-                    workers=workers,
-                    concurrency=concurrency,
-                    seed=seed,
-                    tenants=tenants,
-                    report_dir=report_dir,
-                    progress=progress,
-                )
-                results.append(result)
+    # Each stack runs only while its scenarios do: two at once would share two cores.
+    by_stack: dict[Callable[[], Any], list[Scenario]] = {}
+    for scenario in chosen:
+        by_stack.setdefault(_hook(scenario, "open_stack") or PrivateStack, []).append(scenario)
+    meta: dict[str, Any] = {
+        "started": started,
+        "seed": seed,
+        "workers": workers,
+        "concurrency": concurrency or "default",
+        "tenants": tenants,
+        "kafka": "",
+        "postgres": "",
+    }
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
+    )
+    with progress:
+        for open_stack, scenarios in by_stack.items():
+            with open_stack() as stack:
+                for key, value in (
+                    ("kafka", stack.bootstrap_servers),
+                    ("postgres", stack.server_url),
+                ):
+                    meta[key] = "; ".join(filter(None, (meta[key], value)))
                 if not quiet:
-                    progress.console.print(scenario_table(result))
-                    progress.console.print(checks_table(result))
-                write_report(results, report_dir, meta)
+                    progress.console.print(
+                        f"private stack: Kafka {stack.bootstrap_servers}, "
+                        f"Postgres {stack.server_url}"
+                    )
+                for scenario in scenarios:
+                    result = run_scenario(
+                        scenario,
+                        stack,
+                        workers=workers,
+                        concurrency=concurrency,
+                        seed=seed,
+                        tenants=tenants,
+                        report_dir=report_dir,
+                        progress=progress,
+                    )
+                    results.append(result)
+                    if not quiet:
+                        progress.console.print(scenario_table(result))
+                        progress.console.print(checks_table(result))
+                    write_report(results, report_dir, meta)
     if not quiet:
         console.print(summary_table(results))
         console.print(f"report: {report_dir / 'report.md'}")
@@ -1411,6 +1435,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     return 0 if results and all(r.ok for r in results) else 1
 
+
+def _hook(scenario: Scenario, name: str) -> Any:
+    """What a scenario of a module of its own does its way (``open_stack``, ``prepare``,
+    ``inject``, ``judge``), or None for this module's scenarios."""
+    return getattr(scenario, name, None)
+
+
+# The cluster's scenarios (three brokers, a Postgres failover) live in a module of their own,
+# which adds them to SCENARIOS. Run as a script this module is ``__main__``: under its import
+# name too, so that module extends this very one, not a second copy.
+sys.modules.setdefault("faults", sys.modules[__name__])
+import fault_scenarios_cluster  # noqa: E402,F401
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -524,6 +524,21 @@ class JobStore:
 
         return self._run(work)
 
+    def release_own_leases(self, reason: str) -> set[uuid.UUID]:
+        """Give back every lease this store's owner holds (``JOB_RELEASE_OWNER_LEASES``: after
+        a failover, leases of a history the worker no longer follows); the jobs released."""
+        parameters = {
+            "deployment": self.deployment,
+            "owner": self.owner,
+            "reason": printable(reason),
+        }
+
+        def work(cursor: psycopg.Cursor[Any]) -> set[uuid.UUID]:
+            cursor.execute(statements.JOB_RELEASE_OWNER_LEASES, parameters)
+            return {row[0] for row in cursor.fetchall()}
+
+        return self._run(work)
+
 
 #: The longest wait a result may ask for (ten years): more is a bug, and would overflow the
 #: database's timestamps.

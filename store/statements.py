@@ -305,6 +305,25 @@ attempt_rows AS (
 SELECT id FROM released
 """
 
+#: The database failed over to a standby that lacked the end of the old primary's history:
+#: the leases this worker holds on the new primary are left from a history it no longer
+#: follows (it gave up every job it was running, and reads its partitions again), so each is
+#: given back at once, its attempt returned, with a 'released' attempt row that says why.
+JOB_RELEASE_OWNER_LEASES = """
+WITH released AS (
+    UPDATE tenantq_jobs
+    SET state = 'runnable', attempts = attempts - 1, lease_owner = NULL, lease_until = NULL,
+        updated_at = now()
+    WHERE deployment = %(deployment)s AND lease_owner = %(owner)s AND state = 'leased'
+    RETURNING id, attempts + 1 AS attempt
+),
+attempt_rows AS (
+    INSERT INTO tenantq_attempt_log (job_id, attempt, worker_id, outcome, error_message)
+    SELECT id, attempt, %(owner)s, 'released', %(reason)s FROM released
+)
+SELECT id FROM released
+"""
+
 #: Extend the leases of every job a worker runs, and refresh its registry row, in one
 #: statement. Returns the jobs still ours and whether an operator asked to cancel them.
 #:

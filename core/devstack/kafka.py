@@ -167,7 +167,12 @@ def new_cluster_id() -> str:
     import base64
     import uuid
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        # One in 64 starts with '-', which kafka-storage's argument parser takes for an
+        # option (`--cluster-id: expected one argument`); Kafka's own ids skip those too.
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def start_broker(java: str, libs: Path, paths: KafkaNodePaths, heap: str) -> int:

@@ -1,6 +1,9 @@
 """Guarantee: under each fault of the suite (``loadtest/faults.py``: worker kill -9, SIGSTOP
 past the lease, graceful churn, broker kill -9, Postgres kill -9, a handler that calls
-``os._exit``, one idempotency key twice in a batch), injected several times while a Zipf
+``os._exit``, one idempotency key twice in a batch; and on three brokers with a Postgres
+standby, ``loadtest/fault_scenarios_cluster.py``: a partition leader killed, a rolling
+restart, a failover after the standby lagged, a lane tenant's leader killed), injected
+several times while a Zipf
 multi-tenant workload flows through three ``tenantq worker`` processes, every acknowledged
 job ends in exactly one terminal state, every job runs, graceful changes run nothing twice,
 nothing is left leased, Kafka is consumed to the end and no worker dies uninvited; among
@@ -12,6 +15,7 @@ Long (minutes): ``slow`` marker, left out of the default run; ``pytest -m slow``
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,21 +23,43 @@ from private_stack import PrivateStack
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "loadtest"))
 
+import fault_scenarios_cluster  # noqa: E402
 import faults  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.private_stack]
 
 
+@pytest.fixture(scope="module")
+def cluster_stack() -> Iterator[PrivateStack]:
+    """Three brokers and a PostgreSQL primary with a streaming standby, of this module's own
+    (the cluster's scenarios, ``fault_scenarios_cluster``)."""
+    with fault_scenarios_cluster.cluster_stack() as stack:
+        yield stack
+
+
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("name", list(faults.SCENARIOS))
+@pytest.mark.parametrize(
+    "name",
+    [name for name in faults.SCENARIOS if name not in fault_scenarios_cluster.CLUSTER_SCENARIOS],
+)
 def test_fault_scenario(name: str, private_stack: PrivateStack, tmp_path: Path) -> None:
+    run_and_check(name, private_stack, tmp_path)
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("name", list(fault_scenarios_cluster.CLUSTER_SCENARIOS))
+def test_cluster_fault_scenario(name: str, cluster_stack: PrivateStack, tmp_path: Path) -> None:
+    run_and_check(name, cluster_stack, tmp_path)
+
+
+def run_and_check(name: str, stack: PrivateStack, report_dir: Path) -> None:
     result = faults.run_scenario(
         faults.SCENARIOS[name],
-        private_stack,
+        stack,
         workers=3,
         seed=7,
         tenants=40,
-        report_dir=tmp_path,
+        report_dir=report_dir,
     )
     faults.console.print(faults.scenario_table(result))
     faults.console.print(faults.checks_table(result))
