@@ -5,7 +5,9 @@ Every handler run that completes writes one row to ``fault_executions`` in the s
 database before it returns: the ledger lives in Postgres, not in a process, so it survives
 every crash the suite injects, and a job whose side effect happened twice has two rows (the
 duplicate executions the suite counts). The row is keyed by a token minted per run, so a
-handler that retries its own insert across a database restart writes it once.
+handler that retries its own insert across a database restart writes it once. The ledger is
+written over ``FAULT_LEDGER_URL`` when the suite sets it: the database itself, while the
+worker's own connections go through the proxy the faults are injected on.
 
 A failover to a standby that lagged takes the last rows of that ledger with it (they were
 committed on the old primary only). Where the suite sets ``FAULT_EXECUTIONS_DIR``, every run
@@ -56,7 +58,7 @@ def _connection() -> psycopg.Connection[tuple[object, ...]]:
     # One connection per handler thread: a connect per job would fork a backend per job.
     conn: psycopg.Connection[tuple[object, ...]] | None = getattr(_local, "conn", None)
     if conn is None or conn.closed:
-        url = os.environ["TENANTQ_DATABASE_URL"]
+        url = os.environ.get("FAULT_LEDGER_URL") or os.environ["TENANTQ_DATABASE_URL"]
         conn = psycopg.connect(url, autocommit=True, connect_timeout=3)
         _local.conn = conn
     return conn
@@ -110,6 +112,18 @@ def _append_execution(
 @APP.job("work", max_attempts=8, timeout=120)
 def work(ctx: tenantq.JobContext, payload: Work) -> None:
     """Simulated work of the planned duration, then the ledger row."""
+    started = time.time()
+    time.sleep(payload.work_ms / 1000)
+    record(ctx, "done", started)
+
+
+@APP.job("flaky", max_attempts=8, timeout=120)
+def flaky(ctx: tenantq.JobContext, payload: Work) -> None:
+    """Fails its first attempt (retried from the second tier, 3 s later), then works: a job
+    that is 'retrying', with a retry message on its way, for long enough that the suite can
+    act on it."""
+    if ctx.attempt == 1:
+        raise tenantq.RetryableError("the first attempt fails by design", delay=3.0)
     started = time.time()
     time.sleep(payload.work_ms / 1000)
     record(ctx, "done", started)

@@ -175,11 +175,22 @@ class JobStatus:
     lease_left_seconds: float
     crashes: int = 0
     of_another_deployment: bool = False
+    #: Another transaction holds the job's row (the claim skipped it rather than wait).
+    locked: bool = False
 
     @classmethod
     def in_another_deployment(cls, job_id: uuid.UUID) -> JobStatus:
         """A job id that another deployment on the database holds."""
         return cls(job_id, JobState.DEAD, None, 0, 1, False, False, None, 0.0, 0, True)
+
+
+class Completed(NamedTuple):
+    """What a result batch did: the jobs whose result was applied, and those set aside
+    because another transaction held their row (written nothing; to be written again). The
+    rest were stale and refused."""
+
+    applied: set[uuid.UUID]
+    locked: set[uuid.UUID]
 
 
 class Result(NamedTuple):
@@ -344,6 +355,7 @@ class JobStore:
                     _error_message,
                     lease_left,
                     crashes,
+                    locked,
                     _ours,
                 ) = row
                 found[job_id] = JobStatus(
@@ -357,6 +369,7 @@ class JobStore:
                     digest,
                     float(lease_left or 0.0),
                     crashes,
+                    locked=bool(locked),
                 )
             return found
 
@@ -383,12 +396,13 @@ class JobStore:
 
     # -- results -----------------------------------------------------------------------------------
 
-    def complete_batch(self, results: Sequence[Result], *, again: bool = False) -> set[uuid.UUID]:
-        """Write results fenced; return the job ids whose result was applied (the rest were
-        stale and refused). ``again``: this batch may have been applied already by a try whose
-        connection dropped (``JOB_COMPLETE_BATCH_AGAIN``)."""
+    def complete_batch(self, results: Sequence[Result], *, again: bool = False) -> Completed:
+        """Write results fenced, never waiting for a row lock; return the jobs whose result
+        was applied and those set aside, locked (the rest were stale and refused). ``again``:
+        this batch may have been applied already by a try whose connection dropped
+        (``JOB_COMPLETE_BATCH_AGAIN``)."""
         if not results:
-            return set()
+            return Completed(set(), set())
         parameters = {
             "ids": UuidArray([r.job_id for r in results]),
             "attempts": BigintArray([r.attempt for r in results]),
@@ -406,9 +420,12 @@ class JobStore:
 
         statement = statements.JOB_COMPLETE_BATCH_AGAIN if again else statements.JOB_COMPLETE_BATCH
 
-        def work(cursor: psycopg.Cursor[Any]) -> set[uuid.UUID]:
+        def work(cursor: psycopg.Cursor[Any]) -> Completed:
             cursor.execute(statement, parameters)
-            return {row[0] for row in cursor.fetchall()}
+            done = Completed(set(), set())
+            for job_id, locked in cursor.fetchall():
+                (done.locked if locked else done.applied).add(job_id)
+            return done
 
         return self._run(work)
 

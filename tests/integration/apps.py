@@ -24,7 +24,13 @@ class Work(BaseModel):
 
 
 def record(ctx: tenantq.JobContext, note: str = "") -> None:
-    url = os.environ.get("TENANTQ_DATABASE_URL") or RECORD_URL
+    # ``TEST_RECORD_DATABASE_URL``: the database itself, for a worker whose own connections
+    # go through a proxy that holds or cuts them.
+    url = (
+        os.environ.get("TEST_RECORD_DATABASE_URL")
+        or os.environ.get("TENANTQ_DATABASE_URL")
+        or RECORD_URL
+    )
     assert url, "no database to record executions in"
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(

@@ -1,13 +1,16 @@
 """Guarantee: under each fault of the suite (``loadtest/faults.py``: worker kill -9, SIGSTOP
 past the lease, graceful churn, broker kill -9, Postgres kill -9, a handler that calls
-``os._exit``, one idempotency key twice in a batch; and on three brokers with a Postgres
-standby, ``loadtest/fault_scenarios_cluster.py``: a partition leader killed, a rolling
-restart, a failover after the standby lagged, a lane tenant's leader killed), injected
-several times while a Zipf
-multi-tenant workload flows through three ``tenantq worker`` processes, every acknowledged
-job ends in exactly one terminal state, every job runs, graceful changes run nothing twice,
-nothing is left leased, Kafka is consumed to the end and no worker dies uninvited; among
-them the issue's measurement, Postgres killed every 8 s six times under 5,000 jobs.
+``os._exit``, one idempotency key twice in a batch, a slow database, connections cut
+mid-statement, a result held past its lease until the job is taken over, an operator's
+row locks held for a minute; and on three brokers with a Postgres standby,
+``loadtest/fault_scenarios_cluster.py``: a partition leader killed, a rolling restart, a
+failover after the standby lagged, a lane tenant's leader killed), injected several times
+while a Zipf multi-tenant workload flows through three ``tenantq worker`` processes, every
+acknowledged job ends in exactly one terminal state, every job runs, nothing runs twice where
+nothing died and no lease expired (and each duplicate of an expired lease or a lost partition
+is accounted for), nothing is left leased, Kafka is consumed to the end and no worker dies
+uninvited; among them the issue's measurement, Postgres killed every 8 s six times under
+5,000 jobs.
 
 Long (minutes): ``slow`` marker, left out of the default run; ``pytest -m slow`` or
 ``make faults`` (the same scenarios with a report) runs them. On a private stack."""
