@@ -33,10 +33,21 @@ pytestmark = [pytest.mark.slow, pytest.mark.private_stack]
 
 
 @pytest.fixture(scope="module")
-def cluster_stack() -> Iterator[PrivateStack]:
+def warm_stack(
+    private_stack: PrivateStack, tmp_path_factory: pytest.TempPathFactory
+) -> PrivateStack:
+    """The private stack once the suite's warm-up ran on it (``faults.WARM_UP``): a cold
+    broker is slow for minutes, whatever the fault."""
+    run_and_check(faults.WARM_UP, private_stack, tmp_path_factory.mktemp("warm-up"))
+    return private_stack
+
+
+@pytest.fixture(scope="module")
+def cluster_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateStack]:
     """Three brokers and a PostgreSQL primary with a streaming standby, of this module's own
-    (the cluster's scenarios, ``fault_scenarios_cluster``)."""
+    (the cluster's scenarios, ``fault_scenarios_cluster``), warmed up."""
     with fault_scenarios_cluster.cluster_stack() as stack:
+        run_and_check(faults.WARM_UP, stack, tmp_path_factory.mktemp("warm-up"))
         yield stack
 
 
@@ -45,19 +56,19 @@ def cluster_stack() -> Iterator[PrivateStack]:
     "name",
     [name for name in faults.SCENARIOS if name not in fault_scenarios_cluster.CLUSTER_SCENARIOS],
 )
-def test_fault_scenario(name: str, private_stack: PrivateStack, tmp_path: Path) -> None:
-    run_and_check(name, private_stack, tmp_path)
+def test_fault_scenario(name: str, warm_stack: PrivateStack, tmp_path: Path) -> None:
+    run_and_check(faults.SCENARIOS[name], warm_stack, tmp_path)
 
 
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("name", list(fault_scenarios_cluster.CLUSTER_SCENARIOS))
 def test_cluster_fault_scenario(name: str, cluster_stack: PrivateStack, tmp_path: Path) -> None:
-    run_and_check(name, cluster_stack, tmp_path)
+    run_and_check(faults.SCENARIOS[name], cluster_stack, tmp_path)
 
 
-def run_and_check(name: str, stack: PrivateStack, report_dir: Path) -> None:
+def run_and_check(scenario: faults.Scenario, stack: PrivateStack, report_dir: Path) -> None:
     result = faults.run_scenario(
-        faults.SCENARIOS[name],
+        scenario,
         stack,
         workers=3,
         seed=7,
