@@ -1439,6 +1439,10 @@ def evaluate(run: Run) -> ScenarioResult:
         figures["proxy_cuts"] = sum(proxy.cuts for proxy in run.proxies)
     if scenario.latency_seconds:
         figures["start_wait_ms"] = _start_waits(run.events, timings)
+    if not scenario.repeat:
+        # What the machine and the stack cost on their own: the worst stall of a run with no
+        # fault, over the window a first fault would have.
+        figures["stall_without_fault_s"] = round(_stall(run.started + WARMUP_SECONDS, timings), 2)
     if scenario.stall_budget is not None:
         stalls = {event.index + 1: event.stall for event in run.events}
         worst = max((v for v in stalls.values() if v is not None), default=None)
