@@ -1278,6 +1278,20 @@ def evaluate(run: Run) -> ScenarioResult:
             "WHERE outcome IN ('stale', 'crashed')"
         ).fetchall():
             unfinished_attempts[job_id].append((outcome, worker_id or ""))
+        #: The attempts a worker gave back when it lost the job's partition (its group session
+        #: ran out while it was frozen past its lease), per job, and the attempts under which
+        #: each job's handler completed: a completed run of a given-back attempt runs again.
+        given_back: dict[uuid.UUID, set[int]] = defaultdict(set)
+        for job_id, attempt in db.execute(
+            "SELECT job_id, attempt FROM tenantq_job_attempts "
+            "WHERE outcome = 'released' AND error_message = 'partition lost'"
+        ).fetchall():
+            given_back[job_id].add(attempt)
+        done_attempts: dict[uuid.UUID, list[int]] = defaultdict(list)
+        for job_id, attempt in db.execute(
+            "SELECT job_id, attempt FROM fault_executions WHERE note = 'done' ORDER BY at"
+        ).fetchall():
+            done_attempts[job_id].append(attempt)
 
     planned = min(scenario.jobs, len(run.workload.jobs))
     checks.append(
@@ -1374,7 +1388,7 @@ def evaluate(run: Run) -> ScenarioResult:
         )
     )
     if scenario.duplicates == "accounted":
-        checks.append(_accounted(doubled, states, unfinished_attempts))
+        checks.append(_accounted(doubled, states, unfinished_attempts, given_back, done_attempts))
     if run.raced:
         checks.append(_race_check(run, unfinished_attempts))
     unused = [n for n, proxy in enumerate(run.proxies) if not proxy.accepted]
@@ -1511,9 +1525,14 @@ def _accounted(
     doubled: list[uuid.UUID],
     states: dict[uuid.UUID, tuple[str, int, Any, Any, Any]],
     unfinished_attempts: dict[uuid.UUID, list[tuple[str, str]]],
+    given_back: dict[uuid.UUID, set[int]],
+    done_attempts: dict[uuid.UUID, list[int]],
 ) -> Check:
     """Each job that ran twice shows why: a result refused as stale (its lease had expired
-    and another worker took the job), a crash, or a second lease (attempts > 1)."""
+    and another worker took the job), a crash, a run whose attempt its worker gave back on
+    losing the partition (the worker frozen past its lease and its group session: an earlier
+    completed run's attempt has a 'released' row saying 'partition lost'), or a second lease
+    (attempts > 1)."""
     reasons: dict[str, int] = defaultdict(int)
     unexplained = []
     for job_id in doubled:
@@ -1522,6 +1541,8 @@ def _accounted(
             reasons["a stale result refused"] += 1
         elif "crashed" in outcomes:
             reasons["a crash"] += 1
+        elif any(a in given_back.get(job_id, set()) for a in done_attempts[job_id][:-1]):
+            reasons["its run given back with the lost partition"] += 1
         elif job_id in states and states[job_id][1] > 1:
             reasons["a lease taken over"] += 1
         else:
