@@ -12,6 +12,7 @@
 | job id of another deployment on the database   | DLQ as a conflict; its row is not touched     |
 | row the database refused (NUL, constraint)     | DLQ with that row's own reason                |
 | leased by another live worker                  | parked, claimed again when the lease ends     |
+| row locked by another transaction (an operator)| parked, claimed again a second later          |
 | waiting, not due, main topic                   | offset done: its retry message owns the wait  |
 | waiting and due (or a retry message) unclaimed | claimed again shortly (clock or timing race)  |
 
@@ -46,6 +47,8 @@ log = logging.getLogger("tenantq.worker")
 
 #: How often a parked job (leased by another live worker) is tried again at most.
 PARK_RECHECK_SECONDS = 1.0
+#: When a job whose row another transaction holds is tried again.
+LOCKED_RECHECK_SECONDS = 1.0
 #: Claims per lane in flight at most: one running and one gathering, so freed slots wait for
 #: the next statement rather than each making its own.
 CLAIMS_IN_FLIGHT = 2
@@ -267,6 +270,11 @@ class Claims:
                 done.append(item)
             elif status.payload_sha256 not in (None, item.payload_sha256):
                 conflicts.append(item)
+            elif status.locked:
+                # The claim does not wait for a row lock (an operator's transaction): nothing
+                # is decided about the job until its row is free.
+                item.retry_claim_at = now + LOCKED_RECHECK_SECONDS
+                self.parked.append(item)
             elif status.cancel_requested and status.state is not JobState.LEASED:
                 to_cancel.append(item)
             elif (status.attempts >= status.max_attempts or status.crashes >= crash_budget) and (

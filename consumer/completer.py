@@ -6,7 +6,9 @@ the DLQ — and only once Kafka holds it is the result written to Postgres, fenc
 attempt, owner), through the ledger's results lane. Only when Postgres answers is the job's
 offset done: a crash at any point leaves the message to be read again, never a job without
 its next step. While the database is away, completions wait in the lane, already published
-(never published twice).
+(never published twice). A result whose job row another transaction holds (an operator's
+``SELECT ... FOR UPDATE``) is set aside by the store rather than waited for, and written again
+after a pause that grows to ``SET_ASIDE_MAX_SECONDS``; the other results go through.
 
 Everything here runs on the poll thread.
 """
@@ -14,6 +16,7 @@ Everything here runs on the poll thread.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
@@ -34,6 +37,10 @@ from tenantq.topics import QueueTopics
 
 log = logging.getLogger("tenantq.worker")
 
+#: First and longest pause before a result set aside (its job's row locked) is written again.
+SET_ASIDE_FIRST_SECONDS = 0.05
+SET_ASIDE_MAX_SECONDS = 1.0
+
 
 @dataclass(eq=False, slots=True)
 class Completion:
@@ -42,6 +49,8 @@ class Completion:
     item: WorkItem
     verdict: Verdict
     duration: float
+    #: Times its result was set aside because its job's row was locked.
+    set_asides: int = 0
 
 
 @dataclass(eq=False, kw_only=True)
@@ -68,11 +77,13 @@ class Completer:
     _unpublished: list[Completion] = field(default_factory=list, init=False)
     #: Completions ready for the database, gathered while the results lane is busy.
     _gathered: list[Completion] = field(default_factory=list, init=False)
+    #: (when to write it again, completion) of results set aside, their job row locked.
+    _set_aside: list[tuple[float, Completion]] = field(default_factory=list, init=False)
 
     @property
     def waiting(self) -> int:
         """Completions not yet handed to the database."""
-        return len(self._unpublished) + len(self._gathered)
+        return len(self._unpublished) + len(self._gathered) + len(self._set_aside)
 
     @property
     def unpublished(self) -> int:
@@ -90,9 +101,19 @@ class Completer:
         busier the worker, the fewer and larger its writes, at no cost when it is idle.
         ``now`` (shutdown, revoke) hands everything over at once."""
         self._publish_next_steps()
+        if self._set_aside:
+            self._take_back_set_aside(now)
         if self._gathered and (now or not self.results.pending):
             gathered, self._gathered = self._gathered, []
             self.write(gathered)
+
+    def _take_back_set_aside(self, now: bool) -> None:
+        """Results set aside whose pause is over (all of them, ``now``) join the next write."""
+        clock = time.monotonic()
+        due = [c for at, c in self._set_aside if now or at <= clock]
+        if due:
+            self._set_aside = [(at, c) for at, c in self._set_aside if not now and at > clock]
+            self._gathered.extend(due)
 
     def _publish_next_steps(self) -> None:
         if not self._unpublished:
@@ -148,7 +169,9 @@ class Completer:
             self.release_holds([completion.item.job_id for completion in completions])
             log.error("%d result(s) not written; their jobs run again", len(completions))
             return
-        applied = operation.answer
+        applied, locked = operation.answer
+        if locked:
+            completions = self._put_aside(completions, locked)
         retry: list[Completion] = []
         if operation.refused:
             # A result the database refused (it never should: its text is made printable) is
@@ -209,6 +232,26 @@ class Completer:
             self.events.jobs_finished(finished)
         self.mark_done(done)
         self.write(retry)
+
+    def _put_aside(
+        self, completions: list[Completion], locked: AbstractSet[uuid.UUID]
+    ) -> list[Completion]:
+        """Set aside the completions whose job row was locked (they keep their leases and
+        their offsets stay unfinished); returns the others."""
+        clock = time.monotonic()
+        rest = []
+        first_time = 0
+        for completion in completions:
+            if completion.item.job_id not in locked:
+                rest.append(completion)
+                continue
+            pause = min(SET_ASIDE_MAX_SECONDS, SET_ASIDE_FIRST_SECONDS * 2.0**completion.set_asides)
+            first_time += completion.set_asides == 0
+            completion.set_asides += 1
+            self._set_aside.append((clock + pause, completion))
+        if first_time:
+            log.info("%d result(s) set aside: another transaction holds their job rows", first_time)
+        return rest
 
     def _stale(self, item: WorkItem, already_lost: bool) -> None:
         """The store refused the result: the attempt no longer held the lease."""

@@ -35,7 +35,7 @@ import psycopg
 from tenantq.consumer.database_health import DatabaseHealth
 from tenantq.consumer.simple_queues import take_all
 from tenantq.errors import DatabaseUnavailable
-from tenantq.store.job_store import ClaimRequest, JobStatus, JobStore, Lease, Result
+from tenantq.store.job_store import ClaimRequest, Completed, JobStatus, JobStore, Lease, Result
 from tenantq.store.quota_claim import ClaimQuotas, Throttle
 from tenantq.store.transient import describe_database_error, is_refusal
 
@@ -129,14 +129,15 @@ class ClaimAnswer:
 
 
 @dataclass(eq=False)
-class Complete(Operation[Result, set[uuid.UUID]]):
-    """Write results, fenced; the answer is the jobs whose result was applied."""
+class Complete(Operation[Result, Completed]):
+    """Write results, fenced; the answer is the jobs whose result was applied, and those set
+    aside because another transaction held their row."""
 
-    def run(self, store: JobStore, rows: list[Result], again: bool) -> set[uuid.UUID]:
+    def run(self, store: JobStore, rows: list[Result], again: bool) -> Completed:
         return store.complete_batch(rows, again=again)
 
-    def merge(self, first: set[uuid.UUID], second: set[uuid.UUID]) -> set[uuid.UUID]:
-        return first | second
+    def merge(self, first: Completed, second: Completed) -> Completed:
+        return Completed(first.applied | second.applied, first.locked | second.locked)
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,8 @@ class PartitionState:
     #: Which assignment of the partition this is (unique within the worker): an answer about
     #: a message read under an earlier one must not move this one's offsets.
     epoch: int = 0
+    #: The last commit position handed out by ``moved_positions``.
+    offered: int | None = None
     stored: int | None = None
     committed: int | None = None
 
@@ -82,8 +84,14 @@ class Partitions:
         lane_window: int | None = None,
         lane_topics: frozenset[str] = frozenset(),
         main_topics: frozenset[str] = frozenset(),
+        *,
+        commit_stored_only: bool = False,
     ) -> None:
         self.window = window
+        #: ``commit`` commits the stored positions, not the latest: with the standby gate
+        #: (``tenantq.consumer.standby_gate``) a position is stored only once the standbys
+        #: hold the state behind it.
+        self.commit_stored_only = commit_stored_only
         self.lane_window = window if lane_window is None else lane_window
         self.lane_topics = lane_topics
         #: Topics whose partitions share a read-ahead budget (the queues' main topics).
@@ -345,14 +353,31 @@ class Partitions:
     def store(self, consumer: Consumer) -> None:
         """Store the commit position of every partition that moved (committed by the client's
         auto-commit, or by ``commit`` on revoke and shutdown)."""
-        to_store = []
+        self.store_positions(consumer, self.moved_positions())
+
+    def moved_positions(self) -> dict[Key, tuple[int, int]]:
+        """The commit position of every owned partition that moved since the last call, with
+        the epoch of its assignment: what ``store_positions`` takes, now or later."""
+        positions: dict[Key, tuple[int, int]] = {}
         moved, self._to_store = self._to_store, set()
         for key in moved:
             state = self.states.get(key)
-            if state is None:
+            if state is None or state.revoked:
                 continue
             position = state.offsets.commit_position
-            if state.revoked or position is None or position == state.stored:
+            if position is None or position == state.offered:
+                continue
+            state.offered = position
+            positions[key] = (state.epoch, position)
+        return positions
+
+    def store_positions(self, consumer: Consumer, positions: dict[Key, tuple[int, int]]) -> None:
+        """Store ``positions`` (``moved_positions``) of the partitions still owned under the
+        assignment each was taken in."""
+        to_store = []
+        for key, (epoch, position) in positions.items():
+            state = self.states.get(key)
+            if state is None or state.revoked or state.epoch != epoch or position == state.stored:
                 continue
             state.stored = position
             to_store.append(TopicPartition(key[0], key[1], position))
@@ -379,7 +404,7 @@ class Partitions:
         for key, state in self.states.items():
             if keys is not None and key not in keys:
                 continue
-            position = state.offsets.commit_position
+            position = state.stored if self.commit_stored_only else state.offsets.commit_position
             if position is not None and position != state.committed:
                 offsets.append(TopicPartition(key[0], key[1], position))
                 state.committed = position

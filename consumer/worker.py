@@ -65,11 +65,13 @@ from tenantq.consumer.reader import IN_FLIGHT_WAIT_SECONDS, Reader
 from tenantq.consumer.registration import Registration
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.slots import SlotBook
+from tenantq.consumer.standby_gate import StandbyGate, StandbyWatch
 from tenantq.consumer.starts import RunningTasks, Starter
 from tenantq.consumer.stopping import StopRequest
 from tenantq.consumer.throttles import Throttles
 from tenantq.consumer.topic_map import TopicMap
 from tenantq.consumer.work import HOT_LANE_SUFFIX, WorkItem
+from tenantq.errors import DatabaseUnavailable
 from tenantq.kafka_access import check_kafka_access
 from tenantq.observability.worker import WorkerObservability
 from tenantq.observability.worker_events import WorkerEvents
@@ -146,7 +148,20 @@ class Worker:
         windows = settings.worker.read_ahead_per_partition
         lane_windows = settings.tenant_isolation.lane_read_ahead_per_partition
         topics = self._topics
-        self._partitions = Partitions(windows, lane_windows, topics.lanes, topics.mains)
+        standbys = settings.worker.offsets_wait_for_standbys
+        self._partitions = Partitions(
+            windows, lane_windows, topics.lanes, topics.mains, commit_stored_only=standbys > 0
+        )
+        #: With standbys to wait for, offsets are stored behind them (poll thread), as the
+        #: watch (its own thread) reads the primary; ``tenantq.consumer.standby_gate``.
+        self._standby_watch = (
+            StandbyWatch.for_worker(settings, self.worker_id) if standbys else None
+        )
+        self._standby_gate = (
+            StandbyGate(self._standby_watch, self._partitions, self._consumer)
+            if self._standby_watch is not None
+            else None
+        )
         limit = settings.worker.database_outage_limit_seconds
         self._outage = outage = Outage(health, limit, self._partitions, self._consumer)
         self._registration = Registration(
@@ -309,6 +324,7 @@ class Worker:
             wait_idle=ledger.wait_idle,
             claiming=lambda: slots.claiming,
             database_up=lambda: self._outage.seen_up,
+            store_offsets=self._settle_offsets,
         )
         self._reader = Reader(
             self._consumer, worker_settings.poll_batch, partitions.read_room, self._inbox.wait
@@ -367,6 +383,8 @@ class Worker:
         self._quota_watcher.start()
         self._share_sync.start()
         self._hot_lane.start()
+        if self._standby_watch is not None:
+            self._standby_watch.start()
         handover = self._handover
         self._consumer.subscribe(
             self._topics.consumed,
@@ -407,7 +425,7 @@ class Worker:
         self._completer.flush()
         self._dispatch.round()
         # Offsets also move without a result (dead letters, duplicates, finished jobs).
-        self._partitions.store(self._consumer)
+        self._store_offsets()
         self._partitions.apply_flow_control(self._consumer)  # no-op while the database is away
         self._observe()
 
@@ -484,9 +502,44 @@ class Worker:
         self._throttles.let_go(self._dispatcher.remove(which))
         self._starter.give_back_ready(which, reason)
 
+    def _store_offsets(self) -> None:
+        """Store the commit positions that moved: at once, or behind the standbys; after a
+        failover the gate reports, read every partition again."""
+        gate = self._standby_gate
+        if gate is None:
+            self._partitions.store(self._consumer)
+        elif not gate.store():
+            self._handover.rewind(self._release_own_leases)
+            gate.rewound()
+
+    def _settle_offsets(self, timeout: float) -> None:
+        """Before a commit: store what may be stored, waiting at most ``timeout`` seconds for
+        the standbys."""
+        if self._standby_gate is None:
+            self._partitions.store(self._consumer)
+        else:
+            self._standby_gate.settle(timeout)
+
+    def _release_own_leases(self) -> bool:
+        """After a failover: give back every lease this worker holds on the new primary (its
+        jobs were given up); False when the database could not be reached."""
+        store = JobStore.open(self.settings, self.worker_id, role="worker")
+        try:
+            released = store.release_own_leases(
+                "the database failed over; the job runs again from its message"
+            )
+        except DatabaseUnavailable as error:
+            log.warning("could not give back the leases after the failover: %s", error)
+            return False
+        finally:
+            store.close()
+        log.warning("gave back %d leases left from before the failover", len(released))
+        return True
+
     def _close(self) -> None:
         steps: list[Callable[[], object]] = [
             self._handover.leave_group,
+            self._stop_standby_watch,
             self._heartbeat.stop,
             lambda: self._executor.stop(timeout=5.0),
             lambda: self._ledger.stop(timeout=5.0),
@@ -504,6 +557,10 @@ class Worker:
             except Exception:
                 log.exception("error while stopping the worker")
         log.info("worker %s stopped", self.worker_id)
+
+    def _stop_standby_watch(self) -> None:
+        if self._standby_watch is not None:
+            self._standby_watch.stop()
 
 
 __all__ = ["EXIT_DATABASE_GONE", "KafkaException", "Worker", "consumer_config"]

@@ -198,6 +198,17 @@ class WorkerSettings(BaseModel):
         description="Stop the worker (exit code 3) when PostgreSQL stays unreachable this long; "
         "unset: wait for it forever, holding results and claiming nothing.",
     )
+    offsets_wait_for_standbys: int = Field(
+        0,
+        ge=0,
+        le=16,
+        description="With asynchronous streaming replication: commit Kafka offsets only behind "
+        "state that this many standbys have flushed (pg_stat_replication; the worker's role "
+        "needs pg_read_all_stats), and when the database fails over (a new timeline), read "
+        "every partition again from there, so a failover to a standby that had not received "
+        "the last transactions loses no job (what it lacked runs again). 0: offsets follow "
+        "the primary alone (no standby, or synchronous replication, which loses nothing).",
+    )
 
 
 class TenantIsolationSettings(BaseModel):

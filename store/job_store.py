@@ -179,11 +179,22 @@ class JobStatus:
     lease_left_seconds: float
     crashes: int = 0
     of_another_deployment: bool = False
+    #: Another transaction holds the job's row (the claim skipped it rather than wait).
+    locked: bool = False
 
     @classmethod
     def in_another_deployment(cls, job_id: uuid.UUID) -> JobStatus:
         """A job id that another deployment on the database holds."""
         return cls(job_id, JobState.DEAD, None, 0, 1, False, False, None, 0.0, 0, True)
+
+
+class Completed(NamedTuple):
+    """What a result batch did: the jobs whose result was applied, and those set aside
+    because another transaction held their row (written nothing; to be written again). The
+    rest were stale and refused."""
+
+    applied: set[uuid.UUID]
+    locked: set[uuid.UUID]
 
 
 class Result(NamedTuple):
@@ -391,6 +402,7 @@ class JobStore:
                     _error_message,
                     lease_left,
                     crashes,
+                    locked,
                     _ours,
                 ) = row
                 found[job_id] = JobStatus(
@@ -404,6 +416,7 @@ class JobStore:
                     digest,
                     float(lease_left or 0.0),
                     crashes,
+                    locked=bool(locked),
                 )
             return found
 
@@ -430,12 +443,13 @@ class JobStore:
 
     # -- results -----------------------------------------------------------------------------------
 
-    def complete_batch(self, results: Sequence[Result], *, again: bool = False) -> set[uuid.UUID]:
-        """Write results fenced; return the job ids whose result was applied (the rest were
-        stale and refused). ``again``: this batch may have been applied already by a try whose
-        connection dropped (``JOB_COMPLETE_BATCH_AGAIN``)."""
+    def complete_batch(self, results: Sequence[Result], *, again: bool = False) -> Completed:
+        """Write results fenced, never waiting for a row lock; return the jobs whose result
+        was applied and those set aside, locked (the rest were stale and refused). ``again``:
+        this batch may have been applied already by a try whose connection dropped
+        (``JOB_COMPLETE_BATCH_AGAIN``)."""
         if not results:
-            return set()
+            return Completed(set(), set())
         parameters = {
             "ids": UuidArray([r.job_id for r in results]),
             "attempts": BigintArray([r.attempt for r in results]),
@@ -453,9 +467,12 @@ class JobStore:
 
         statement = statements.JOB_COMPLETE_BATCH_AGAIN if again else statements.JOB_COMPLETE_BATCH
 
-        def work(cursor: psycopg.Cursor[Any]) -> set[uuid.UUID]:
+        def work(cursor: psycopg.Cursor[Any]) -> Completed:
             cursor.execute(statement, parameters)
-            return {row[0] for row in cursor.fetchall()}
+            done = Completed(set(), set())
+            for job_id, locked in cursor.fetchall():
+                (done.locked if locked else done.applied).add(job_id)
+            return done
 
         return self._run(work)
 
@@ -568,6 +585,21 @@ class JobStore:
         def work(cursor: psycopg.Cursor[Any]) -> int:
             cursor.execute(statements.WORKER_CRASHED, parameters)
             return len(cursor.fetchall())
+
+        return self._run(work)
+
+    def release_own_leases(self, reason: str) -> set[uuid.UUID]:
+        """Give back every lease this store's owner holds (``JOB_RELEASE_OWNER_LEASES``: after
+        a failover, leases of a history the worker no longer follows); the jobs released."""
+        parameters = {
+            "deployment": self.deployment,
+            "owner": self.owner,
+            "reason": printable(reason),
+        }
+
+        def work(cursor: psycopg.Cursor[Any]) -> set[uuid.UUID]:
+            cursor.execute(statements.JOB_RELEASE_OWNER_LEASES, parameters)
+            return {row[0] for row in cursor.fetchall()}
 
         return self._run(work)
 

@@ -26,7 +26,13 @@ class Work(BaseModel):
 def record(ctx: tenantq.JobContext, note: str = "") -> None:
     # A worker in the test's process records where its settings point (the environment may
     # name the server's own database); a worker process is given its database by variable.
-    url = RECORD_URL or os.environ.get("TENANTQ_DATABASE_URL")
+    # ``TEST_RECORD_DATABASE_URL``: the database itself, for a worker whose own connections
+    # go through a proxy that holds or cuts them.
+    url = (
+        os.environ.get("TEST_RECORD_DATABASE_URL")
+        or RECORD_URL
+        or os.environ.get("TENANTQ_DATABASE_URL")
+    )
     assert url, "no database to record executions in"
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(

@@ -48,7 +48,7 @@ def _succeed(store: JobStore, lease: Lease, *, again: bool = False) -> set[uuid.
         lease.job_id, lease.attempt, "succeeded", JobState.SUCCEEDED,
         duration_ms=7, started_at=lease.claimed_at,
     )  # fmt: skip
-    return store.complete_batch([result], again=again)
+    return store.complete_batch([result], again=again).applied
 
 
 def _fail_then_succeed(url: str, worker_id: str) -> uuid.UUID:
@@ -62,7 +62,7 @@ def _fail_then_succeed(url: str, worker_id: str) -> uuid.UUID:
             job_id, first.attempt, "retrying", JobState.RETRYING, "Boom", "first try",
             delay_seconds=0.0, duration_ms=3, started_at=first.claimed_at,
         )  # fmt: skip
-        assert store.complete_batch([failed]) == {job_id}
+        assert store.complete_batch([failed]).applied == {job_id}
         second = _claim(store, job_id)
         assert second.attempt == 2
         assert _succeed(store, second) == {job_id}
