@@ -23,9 +23,9 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
-from confluent_kafka import Consumer, Message
+from confluent_kafka import Message
 
 from tenantq import headers
 from tenantq.app import JobType, resolve_max_attempts
@@ -39,9 +39,6 @@ from tenantq.schemas.envelope import Envelope
 from tenantq.schemas.envelope_reader import read_envelope
 from tenantq.settings import Settings
 from tenantq.tenant_ids import validate_tenant_id
-
-if TYPE_CHECKING:
-    from tenantq.consumer.partitions import Partitions
 
 log = logging.getLogger("tenantq.worker")
 
@@ -132,6 +129,30 @@ class _Routed:
     items: list[WorkItem] = field(default_factory=list)
 
 
+class ReadPositions(Protocol):
+    """What the intake needs of the book of messages read (``Partitions``; a share-group
+    worker's records): track each message read, mark it done, and hold back a partition
+    while its messages wait. ``consumer`` is the client that pauses, handed through."""
+
+    def take(
+        self, topic: str, partition: int, offset: int, timestamp_ms: int | None = None
+    ) -> int: ...
+
+    def owns(self, topic: str, partition: int) -> bool: ...
+
+    def current(self, topic: str, partition: int, epoch: int) -> bool: ...
+
+    def done(self, topic: str, partition: int, offset: int, epoch: int) -> None: ...
+
+    def over_window(self, topic: str, partition: int, held: int) -> bool: ...
+
+    def note_tenant(self, topic: str, partition: int, offset: int, tenant: str) -> None: ...
+
+    def pause_waiting(self, consumer: Any, topic: str, partition: int) -> None: ...
+
+    def resume_due(self, consumer: Any, topic: str, partition: int) -> None: ...
+
+
 class Sender(Protocol):
     """What the intake needs of the publisher: send and wait, or send and be told later."""
 
@@ -149,8 +170,8 @@ class Intake:
         settings: Settings,
         topics: TopicMap,
         worker_id: str,
-        partitions: Partitions,
-        consumer: Consumer,
+        partitions: ReadPositions,
+        consumer: Any,
         publisher: Sender,
         events: WorkerEvents,
         in_lane: Callable[[str, str], bool],
