@@ -143,6 +143,8 @@ class RunData:
     start_gap: dict[str, float] | None = None
     problems: list[str] = field(default_factory=list)
     worker_logs: list[str] = field(default_factory=list)
+    #: The command each worker process ran (the share-group spike's, or ``tenantq worker``).
+    worker_command: str = "tenantq worker"
 
     def tenant_class(self, tenant: str) -> str:
         return HOT if tenant == self.hot_tenant else COLD
@@ -639,7 +641,7 @@ def write_report(
             f"## {data.name}",
             "",
             f"{data.summary}. Topics `{data.prefix}.{data.queue}*`, {data.partitions} partitions, "
-            f"{data.workers} `tenantq worker` processes x {data.slots_per_worker} slots, "
+            f"{data.workers} `{data.worker_command}` processes x {data.slots_per_worker} slots, "
             f"{data.job_ms:g} ms jobs; hot tenant `{data.hot_tenant}` on partition "
             f"{data.hot_partition}, sharing it with {len(data.neighbours)} cold tenants "
             f"({', '.join(data.neighbours) or 'none'}). Clock offset database - tool "
