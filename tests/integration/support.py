@@ -142,8 +142,15 @@ class WorkerProcess:
     freezes, or dies), SIGTERM and SIGINT to the supervisor, which passes them on."""
 
     def __init__(
-        self, settings: tenantq.Settings, app: str, *extra: str, env: dict[str, str] | None = None
+        self,
+        settings: tenantq.Settings,
+        app: str,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        runner: tuple[str, ...] = ("tenantq.cli", "worker"),
     ) -> None:
+        """``runner``: the module (and its command) run with ``python -m``; the share-group
+        spike's member is ``("tenantq.consumer.share",)``."""
         environment = dict(os.environ)
         environment.update(settings_environment(settings))
         environment.update(env or {})
@@ -152,7 +159,7 @@ class WorkerProcess:
         # block the worker's logging.
         self._log = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tenantq.cli", "worker", app, *extra],
+            [sys.executable, "-m", *runner, app, *extra],
             env=environment,
             stdout=self._log,
             stderr=subprocess.STDOUT,
