@@ -34,8 +34,9 @@ server (dropped at the end). Once, the raw confluent-kafka consumer reads the sa
     python loadtest/throughput_bench.py --tenantq 512x1 --share 512x1 --pgqueuer ''  # spike
 
 With ``--share`` (a Kafka 4.2+ broker), the share-group spike (``bench_share``) runs the same
-jobs in every round right after the consumer-group configurations, and the footer gives each
-share configuration's rate over the consumer-group worker's of the same shape, same round.
+jobs in every round, each share configuration next to the consumer-group one of the same
+position (alternating which goes first), and the footer gives each share configuration's
+rate over the consumer-group worker's of the same shape, same round.
 """
 
 from __future__ import annotations
@@ -116,6 +117,24 @@ def drop_database(servers: Servers, name: str) -> None:
         connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def round_order(
+    round_number: int, tenantq: list[TenantqConfig], share: list[ShareConfig]
+) -> list[tuple[int, TenantqConfig | ShareConfig]]:
+    """The runs of one round, as (index in its list, configuration): the k-th consumer-group
+    configuration and the k-th share configuration side by side, the group's first in odd
+    rounds and the share's first in even ones, so that a machine slowing down within a round
+    weighs on both alike; without share configurations, the group's in their order."""
+    order: list[tuple[int, TenantqConfig | ShareConfig]] = []
+    for index in range(max(len(tenantq), len(share))):
+        pair: list[tuple[int, TenantqConfig | ShareConfig]] = []
+        if index < len(tenantq):
+            pair.append((index, tenantq[index]))
+        if index < len(share):
+            pair.append((index, share[index]))
+        order.extend(pair if round_number % 2 else pair[::-1])
+    return order
+
+
 def share_ratios(
     results: list[Measured], raw_rate: float | None, raw_share: float | None
 ) -> list[str]:
@@ -175,9 +194,9 @@ def main(argv: list[str] | None = None) -> int:
         "--share",
         default="",
         help="share-group spike configurations (python -m tenantq.consumer.share), "
-        "CONCURRENCYxPROCESSES[t][a] as for --tenantq, comma-separated; each runs in every "
-        "round right after the consumer-group configurations (default: none; a broker of "
-        "Kafka 4.2 or newer)",
+        "CONCURRENCYxPROCESSES[t][a] as for --tenantq, comma-separated; the k-th runs next to "
+        "the k-th --tenantq configuration in every round, after it in odd rounds and before "
+        "it in even ones (default: none; a broker of Kafka 4.2 or newer)",
     )
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="0: no half load")
     parser.add_argument(
@@ -248,28 +267,27 @@ def main(argv: list[str] | None = None) -> int:
             pgqueuer_side = PgqueuerSide(servers, pgqueuer_database, options)
             pgqueuer_side.install()
         for round_number in range(1, arguments.runs + 1):
-            for index, config in enumerate(tenantq_configs):
-                concurrency = config.concurrency or "default"
-                tag = (
-                    f"r{round_number}-tenantq-c{concurrency}-p{config.processes}"
-                    f"{'t' if config.threads else ''}{'a' if config.asynchronous else ''}"
-                )
-                want_raw = round_number == 1 and index == 0 and not arguments.no_raw
-                measured, rate = tenantq_side.run(config, tag, raw=want_raw)
+            first_share = True
+            for index, config in round_order(round_number, tenantq_configs, share_configs):
+                if isinstance(config, ShareConfig):
+                    tag = (
+                        f"r{round_number}-share-c{config.concurrency}-p{config.processes}"
+                        f"{'t' if config.threads else ''}{'a' if config.asynchronous else ''}"
+                    )
+                    want_raw = round_number == 1 and first_share and not arguments.no_raw
+                    first_share = False
+                    measured, rate = share_side.run(config, tag, raw=want_raw)
+                    raw_share = rate if rate is not None else raw_share
+                else:
+                    concurrency = config.concurrency or "default"
+                    tag = (
+                        f"r{round_number}-tenantq-c{concurrency}-p{config.processes}"
+                        f"{'t' if config.threads else ''}{'a' if config.asynchronous else ''}"
+                    )
+                    want_raw = round_number == 1 and index == 0 and not arguments.no_raw
+                    measured, rate = tenantq_side.run(config, tag, raw=want_raw)
+                    raw_rate = rate if rate is not None else raw_rate
                 measured.round_number = round_number
-                raw_rate = rate if rate is not None else raw_rate
-                results.append(measured)
-                print(f"round {round_number} · {describe(measured)}", flush=True)
-            for index, share_config in enumerate(share_configs):
-                tag = (
-                    f"r{round_number}-share-c{share_config.concurrency}-p{share_config.processes}"
-                    f"{'t' if share_config.threads else ''}"
-                    f"{'a' if share_config.asynchronous else ''}"
-                )
-                want_raw = round_number == 1 and index == 0 and not arguments.no_raw
-                measured, rate = share_side.run(share_config, tag, raw=want_raw)
-                measured.round_number = round_number
-                raw_share = rate if rate is not None else raw_share
                 results.append(measured)
                 print(f"round {round_number} · {describe(measured)}", flush=True)
             for pgqueuer_config in pgqueuer_configs:

@@ -11,7 +11,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "loadtest"))
 
 from bench_run import Measured  # noqa: E402
 from bench_share import ShareConfig  # noqa: E402
-from throughput_bench import share_ratios  # noqa: E402
+from bench_tenantq import TenantqConfig  # noqa: E402
+from throughput_bench import round_order, share_ratios  # noqa: E402
 
 
 def measured(system: str, label: str, rate: float, round_number: int) -> Measured:
@@ -46,3 +47,13 @@ def test_a_share_run_is_compared_with_the_group_run_of_its_shape_and_round() -> 
         "Raw ShareConsumer of the same topic (implicit acks): 50,000 msg/s, 0.50 of the raw "
         "consumer-group consumer's.",
     ]
+
+
+def test_each_share_run_sits_next_to_its_group_twin_and_goes_first_every_other_round() -> None:
+    group = [TenantqConfig.parse(text) for text in ("default", "512x1", "2048x2t")]
+    share = [ShareConfig.parse(text) for text in ("32x1", "512x1")]
+    odd = [config for _, config in round_order(1, group, share)]
+    even = [config for _, config in round_order(2, group, share)]
+    assert odd == [group[0], share[0], group[1], share[1], group[2]]
+    assert even == [share[0], group[0], share[1], group[1], group[2]]
+    assert [index for index, _ in round_order(1, group, [])] == [0, 1, 2]
