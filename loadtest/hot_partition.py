@@ -911,18 +911,25 @@ class Run:
             time.sleep(0.25)
 
     def _warm_up(self, conn: psycopg.Connection[Any]) -> None:
-        """One job per spread tenant, again until both workers ran some: both members hold
-        partitions and have their handler processes up before anything is measured."""
+        """Jobs of tenants spread over the partitions, again until every worker that can hold
+        a partition ran some (all of them, or one per partition when there are more workers
+        than partitions): the members hold partitions and have their handler processes up
+        before anything is measured."""
         tenants = spread_tenants(self.partitions, 1)
+        per_round = max(self.worker_count, self.partitions) * 2
+        expected = min(self.worker_count, self.partitions)
         deadline = time.monotonic() + WARMUP_TIMEOUT
+        warmed: list[uuid.UUID] = []
         while True:
-            ids = self._enqueue_now(tenants)
+            ids = self._enqueue_now([tenants[i % len(tenants)] for i in range(per_round)])
             self._wait_started(conn, ids, "warm-up (workers joining)", WARMUP_TIMEOUT)
-            if worker_ids_of(conn, ids) >= self.worker_count:
+            warmed += ids
+            if worker_ids_of(conn, warmed) >= expected:
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(
-                    f"warm-up: the {self.worker_count} workers did not all get partitions"
+                    f"warm-up: fewer than {expected} of the {self.worker_count} workers ran "
+                    "jobs (the others got no partition)"
                 )
             time.sleep(1.0)
 
