@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from confluent_kafka import KafkaException, Message, ShareConsumer
+from confluent_kafka import KafkaError, KafkaException, Message, ShareConsumer
 
 from tenantq.consumer.share.records import ShareRecords
 
@@ -22,6 +22,7 @@ class ShareReader:
         records: ShareRecords,
         may_read: Callable[[], bool],
         wait: Callable[[float], object],
+        fatal: Callable[[str], None],
     ) -> None:
         self._consumer = consumer
         self._records = records
@@ -29,6 +30,9 @@ class ShareReader:
         self._may_read = may_read
         #: Sleep until woken (``Inbox.wait``): an answer or a finished attempt ends it.
         self._wait = wait
+        #: The client can go no further (a broker without share groups answers the group's
+        #: heartbeat UNSUPPORTED_VERSION, a fatal error): told why, once.
+        self._fatal = fatal
 
     def read(self, timeout: float) -> list[Message]:
         """The records of one poll, acquired for this member, waiting at most ``timeout``;
@@ -40,9 +44,16 @@ class ShareReader:
             return []
         try:
             messages = list(self._consumer.poll(timeout))
-        except (KafkaException, RuntimeError) as error:
-            # RuntimeError: IllegalStateException (a record left unacknowledged; never here,
-            # since the records are settled) or a concurrent use of the consumer.
+        except KafkaException as error:
+            problem = error.args[0] if error.args else None
+            if isinstance(problem, KafkaError) and problem.fatal():
+                self._fatal(problem.str())
+            else:
+                log.warning("share consumer poll failed: %s", error)
+            return []
+        except RuntimeError as error:
+            # IllegalStateException (a record left unacknowledged; never here, since the
+            # records are settled) or a concurrent use of the consumer.
             log.warning("share consumer poll failed: %s", error)
             return []
         self._records.acquired(messages)

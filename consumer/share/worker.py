@@ -77,6 +77,9 @@ log = logging.getLogger("tenantq.worker")
 IDLE_WAIT_SECONDS = 0.1
 #: How long the stop waits for the last results and acknowledgements.
 FINAL_WRITE_SECONDS = 10.0
+#: The exit status of a member whose share consumer failed for good (a broker without
+#: share groups, say).
+EXIT_SHARE_CONSUMER_FAILED = 4
 #: How long ``close`` may take (it has no timeout of its own in the preview client).
 CLOSE_SECONDS = 30.0
 
@@ -249,6 +252,7 @@ class ShareWorker:
             records,
             may_read=lambda: not stop.is_set() and health.up,
             wait=self._inbox.wait,
+            fatal=self._client_failed,
         )
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -324,6 +328,16 @@ class ShareWorker:
         if not self._health.up and self._outage_too_long():
             self.exit_code = EXIT_DATABASE_GONE
             self.stop(immediately=True)
+
+    def _client_failed(self, reason: str) -> None:
+        """The share consumer can go no further: stop at once, with the reason."""
+        log.error(
+            "the share consumer failed for good: %s (share groups need Kafka 4.2 or newer, "
+            "with the share.version feature finalized)",
+            reason,
+        )
+        self.exit_code = EXIT_SHARE_CONSUMER_FAILED
+        self.stop(immediately=True)
 
     def _outage_too_long(self) -> bool:
         limit = self.settings.worker.database_outage_limit_seconds
