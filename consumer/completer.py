@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
+from tenantq.consumer.attempt_trace import trace_stale
 from tenantq.consumer.ledger import Complete, OperationLane
 from tenantq.consumer.outcomes import Verdict
 from tenantq.consumer.work import WorkItem
@@ -226,6 +227,7 @@ class Completer:
     def _stale(self, item: WorkItem, already_lost: bool) -> None:
         """The store refused the result: the attempt no longer held the lease."""
         self._stats["stale_refused"] += 1
+        trace_stale(item)
         self._events.stale_result_refused(item.queue)
         if not already_lost:
             self._events.lease_expired(item.queue)

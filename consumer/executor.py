@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from tenantq.consumer.attempt_trace import origin_of, trace_attempts, trace_crashed
 from tenantq.consumer.handler_process import (
     HandlerProcessSpec,
     read_notes,
@@ -40,6 +41,7 @@ from tenantq.consumer.outcomes import Verdict
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.runner import HandlerRunner, Task
 from tenantq.headers import DelayReason
+from tenantq.observability.tracing import JobTracer, job_tracer
 from tenantq.settings import Settings
 from tenantq.states import JobState, Outcome
 
@@ -89,6 +91,7 @@ class ThreadExecutor:
         pass
 
     def submit(self, tasks: Sequence[Task]) -> None:
+        trace_attempts(tasks)
         self._runner.submit_many(tasks)
 
     def cancel(self, task: Task, reason: str) -> None:
@@ -154,11 +157,12 @@ class ProcessExecutor:
         if not tasks:
             return
         started = time.monotonic()  # handed over together
+        tracer = job_tracer()
         with self._lock:
             specs = []
             for task in tasks:
                 task.started = started
-                spec = _spec(task)
+                spec = _spec(task, tracer)
                 self._running[spec[0]] = task
                 if task.deadline < self._next_deadline:
                     self._next_deadline = task.deadline
@@ -288,6 +292,7 @@ class ProcessExecutor:
             f" in {self._restart_delay:.1f}s" if self._restart_delay else "",
         )
         culprit = next((t for t in crashed if t.context.job_id == culprit_id), None)
+        trace_crashed(crashed, f"the handler process {how}")
         self._on_crash(crashed, culprit, f"the handler process {how}")
         if self._restart_delay:
             time.sleep(self._restart_delay)
@@ -429,8 +434,9 @@ def _coalesce(batch: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return merged
 
 
-def _spec(task: Task) -> tuple[Any, ...]:
-    """The ``TaskSpec`` of ``task`` as the plain tuple that travels (the job id first)."""
+def _spec(task: Task, tracer: JobTracer | None = None) -> tuple[Any, ...]:
+    """The ``TaskSpec`` of ``task`` as the plain tuple that travels (the job id first); with
+    a ``tracer``, what the handler process needs for the attempt's span."""
     context = task.context
     return (
         context.job_id.bytes,
@@ -444,4 +450,5 @@ def _spec(task: Task) -> tuple[Any, ...]:
         context.progress,
         context.replays,
         context.idempotency_key,
+        None if tracer is None else origin_of(task.item, tracer),
     )

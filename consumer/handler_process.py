@@ -38,12 +38,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from tenantq.consumer.attempt_trace import Origin, attempt_span
 from tenantq.consumer.collector import settle_collector
 from tenantq.consumer.context import JobContext
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.runner import HandlerRunner, Task
 from tenantq.job_ids import uuid_of_int
+from tenantq.observability import tracing
 from tenantq.settings import Settings
+from tenantq.states import Outcome
 
 log = logging.getLogger("tenantq.worker")
 
@@ -84,6 +87,8 @@ class TaskSpec(NamedTuple):
     progress: Any
     replays: int
     idempotency_key: str | None
+    #: Where the attempt comes from, for its span; None when the member does not trace.
+    trace: Origin | None = None
 
 
 class TaskOutcome(NamedTuple):
@@ -182,6 +187,7 @@ def main(connection: Any, spec: HandlerProcessSpec) -> None:
     configure_logging(spec.log_level)
     settings = spec.settings
     app = load_app(spec.app_reference)
+    _trace_from_environment()
     folder = Path(spec.notes)
     table = _ThreadTable(folder / THREAD_TABLE, rows=4 * spec.slots + 64)
     _leave_notes(folder)
@@ -189,14 +195,14 @@ def main(connection: Any, spec: HandlerProcessSpec) -> None:
     settle_collector()
     finished: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
     #: By job id bytes, as the member names them.
-    contexts: dict[bytes, JobContext] = {}
+    tasks_by_id: dict[bytes, Task] = {}
 
     def running(job_id: uuid.UUID | None) -> None:
         _current_job.set(job_id)
         table.running(job_id)
 
     def done(task: Task) -> None:
-        contexts.pop(task.item, None)
+        tasks_by_id.pop(task.item, None)
         finished.put(task)
 
     runner = HandlerRunner(spec.slots, done, spec.policy, on_start=running)
@@ -210,6 +216,7 @@ def main(connection: Any, spec: HandlerProcessSpec) -> None:
             try:
                 message = pickle.loads(connection.recv_bytes())
             except (EOFError, OSError):
+                tracing.flush()
                 os._exit(0)  # the member is gone: nobody would take the results
             kind = message[0]
             if kind == "run":
@@ -217,13 +224,13 @@ def main(connection: Any, spec: HandlerProcessSpec) -> None:
                 for row in message[1]:
                     task_spec = TaskSpec._make(row)
                     task = _task(app, task_spec, leases)
-                    contexts[task_spec.job_id] = task.context
+                    tasks_by_id[task_spec.job_id] = task
                     tasks.append(task)
                 runner.submit_many(tasks)
             elif kind == "cancel":
-                context = contexts.get(message[1])
-                if context is not None:
-                    context.signal_cancel(message[2])
+                asked = tasks_by_id.get(message[1])
+                if asked is not None:
+                    _cancel(asked, message[2])
             elif kind == "stop":
                 break
     finally:
@@ -231,6 +238,29 @@ def main(connection: Any, spec: HandlerProcessSpec) -> None:
         finished.put(None)
         sender.join(5)
         leases.close()
+        tracing.shutdown()
+
+
+def _trace_from_environment() -> None:
+    """The SDK as ``tenantq worker`` sets it up in the member (the same ``OTEL_*``
+    variables), so attempts that run here have their spans."""
+    try:
+        tracing.configure_from_environment()
+    except tracing.TracingUnavailable as error:
+        log.warning("tracing is off in the handler process: %s", error)
+
+
+def _cancel(task: Task, reason: str) -> None:
+    """The member asks ``task`` to stop. A timeout is the member's verdict already (it
+    gave up on the attempt and applied it): the span ends so at once, whatever the handler
+    does next."""
+    task.context.signal_cancel(reason)
+    if reason == "timeout" and task.trace is not None:
+        task.trace.end(
+            Outcome.TIMEOUT.value,
+            error_class="Timeout",
+            error_message="handler did not finish before its timeout",
+        )
 
 
 def _task(app: Any, spec: TaskSpec, leases: _ChildLeases) -> Task:
@@ -257,7 +287,12 @@ def _task(app: Any, spec: TaskSpec, leases: _ChildLeases) -> Task:
         None,  # _cancelled_at
         leases,
     )
-    return Task(job_type, spec.payload, context, deadline, raw_id)
+    task = Task(job_type, spec.payload, context, deadline, raw_id)
+    if spec.trace is not None:
+        tracer = tracing.job_tracer()
+        if tracer is not None:
+            task.trace = attempt_span(tracer, context, spec.trace)
+    return task
 
 
 def _send_results(

@@ -29,6 +29,8 @@ from tenantq.consumer.context import JobContext
 from tenantq.consumer.outcomes import BreakerSignal, Verdict, breaker_signal, classify
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.errors import PayloadValidationError
+from tenantq.observability.tracing import AttemptSpan
+from tenantq.states import Outcome
 from tenantq.store.transient import (
     TRANSIENT_RETRIES,
     backoff_seconds,
@@ -52,6 +54,8 @@ class Task:
     #: Set when the attempt ends: what becomes of the job, and what it says of dependencies.
     verdict: Verdict | None = None
     breaker: BreakerSignal = "neutral"
+    #: The attempt's span when the process traces (``tenantq.consumer.attempt_trace``).
+    trace: AttemptSpan | None = None
     #: The asyncio task of an async handler's attempt (made and cancelled in the loop's thread).
     _future: asyncio.Task[None] | None = field(default=None, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
@@ -79,6 +83,19 @@ class Task:
             timed_out=self.timed_out,
         )
         self.breaker = breaker_signal(self.error, self.timed_out)
+
+    def end_trace(self) -> None:
+        """End the attempt's span (if traced) with its verdict."""
+        trace, verdict = self.trace, self.verdict
+        if trace is None or verdict is None:
+            return
+        trace.end(
+            verdict.outcome.value,
+            error_class=verdict.error_class,
+            error_message=verdict.error_message,
+            error=self.error,
+            delay_seconds=verdict.delay_seconds,
+        )
 
     def effective_cancel_reason(self) -> str | None:
         """An operator's cancel counts only if it came before the handler returned."""
@@ -228,6 +245,10 @@ class HandlerRunner:
             self._running.discard(task)
             if task._thread is not None:
                 self._abandoned.add(task._thread)
+        if task.trace is not None:
+            task.trace.end(
+                Outcome.RELEASED.value, error_class="Released", error_message="abandoned"
+            )
         if task.job_type.is_async:
             self._cancel_coroutine(task)
         elif task._thread is not None:
@@ -278,6 +299,8 @@ class HandlerRunner:
         task.error = error
         task.timed_out = timed_out
         task.judge(self._policy)
+        if task.trace is not None:
+            task.end_trace()
         self._on_finished(task)
         return True
 
@@ -306,6 +329,9 @@ class HandlerRunner:
             self._threads.discard(me)
 
     def _run_sync(self, task: Task) -> None:
+        trace = task.trace
+        if trace is not None:
+            trace.begin()  # the current span of the handler's thread while it runs
         error: BaseException | None = None
         for retry in range(TRANSIENT_RETRIES + 1):
             error = None
@@ -323,9 +349,14 @@ class HandlerRunner:
             if not self._retry_in_place(task, error, retry):
                 break
             time.sleep(backoff_seconds(retry))
+        if trace is not None:
+            trace.leave()
         self._finish(task, error)
 
     async def _run_async(self, task: Task) -> None:
+        trace = task.trace
+        if trace is not None:
+            trace.begin()  # the asyncio task's own context: current only in this attempt
         error: BaseException | None = None
         for retry in range(TRANSIENT_RETRIES + 1):
             error = None
@@ -345,6 +376,8 @@ class HandlerRunner:
             if not self._retry_in_place(task, error, retry):
                 break
             await asyncio.sleep(backoff_seconds(retry))
+        if trace is not None:
+            trace.leave()
         self._finish(task, error)
 
     @staticmethod

@@ -35,6 +35,7 @@ from tenantq import headers
 from tenantq.dlq.kafka_client import ClientReport, quiet_producer
 from tenantq.dlq.pacing import RateLimiter, check_rate
 from tenantq.dlq.records import DeadLetter
+from tenantq.dlq.replay_trace import ReplaySpans
 from tenantq.partitioner.murmur2 import default_partition
 from tenantq.producer.publisher import Outgoing, Publisher, retry_message
 from tenantq.settings import Settings
@@ -217,7 +218,13 @@ class Replayer:
             return []
         if self.limiter is not None and chosen:
             self.limiter.acquire(len(chosen))
-        acknowledged = self._publisher_of().publish([message for *_, message in chosen])
+        messages = [message for *_, message in chosen]
+        spans = ReplaySpans.start(self.queue, [(letter, message) for letter, *_, message in chosen])
+        if spans is not None:
+            messages = spans.messages
+        acknowledged = self._publisher_of().publish(messages)
+        if spans is not None:
+            spans.end(acknowledged)
         published: list[uuid.UUID] = []
         for (letter, action, detail, _), ok in zip(chosen, acknowledged, strict=True):
             assert letter.job_id is not None

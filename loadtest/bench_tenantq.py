@@ -75,20 +75,26 @@ class TenantqConfig:
     processes: int
     threads: bool = False
     asynchronous: bool = False
+    #: OpenTelemetry tracing on: the jobs enqueued in a traced publication, the worker
+    #: exporting an attempt span per job (OTLP/HTTP to ``otlp_sink``).
+    traced: bool = False
 
     @classmethod
     def parse(cls, text: str) -> TenantqConfig:
         """``32x1`` (concurrency x processes), ``128x2``; ``default`` for no flags; a ``t``
         (``128x2t``) runs handlers in threads (``TENANTQ_WORKER__HANDLER_PROCESS=false``):
-        what the handler process's crash isolation costs; an ``a`` at the end (``128x2a``,
-        ``128x2ta``) makes the no-op an ``async def`` handler, as PgQueuer's is."""
+        what the handler process's crash isolation costs; an ``a`` (``128x2a``, ``128x2ta``)
+        makes the no-op an ``async def`` handler, as PgQueuer's is; an ``o`` at the end
+        (``default o`` is ``defaulto``, ``512x2o``, ``512x2tao``) turns tracing on."""
+        traced = text.endswith("o")
+        text = text.removesuffix("o")
         if text == "default":
-            return cls(None, 1)
+            return cls(None, 1, traced=traced)
         asynchronous = text.endswith("a")
         text = text.removesuffix("a")
         threads = text.endswith("t")
         concurrency, _, processes = text.removesuffix("t").partition("x")
-        return cls(int(concurrency), int(processes or 1), threads, asynchronous)
+        return cls(int(concurrency), int(processes or 1), threads, asynchronous, traced)
 
     def label(self, default_concurrency: int) -> str:
         """``tenantq c32 p1 (defaults)``; the default concurrency is the settings' (the
@@ -99,8 +105,10 @@ class TenantqConfig:
         if self.threads:
             label += " threads"
         if self.asynchronous:
-            return label + ", async handler"
-        return label + (" (defaults)" if defaults and not self.threads else "")
+            label += ", async handler"
+        elif defaults and not self.threads:
+            label += " (defaults)"
+        return label + (", traced" if self.traced else "")
 
     def arguments(self) -> list[str]:
         flags = [] if self.concurrency is None else ["--concurrency", str(self.concurrency)]
@@ -178,13 +186,30 @@ class GroupProgress:
         self.reader.close()
 
 
-def enqueue(settings: tenantq.Settings, count: int, rate: float | None = None) -> float:
+def enqueue(
+    settings: tenantq.Settings, count: int, rate: float | None = None, sink: Any = None
+) -> float:
     """``count`` no-op jobs of ``TENANTS`` tenants, all at once or at ``rate`` jobs/s; returns
-    the wall-clock time at which the first of them was enqueued.
+    the wall-clock time at which the first of them was enqueued. With an OTLP ``sink``, in
+    traced publications (one span per call), so the jobs carry a trace context.
 
     At a rate, one more job goes first and is waited for: a new producer's first messages wait
     for its idempotent-producer id, up to 0.5 s when they race librdkafka's start (its retry
     timer), and that is the producer starting, not the queue's latency under load."""
+    if sink is None:
+        return _enqueue(settings, count, rate)
+    from tenantq.observability import tracing
+
+    provider = sink.tracer_provider()
+    tracing.use_provider(provider)
+    try:
+        return _enqueue(settings, count, rate)
+    finally:
+        tracing.use_provider(None)
+        provider.shutdown()
+
+
+def _enqueue(settings: tenantq.Settings, count: int, rate: float | None) -> float:
     # No placement table: the producer's database lookups are not what is measured.
     with Producer(settings, APP, placement_book=PlacementBook(None, 60.0)) as producer:
         if rate is not None:
@@ -242,6 +267,19 @@ class TenantqSide:
         self.url = url_of(servers, database)
         self.options = options
         self.partitions = partitions
+        #: The stand-in collector of the traced configurations, started at the first.
+        self.sink: Any = None
+
+    def close(self) -> None:
+        if self.sink is not None:
+            self.sink.__exit__(None, None, None)
+
+    def _sink(self) -> Any:
+        if self.sink is None:
+            from otlp_sink import OtlpSink
+
+            self.sink = OtlpSink().__enter__()
+        return self.sink
 
     def run(self, config: TenantqConfig, tag: str, *, raw: bool) -> tuple[Measured, float | None]:
         """One measured run; with ``raw``, the raw consumer's rate on the same topic too."""
@@ -264,7 +302,7 @@ class TenantqSide:
             kafka_config={**user_kafka_config, "log_level": "4"},
         ) as settings:
             topic = f"{settings.topic_prefix}.{QUEUE}"
-            enqueue(settings, options.jobs)
+            enqueue(settings, options.jobs, sink=self._sink() if config.traced else None)
             progress = GroupProgress(settings, topic)
             try:
                 measured = self._measure(config, settings, progress, tag, user_kafka_config)
@@ -292,6 +330,10 @@ class TenantqSide:
             environment["TENANTQ_WORKER__HANDLER_PROCESS"] = "false"
         if config.asynchronous:
             environment[ASYNC_HANDLER_VARIABLE] = "1"
+        spans_before = 0
+        if config.traced:
+            environment.update(self._sink().environment())
+            spans_before = self._sink().spans()
         command = [
             sys.executable,
             "-m",
@@ -334,13 +376,17 @@ class TenantqSide:
                 background=idle,
             )
             if options.latency_seconds > 0:
-                self._half_load(measured, settings, progress, monitor, worker, sampler)
+                self._half_load(
+                    measured, settings, progress, monitor, worker, sampler, config.traced
+                )
         finally:
             sampler.stop()
             status = stop_process(worker)
             monitor.close()
         if status not in (0, None):
             measured.notes.append(f"the worker exited with status {status} when stopped")
+        if config.traced:
+            measured.notes.append(f"{self._sink().spans() - spans_before:,} spans exported")
         return measured
 
     def _half_load(
@@ -351,13 +397,14 @@ class TenantqSide:
         monitor: psycopg.Connection[Any],
         worker: Any,
         sampler: Any,
+        traced: bool,
     ) -> None:
         """Enqueue at half the measured rate (or ``latency_rate``) for ``latency_seconds``
         while the workers run; enqueue-to-start per job from the rows (``enqueued_at``: the
         producer's stamp at enqueue, ``started_at``: PostgreSQL's ``now()`` at the claim; one
         host, one clock)."""
         rate, count = self.options.half_load(measured.rate)
-        phase_start = enqueue(settings, count, rate)
+        phase_start = enqueue(settings, count, rate, self._sink() if traced else None)
         ends = progress.ends()
         wait_until(lambda: progress.reached(ends), [worker], 300, "half-load jobs drained")
         rows = monitor.execute(

@@ -14,6 +14,9 @@ topic prefix, then alternates runs of
 
 and prints messages per second of each and their ratios to raw, all measured in the same
 rounds (the machine may be noisy: compare ratios, not absolute rates across runs).
+``--tracing`` adds each SDK run with OpenTelemetry tracing on (one span per call, exported
+as OTLP/HTTP to a stand-in collector in this process, ``otlp_sink``), and ``enqueue`` of one
+job per call (``--single`` jobs) untraced and traced, and prints what tracing adds per job.
 ``--profile`` runs each SDK path once more under cProfile, with the cyclic GC timed through
 ``gc.callbacks``, and prints where the time of a job goes.
 
@@ -23,6 +26,7 @@ rounds (the machine may be noisy: compare ratios, not absolute rates across runs
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import datetime as dt
 import gc
@@ -44,6 +48,9 @@ from tenantq.producer.producer import BatchFuture, EnqueueRequest, JobRef, Produ
 
 QUEUE = "bench"
 TENANTS = 200
+#: The CPU seconds per job of each run, in order (this process's, every thread: the SDK's,
+#: librdkafka's and the exporter's), steadier on a shared machine than the rate.
+CPU_PER_JOB: list[float] = []
 
 
 def requests_for(count: int) -> list[EnqueueRequest]:
@@ -55,19 +62,28 @@ def requests_for(count: int) -> list[EnqueueRequest]:
     ]
 
 
-def run_sdk(settings: tenantq.Settings, requests: list[EnqueueRequest], chunk: int) -> float:
-    """``enqueue_many``: one future per job."""
+def run_sdk(
+    settings: tenantq.Settings,
+    requests: list[EnqueueRequest],
+    chunk: int,
+    finish: Callable[[], object] = lambda: None,
+) -> float:
+    """``enqueue_many``: one future per job (``chunk`` per call; 1: ``enqueue``'s cost).
+    ``finish`` runs inside the clock at the end (a traced run exports its last spans)."""
     # No placement table: the bench measures the producer, not a database round trip.
     with Producer(settings, placement_book=PlacementBook(None, 60.0)) as producer:
         producer.enqueue("bench_job", tenant="warm-up", payload={}, queue=QUEUE).result(30)
         started = time.perf_counter()
+        cpu_started = time.process_time()
         futures: list[Future[JobRef]] = []
         for start in range(0, len(requests), chunk):
             futures.extend(producer.enqueue_many(requests[start : start + chunk]))
         # flush() returns once every delivery report has been served, i.e. every future is
         # resolved; checking them is left out of the clock, as the raw run checks nothing.
         remaining = producer.flush(120)
+        finish()
         elapsed = time.perf_counter() - started
+        CPU_PER_JOB.append((time.process_time() - cpu_started) / len(requests))
         done, pending = wait(futures, timeout=120)
         failed = sum(1 for future in done if future.exception() is not None) + remaining
         if pending or failed:
@@ -75,16 +91,24 @@ def run_sdk(settings: tenantq.Settings, requests: list[EnqueueRequest], chunk: i
     return len(requests) / elapsed
 
 
-def run_batch(settings: tenantq.Settings, requests: list[EnqueueRequest], chunk: int) -> float:
+def run_batch(
+    settings: tenantq.Settings,
+    requests: list[EnqueueRequest],
+    chunk: int,
+    finish: Callable[[], object] = lambda: None,
+) -> float:
     """``enqueue_batch``: one future per ``chunk`` jobs."""
     with Producer(settings, placement_book=PlacementBook(None, 60.0)) as producer:
         producer.enqueue("bench_job", tenant="warm-up", payload={}, queue=QUEUE).result(30)
         started = time.perf_counter()
+        cpu_started = time.process_time()
         batches: list[BatchFuture] = []
         for start in range(0, len(requests), chunk):
             batches.append(producer.enqueue_batch(requests[start : start + chunk]))
         remaining = producer.flush(120)
+        finish()
         elapsed = time.perf_counter() - started
+        CPU_PER_JOB.append((time.process_time() - cpu_started) / len(requests))
         # result() raises if any job failed; len() does not make the JobRefs (see JobRefs).
         acknowledged = sum(len(batch.result(120)) for batch in batches)
         if remaining or acknowledged != len(requests):
@@ -112,6 +136,7 @@ def run_raw(
     client.produce(messages[0].topic, b"warm-up", partition=0)
     client.flush(30)
     started = time.perf_counter()
+    cpu_started = time.process_time()
     produce = client.produce
     for message in messages:
         while True:
@@ -141,6 +166,7 @@ def run_raw(
                 client.poll(0.05)
     remaining = client.flush(120)
     elapsed = time.perf_counter() - started
+    CPU_PER_JOB.append((time.process_time() - cpu_started) / len(messages))
     if remaining or errors:
         raise SystemExit(f"raw run: {remaining} undelivered, {errors} failed")
     return len(messages) / elapsed
@@ -222,7 +248,7 @@ def where_the_time_goes(
         stats.sort_stats("tottime").print_stats(top)
 
 
-def compare(settings: tenantq.Settings, arguments: argparse.Namespace) -> None:
+def compare(settings: tenantq.Settings, arguments: argparse.Namespace, sink: Any = None) -> None:
     """The alternating rounds, their best figures and, with ``--profile``, the profiles."""
     requests = [
         EnqueueRequest(r.job_type, r.tenant, r.payload, queue=QUEUE)
@@ -243,10 +269,14 @@ def compare(settings: tenantq.Settings, arguments: argparse.Namespace) -> None:
     }
     if arguments.raw_positional:
         runs["raw_positional"] = lambda: run_raw(settings, requests, positional=True)
+    if sink is not None:
+        runs.update(traced_runs(settings, requests, arguments, sink))
     rates: dict[str, list[float]] = {name: [] for name in runs}
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
     for round_number in range(arguments.rounds):
         for name, run in runs.items():
             rates[name].append(run())
+            cpu[name].append(CPU_PER_JOB[-1])
         print(
             f"round {round_number + 1}: "
             + ", ".join(f"{name} {rates[name][-1]:,.0f}" for name in runs)
@@ -258,9 +288,20 @@ def compare(settings: tenantq.Settings, arguments: argparse.Namespace) -> None:
             )
         )
     best = {name: max(values) for name, values in rates.items()}
-    print("\nbest of each (msg/s, us/msg, ratio to raw):")
+    least_cpu = {name: min(values) for name, values in cpu.items()}
+    print("\nbest of each (msg/s, us/msg, ratio to raw; least CPU us/msg of the process):")
     for name, rate in best.items():
-        print(f"  {name:<14} {rate:>10,.0f} {1e6 / rate:6.2f} us  {rate / best['raw']:.2f}x")
+        print(
+            f"  {name:<20} {rate:>10,.0f} {1e6 / rate:7.2f} us  {rate / best['raw']:.2f}x"
+            f"  CPU {least_cpu[name] * 1e6:7.2f} us"
+        )
+    for name in [name for name in best if name.endswith(" traced")]:
+        plain = name.removesuffix(" traced")
+        print(
+            f"  tracing on, {plain}: CPU {(least_cpu[name] - least_cpu[plain]) * 1e6:+.2f} "
+            f"us/msg ({least_cpu[name] / least_cpu[plain]:.2f}x), rate "
+            f"{best[name] / best[plain]:.2f}x the untraced"
+        )
     if "raw_positional" in best:
         print(
             "  against raw_positional: "
@@ -276,6 +317,41 @@ def compare(settings: tenantq.Settings, arguments: argparse.Namespace) -> None:
                 name, runs[name], arguments.messages, arguments.top,
                 show_top=arguments.top > 0,
             )  # fmt: skip
+
+
+def traced_runs(
+    settings: tenantq.Settings,
+    requests: list[EnqueueRequest],
+    arguments: argparse.Namespace,
+    sink: Any,
+) -> dict[str, Callable[[], float]]:
+    """With ``--tracing``: each SDK run again with OpenTelemetry on (spans batched and
+    exported as OTLP/HTTP to ``sink``, an ``otlp_sink.OtlpSink``, the last ones inside the
+    clock), and ``enqueue`` one job per call both ways, on the first ``--single`` requests:
+    a call is a span, so that is where tracing costs most."""
+    from tenantq.observability import tracing
+
+    single = requests[: arguments.single]
+
+    def traced(run: Callable[[Callable[[], object]], float]) -> Callable[[], float]:
+        def run_traced() -> float:
+            provider = sink.tracer_provider()
+            tracing.use_provider(provider)
+            try:
+                return run(provider.force_flush)
+            finally:
+                tracing.use_provider(None)
+                provider.shutdown()
+
+        return run_traced
+
+    chunk = arguments.chunk
+    return {
+        "enqueue_many traced": traced(lambda end: run_sdk(settings, requests, chunk, end)),
+        "enqueue_batch traced": traced(lambda end: run_batch(settings, requests, chunk, end)),
+        "enqueue": lambda: run_sdk(settings, single, 1),
+        "enqueue traced": traced(lambda end: run_sdk(settings, single, 1, end)),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -298,13 +374,32 @@ def main(argv: list[str] | None = None) -> int:
         help="freeze the prepared inputs out of the cyclic GC and raise its gen-0 threshold, "
         "as a high-rate producer process may (shows how much of the SDK cost is GC)",
     )
+    parser.add_argument(
+        "--tracing",
+        action="store_true",
+        help="also run each SDK path with OpenTelemetry tracing on (OTLP/HTTP to a sink in "
+        "this process), and enqueue one job per call with and without it",
+    )
+    parser.add_argument(
+        "--single", type=int, default=5_000, help="with --tracing: jobs enqueued one per call"
+    )
     arguments = parser.parse_args(argv)
 
     print(machine_speed.measure().describe("at the start"))
-    with bench_settings(
-        "bench", QUEUE, arguments.partitions, keep_topics=arguments.keep_topics
-    ) as settings:
-        compare(settings, arguments)
+    sink: Any = contextlib.nullcontext()
+    if arguments.tracing:
+        from otlp_sink import OtlpSink
+
+        sink = OtlpSink()
+    with (
+        bench_settings(
+            "bench", QUEUE, arguments.partitions, keep_topics=arguments.keep_topics
+        ) as settings,
+        sink as receiver,
+    ):
+        compare(settings, arguments, receiver)
+        if receiver is not None:
+            print(f"spans received by the OTLP sink: {receiver.spans():,}")
     print(machine_speed.measure().describe("at the end"))
     return 0
 

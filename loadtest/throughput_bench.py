@@ -178,10 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1, help="rounds of every configuration")
     parser.add_argument(
         "--tenantq",
-        default="default,512x1,512x2t,2048x2t",
+        default="default,defaulto,512x1,512x2t,2048x2t",
         help="worker configurations, CONCURRENCYxPROCESSES, comma-separated ('default': no "
-        "flags; a 't' after it: handlers in threads, without the handler process; an 'a' at "
-        "the end: the no-op is an async def handler, as PgQueuer's is)",
+        "flags; a 't' after it: handlers in threads, without the handler process; then an "
+        "'a': the no-op is an async def handler, as PgQueuer's is; an 'o' at the end: "
+        "OpenTelemetry tracing on, spans exported as OTLP/HTTP to a sink process)",
     )
     parser.add_argument(
         "--pgqueuer",
@@ -247,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     raw_rate: float | None = None
     raw_share: float | None = None
     created: list[str] = []
+    tenantq_side: TenantqSide | None = None
     try:
         seed_history(prepare_database(servers, tenantq_database), arguments.history)
         created.append(tenantq_database)
@@ -301,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(measured)
                 print(f"round {round_number} · {describe(measured)}", flush=True)
     finally:
+        if tenantq_side is not None:
+            tenantq_side.close()
         for name in created:
             drop_database(servers, name)
 

@@ -21,6 +21,7 @@ Partitions are chosen with the declared partition counts (``TENANTQ_QUEUES``, wh
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import uuid
@@ -33,6 +34,7 @@ import psycopg
 from tenantq.app import App, resolve_max_attempts
 from tenantq.errors import ConfigurationError, JobConflict
 from tenantq.job_ids import new_job_id_ints
+from tenantq.observability.tracing import Publication, job_tracer
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.request import EnqueueRequest, RequestPreparer
 from tenantq.schemas.envelope import decode_envelope
@@ -167,26 +169,63 @@ class Outbox:
             raise ConfigurationError(
                 f"enqueue_async needs a psycopg AsyncConnection, got {type(conn).__name__}"
             )
-        row = self.prepare(request)
-        async with conn.cursor() as cursor:
-            await cursor.execute(outbox_store.OUTBOX_ENQUEUE, row.parameters())
-            inserted = await cursor.fetchone()
-            if inserted is not None:
-                return OutboxRef(uuid.UUID(str(inserted[0])), True, row.queue)
-            await cursor.execute(outbox_store.JOB_BY_IDEMPOTENCY_KEY, row.key_parameters())
-            found = await cursor.fetchone()
-        return _existing(row, outbox_store.existing_job(found))
+        creation = _start_creation(request)
+        try:
+            row = self._prepare_in(creation, request)
+            async with conn.cursor() as cursor:
+                await cursor.execute(outbox_store.OUTBOX_ENQUEUE, row.parameters())
+                inserted = await cursor.fetchone()
+                if inserted is not None:
+                    return OutboxRef(uuid.UUID(str(inserted[0])), True, row.queue)
+                await cursor.execute(outbox_store.JOB_BY_IDEMPOTENCY_KEY, row.key_parameters())
+                found = await cursor.fetchone()
+            return _existing(row, outbox_store.existing_job(found))
+        except BaseException as error:
+            if creation is not None:
+                creation.fail(error)
+            raise
+        finally:
+            if creation is not None:
+                creation.end()
 
     def enqueue_request(self, conn: Any, request: EnqueueRequest) -> OutboxRef:
         """``enqueue`` of a prepared ``EnqueueRequest`` (which may name its ``job_id``; a
         typed job handle's ``enqueue(outbox, conn, ...)`` comes here)."""
-        row = self.prepare(request)
-        execute = _executor(conn)
-        inserted = execute(outbox_store.OUTBOX_ENQUEUE, row.parameters())
-        if inserted is not None:
-            return OutboxRef(uuid.UUID(str(inserted[0])), True, row.queue)
-        found = execute(outbox_store.JOB_BY_IDEMPOTENCY_KEY, row.key_parameters())
-        return _existing(row, outbox_store.existing_job(found))
+        creation = _start_creation(request)
+        try:
+            row = self._prepare_in(creation, request)
+            execute = _executor(conn)
+            inserted = execute(outbox_store.OUTBOX_ENQUEUE, row.parameters())
+            if inserted is not None:
+                return OutboxRef(uuid.UUID(str(inserted[0])), True, row.queue)
+            found = execute(outbox_store.JOB_BY_IDEMPOTENCY_KEY, row.key_parameters())
+            return _existing(row, outbox_store.existing_job(found))
+        except BaseException as error:
+            if creation is not None:
+                creation.fail(error)
+            raise
+        finally:
+            if creation is not None:
+                creation.end()
+
+    def _prepare_in(
+        self, creation: Publication | None, request: EnqueueRequest
+    ) -> outbox_store.OutboxRow:
+        """``prepare``; in a traced ``creation``, the envelope keeps its context (the entry
+        is the Kafka record byte for byte, so the relay publishes the context unchanged)."""
+        if creation is None:
+            return self.prepare(request)
+        row = self.prepare(dataclasses.replace(request, trace_context=creation.trace_context))
+        creation.describe(
+            count=1,
+            topics=(row.topic,),
+            partitions=(row.partition,),
+            queues=(row.queue,),
+            tenants=(row.tenant_id,),
+            job_types=(row.job_type,),
+            job_id=row.id,
+        )
+        return row
 
     def prepare(self, request: EnqueueRequest) -> outbox_store.OutboxRow:
         """Validate, encode and place ``request``: the row and entry it would write."""
@@ -234,6 +273,15 @@ class Outbox:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _start_creation(request: EnqueueRequest) -> Publication | None:
+    """The ``create`` span of an outbox enqueue when the process traces and the request names
+    no context of its own (one it names is kept as given)."""
+    if request.trace_context is not None:
+        return None
+    tracer = job_tracer()
+    return None if tracer is None else tracer.publication("create")
 
 
 def _existing(row: outbox_store.OutboxRow, job: outbox_store.ExistingJob | None) -> OutboxRef:

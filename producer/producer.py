@@ -2,21 +2,20 @@
 
 Every check runs before a byte reaches Kafka; a batch is validated whole before any of it is
 published. The producer chooses the partition itself (``tenantq.partitioner``) so that placement
-overrides apply and every language agrees on the default. A background thread serves delivery
-reports; ``close()`` flushes and fails (never drops) the futures of jobs it could not deliver.
+overrides apply and every language agrees on the default. ``DeliveryReports`` serves the
+delivery reports; ``close()`` flushes and fails (never drops) the futures of jobs it could not
+deliver.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import itertools
 import logging
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from operator import length_hint
 from types import TracebackType
@@ -28,6 +27,7 @@ from tenantq import headers as header_names
 from tenantq.app import App
 from tenantq.errors import ConfigurationError, EnqueueFailed, QueueFull
 from tenantq.job_ids import new_job_id_block, new_job_id_ints
+from tenantq.observability.tracing import Publication
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.admission import TenantAdmission
 from tenantq.producer.batch import BatchFuture, JobRefs
@@ -39,8 +39,10 @@ from tenantq.producer.delivery import (
     Resends,
     delivery_futures,
 )
+from tenantq.producer.delivery_reports import DeliveryReports
 from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.pending_rows import PendingRecorder
+from tenantq.producer.publication_span import describe_publication, start_publication
 from tenantq.producer.request import (
     Destination,
     EnqueueRequest,
@@ -62,24 +64,6 @@ logger = logging.getLogger("tenantq.producer")
 
 #: Partition counts are re-read this often, so added partitions are used without a restart.
 PARTITION_COUNT_TTL_SECONDS = 60.0
-#: The delivery thread's turns to serve delivery reports while jobs are in flight
-#: (``_serve_delivery_reports``): a report is served as it comes, and the turn is over this
-#: soon after. With none in flight it waits for the next publication (or this long).
-REPORT_POLL_SECONDS = 0.001
-IDLE_POLL_SECONDS = 0.1
-#: The longest a thread waits for its turn to serve delivery reports (``_serving``) before
-#: serving them anyway: turns are short, unless a user's callback blocks in one.
-SERVING_TURN_SECONDS = 1.0
-#: The longest a publication that took longer than ``PUBLISHING_QUIET_SECONDS`` waits for
-#: that turn at its end (the delivery thread serves reports meanwhile); a shorter one does
-#: not wait: the delivery thread keeps out of its way, or is serving its reports already.
-ENQUEUE_TURN_SECONDS = 0.02
-#: While a thread publishes (for at most ``PUBLISHING_QUIET_SECONDS`` of a publication, so
-#: that one held up, by a database lookup say, does not hold up the reports of earlier
-#: ones) and ``PUBLISHING_GRACE_SECONDS`` after, the delivery thread leaves the delivery
-#: reports to it: each publication serves those ready at its end.
-PUBLISHING_QUIET_SECONDS = 0.1
-PUBLISHING_GRACE_SECONDS = 0.0005
 
 
 def positional_produce(client: Any) -> Produce:
@@ -181,19 +165,9 @@ class Producer:
         #: Per queue, the topics of jobs that run now (main, hot lane): no pending row.
         self._run_now_topics: dict[str, frozenset[str]] = {}
         self._closed = False
-        # Delivery reports are served by one thread at a time (best effort, see
-        # ``_serve_delivery_reports``); reentrant, for a callback that enqueues.
-        self._serving = threading.RLock()
-        #: Set by each publication, to wake the delivery thread from an idle wait.
-        self._wake = threading.Event()
-        #: Until when the delivery thread leaves the reports to a publishing thread
-        #: (``_serve_delivery_reports``).
-        self._quiet_until = 0.0
-        self._stop_polling = threading.Event()
-        self._poller = threading.Thread(
-            target=self._serve_delivery_reports, name="tenantq-producer-poll", daemon=True
+        self._reports = DeliveryReports(
+            kafka_client, self._pending_rows.write if self._pending_rows is not None else None
         )
-        self._poller.start()
 
     # -- public API -------------------------------------------------------------------------
 
@@ -249,18 +223,25 @@ class Producer:
         accepted ones are kept.
         """
         started = time.monotonic()
-        self._quiet_until = started + PUBLISHING_QUIET_SECONDS
+        self._reports.publishing(started)
+        publication = start_publication()
         try:
-            outgoing, existing = self._prepare_and_admit(requests)
+            outgoing, existing = self._prepare_and_admit(requests, publication)
             if not outgoing:
                 return []
             if existing:
                 return self._publish_new(outgoing, existing, started)
             futures = self._publish(outgoing)
-            self._serve_ready_reports(started)
+            self._reports.serve_ready(started)
             return futures
+        except BaseException as error:
+            if publication is not None:
+                publication.fail(error)
+            raise
         finally:
-            self._quiet_until = time.monotonic() + PUBLISHING_GRACE_SECONDS
+            self._reports.published()
+            if publication is not None:
+                publication.end()
 
     def enqueue_batch(self, requests: Iterable[EnqueueRequest | Mapping[str, Any]]) -> BatchFuture:
         """Publish a batch with ONE future for all of it: the bulk form of ``enqueue_many``.
@@ -274,21 +255,28 @@ class Producer:
         fail inside the batch result.
         """
         started = time.monotonic()
-        self._quiet_until = started + PUBLISHING_QUIET_SECONDS
+        self._reports.publishing(started)
+        publication = start_publication()
         try:
-            outgoing, existing = self._prepare_and_admit(requests)
+            outgoing, existing = self._prepare_and_admit(requests, publication)
             batch = BatchFuture(outgoing, existing, self._resender)
             if existing:
                 positions = [index for index in range(len(outgoing)) if index not in existing]
                 if positions:
                     self._publish_batch(outgoing.subset(positions), batch, positions)
-                    self._serve_ready_reports(started)
+                    self._reports.serve_ready(started)
             elif outgoing:
                 self._publish_batch(outgoing, batch)
-                self._serve_ready_reports(started)
+                self._reports.serve_ready(started)
             return batch
+        except BaseException as error:
+            if publication is not None:
+                publication.fail(error)
+            raise
         finally:
-            self._quiet_until = time.monotonic() + PUBLISHING_GRACE_SECONDS
+            self._reports.published()
+            if publication is not None:
+                publication.end()
 
     async def enqueue_async(self, job_type: str, **arguments: Any) -> JobRef:
         """``enqueue`` for asyncio code: awaits the acknowledgement and returns the ``JobRef``.
@@ -301,7 +289,7 @@ class Producer:
     def flush(self, timeout: float = 30.0) -> int:
         """Wait until every published job is acknowledged (or failed) or ``timeout`` passes.
         Returns how many are still waiting; their futures stay pending."""
-        return self._flush(timeout)
+        return self._reports.flush(timeout)
 
     def close(self, timeout: float = 30.0) -> int:
         """Flush, then stop. Jobs still unacknowledged after ``timeout`` are purged and their
@@ -310,14 +298,12 @@ class Producer:
         if self._closed:
             return 0
         self._closed = True
-        remaining = self._flush(timeout)
+        remaining = self._reports.flush(timeout)
         if remaining:
             logger.warning("%d jobs unacknowledged after %.1fs; failing them", remaining, timeout)
             self._kafka.purge(in_queue=True, in_flight=True, blocking=False)
-            self._flush(min(timeout, 5.0))
-        self._stop_polling.set()
-        self._wake.set()
-        self._poller.join()
+            self._reports.flush(min(timeout, 5.0))
+        self._reports.stop()
         self._kafka.poll(0)
         if self._pending_rows is not None:
             self._pending_rows.write(now_or_never=True)
@@ -391,14 +377,23 @@ class Producer:
             )
 
     def _prepare_and_admit(
-        self, requests: Iterable[EnqueueRequest | Mapping[str, Any]]
+        self,
+        requests: Iterable[EnqueueRequest | Mapping[str, Any]],
+        publication: Publication | None = None,
     ) -> tuple[PreparedJobs, dict[int, JobRef]]:
         """Every request validated, placed and admitted, and {index: existing job} of those
-        whose idempotency key names one; raises before anything is published."""
+        whose idempotency key names one; raises before anything is published. A traced call's
+        ``publication`` gives its context to the envelopes and is told what they are."""
         self._check_usable()
         if not isinstance(requests, list | tuple):
             requests = list(requests)
-        outgoing = self._preparer.prepare_all(requests, dt.datetime.now(dt.UTC))
+        if publication is None:
+            outgoing = self._preparer.prepare_all(requests, dt.datetime.now(dt.UTC))
+        else:
+            outgoing = self._preparer.prepare_all(
+                requests, dt.datetime.now(dt.UTC), publication.trace_context
+            )
+            describe_publication(publication, outgoing, requests)
         existing: dict[int, JobRef] = {}
         if self._unique is not None and outgoing.keyed:
             existing = self._unique.existing(requests, outgoing)
@@ -429,7 +424,7 @@ class Producer:
                 futures.append(known)
             else:
                 futures.append(next(published))
-        self._serve_ready_reports(started)
+        self._reports.serve_ready(started)
         return futures
 
     def _publish(self, outgoing: PreparedJobs) -> list[Future[JobRef]]:
@@ -554,7 +549,7 @@ class Producer:
             if time.monotonic() >= deadline:
                 return self._buffer_stayed_full()
             # Serving delivery reports is what frees room in librdkafka's queue.
-            self._serve_reports(0.05, SERVING_TURN_SECONDS)
+            self._reports.serve(0.05)
             try:
                 self._produce(
                     destination.topic,
@@ -610,81 +605,6 @@ class Producer:
             acknowledged(error, delivered)
 
         return deliver
-
-    @contextlib.contextmanager
-    def _turn(self, timeout: float) -> Iterator[bool]:
-        """This thread's turn to serve delivery reports (``_serving``), waited for up to
-        ``timeout``; yields whether it got it (and then gives it back at the end)."""
-        turn = self._serving.acquire(timeout=timeout)
-        try:
-            yield turn
-        finally:
-            if turn:
-                self._serving.release()
-
-    def _serve_reports(self, timeout: float, turn_timeout: float) -> None:
-        """``poll(timeout)`` in this thread's turn, or without one after ``turn_timeout``."""
-        with self._turn(turn_timeout):
-            self._kafka.poll(timeout)
-
-    def _serve_ready_reports(self, started: float) -> None:
-        """At the end of a publication (begun at ``started``): serve the delivery reports
-        that are ready, in this thread, which holds the GIL anyway; then wake the delivery
-        thread for the rest. Skipped if the delivery thread has its turn (it serves them)."""
-        long = time.monotonic() - started > PUBLISHING_QUIET_SECONDS
-        with self._turn(ENQUEUE_TURN_SECONDS if long else 0) as turn:
-            if turn:
-                self._kafka.poll(0)
-        self._wake.set()
-
-    def _flush(self, timeout: float) -> int:
-        """``flush(timeout)`` in this thread's turn, or without one after a turn's wait."""
-        with self._turn(min(timeout, SERVING_TURN_SECONDS)):
-            remaining: int = self._kafka.flush(timeout)
-        return remaining
-
-    def _in_flight(self) -> bool:
-        """Jobs are waiting for their delivery reports (or, for a client that does not
-        count them, may be)."""
-        try:
-            return len(self._kafka) > 0
-        except TypeError:
-            return True
-
-    def _serve_delivery_reports(self) -> None:
-        """The delivery thread: serves delivery reports when the publishing threads do not.
-
-        Each report's callback takes the GIL (confluent-kafka's ``dr_msg_cb``), and each
-        time this thread wants it while another runs Python, that thread is stopped until
-        this one has been scheduled and let it go; two threads serving reports at once hand
-        it over for every report. A thread serving reports the moment they come, during
-        publications too, slows ``enqueue_many`` by about a third (producer_bench). So a
-        publication serves the reports ready at its end, and this thread keeps out of its
-        way while a thread publishes (``_quiet_until``), then serves them in turns of
-        ``poll(0.001)`` while jobs are in flight (each report as it comes, so a single job
-        is acknowledged as soon as Kafka answers), else waits for the next publication or
-        0.1 s, which keeps an idle producer's cost to a fraction of a percent of a core;
-        turns (``_serving``) keep the threads from serving at once.
-        """
-        in_flight = True
-        while not self._stop_polling.is_set():
-            quiet = self._quiet_until - time.monotonic()
-            try:
-                if quiet <= 0:
-                    # A short turn: served as they come, and over soon after.
-                    wait = REPORT_POLL_SECONDS if in_flight else 0
-                    self._serve_reports(wait, SERVING_TURN_SECONDS)
-                if self._pending_rows is not None:
-                    self._pending_rows.write()
-            except Exception:  # a failing user callback must not stop deliveries
-                logger.exception("error while serving delivery reports")
-            if quiet > 0:
-                time.sleep(quiet)
-                continue
-            self._wake.clear()
-            in_flight = self._in_flight()
-            if not in_flight:
-                self._wake.wait(IDLE_POLL_SECONDS)
 
     def _on_client_error(self, error: confluent_kafka.KafkaError) -> None:
         if error.fatal():

@@ -276,13 +276,18 @@ class _Route:
 
 
 class _Batch:
-    """What is constant within one ``prepare_all`` call: the time and lookups of it."""
+    """What is constant within one ``prepare_all`` call: the time and lookups of it, and the
+    trace context of its publication (empty when not traced)."""
 
-    __slots__ = ("created", "now", "partition_counts", "placed", "placements", "routes")
+    __slots__ = (
+        "created", "now", "partition_counts", "placed", "placements", "routes", "trace_context",
+    )  # fmt: skip
 
-    def __init__(self, now: dt.datetime) -> None:
+    def __init__(self, now: dt.datetime, trace_context: dict[str, str] | None = None) -> None:
         self.now = now
         self.created = encode_long(timestamp_micros(now))
+        #: Written into every envelope of the batch whose request names no context.
+        self.trace_context = trace_context or {}
         self.placements: dict[tuple[str, str], Placement] = {}
         self.partition_counts: dict[str, int] = {}
         self.routes: dict[tuple[object, object, object], _Route] = {}
@@ -327,14 +332,19 @@ class RequestPreparer:
         self._base_headers: dict[tuple[str, str], tuple[tuple[str, str], ...]] = {}
 
     def prepare_all(
-        self, requests: Iterable[EnqueueRequest | Mapping[str, Any]], now: dt.datetime
+        self,
+        requests: Iterable[EnqueueRequest | Mapping[str, Any]],
+        now: dt.datetime,
+        trace_context: dict[str, str] | None = None,
     ) -> PreparedJobs:
-        """Every request prepared, or the first error (with a note naming its index)."""
+        """Every request prepared, or the first error (with a note naming its index).
+        ``trace_context``: the publication's, for every request that names none of its own
+        (checked by the caller: ``tenantq.observability.tracing`` fits it)."""
         if not isinstance(requests, list | tuple):
             requests = list(requests)
         count = len(requests)
         job_ints, id_texts = self._new_job_id_block(count)
-        batch = _Batch(now)
+        batch = _Batch(now, trace_context)
         # The ids' text as the column, replaced where a job has an id of its own.
         ids = list(id_texts)
         values: list[bytes] = []
@@ -352,7 +362,10 @@ class RequestPreparer:
         routes_by_tenant = tenant_routes.get
         writer = self._writer  # None: a schema this module does not know, only fastavro
         head = b"" if writer is None else writer.header + _JOB_ID_LENGTH
-        tail = batch.created + DEFAULT_TAIL
+        # A traced batch: one context for all its jobs, so still one tail for them all.
+        tail = batch.created + (
+            encode_tail(None, None, None, trace_context) if trace_context else DEFAULT_TAIL
+        )
         lengths = SMALL_LENGTHS
         json_chunks = validation.C_ENCODER
         join_text = "".join
@@ -604,7 +617,11 @@ class RequestPreparer:
         )
         max_attempts = check_max_attempts(request.max_attempts)
         idempotency_key = check_idempotency_key(request.idempotency_key)
-        trace_context = check_trace_context(request.trace_context)
+        trace_context = (
+            batch.trace_context
+            if request.trace_context is None
+            else check_trace_context(request.trace_context)
+        )
         if request.job_id is not None:
             job_int = _explicit(request.job_id)
         elif fresh_id is not None:

@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from tenantq.cli.otel import trace_from_environment
 from tenantq.dlq import output
 from tenantq.dlq.actions import (
     current_actor,
@@ -241,6 +242,8 @@ def replay_command(
         raise typer.BadParameter("--to must be main or retry")
     where = _filter(tenant, job_type, error_class, since, until, job_id)
     settings = load_settings()
+    # With OTEL_TRACES_EXPORTER, each replayed record's span links to its job's trace.
+    trace_from_environment("tenantq-cli")
     with _progress(True) as (on_open, on_scanned):
         report, audit_id = replay_dead_letters(
             settings,

@@ -15,7 +15,9 @@ import typer
 from rich.console import Console
 
 from tenantq.app import load_app
+from tenantq.cli.otel import trace_from_environment
 from tenantq.errors import ConfigurationError
+from tenantq.observability import tracing
 from tenantq.settings import load_settings
 
 console = Console()
@@ -43,6 +45,8 @@ def worker_command(
     # One JSON event per line (job id, tenant, attempt as fields), secrets masked.
     configure_logging(settings.log_level)
     app = load_app(app_reference)
+    # After the app's import: an app that sets up its own tracer provider keeps it.
+    trace_from_environment(tracing.WORKER_SERVICE_NAME)
     queue_list = [q.strip() for q in queues.split(",")] if queues else None
     for name in queue_list or []:
         settings.queue(name)
@@ -63,7 +67,10 @@ def worker_command(
         from tenantq.consumer.collector import settle_collector
 
         settle_collector()
-        worker.run()
+        try:
+            worker.run()
+        finally:
+            tracing.shutdown()
         raise typer.Exit(worker.exit_code)
     from tenantq.consumer.supervisor import Supervisor
     from tenantq.services.worker_services import background_services
@@ -77,7 +84,11 @@ def worker_command(
         arguments.append("--strict-priority")
     served = queue_list or app.queues() or ["default"]
     services = background_services(app, settings, served)
-    raise typer.Exit(Supervisor(arguments, processes, settings, queue_list, services).run())
+    try:
+        code = Supervisor(arguments, processes, settings, queue_list, services).run()
+    finally:
+        tracing.shutdown()
+    raise typer.Exit(code)
 
 
 def _stop_with_supervisor(worker: Any) -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from unit.demo.test_demo_report import demo_run
 
 from tenantq.demo.plots import PlotFolder, write_plots
+from unit.demo.test_demo_report import demo_run
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

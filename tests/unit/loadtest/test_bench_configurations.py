@@ -19,12 +19,16 @@ def test_each_spelling_turns_on_what_it_says() -> None:
     assert TenantqConfig.parse("2048x2ta") == TenantqConfig(
         2048, 2, threads=True, asynchronous=True
     )
+    assert TenantqConfig.parse("defaulto") == TenantqConfig(None, 1, traced=True)
+    assert TenantqConfig.parse("512x2tao") == TenantqConfig(
+        512, 2, threads=True, asynchronous=True, traced=True
+    )
 
 
 def test_the_labels_tell_the_configurations_apart() -> None:
     labels = [
         TenantqConfig.parse(text).label(32)
-        for text in ("default", "32x1", "512x2", "512x2t", "512x2a", "512x2ta")
+        for text in ("default", "32x1", "512x2", "512x2t", "512x2a", "512x2ta", "defaulto")
     ]
     assert labels == [
         "tenantq c32 p1 (defaults)",
@@ -33,4 +37,5 @@ def test_the_labels_tell_the_configurations_apart() -> None:
         "tenantq c512 p2 threads",
         "tenantq c512 p2, async handler",
         "tenantq c512 p2 threads, async handler",
+        "tenantq c32 p1 (defaults), traced",
     ]

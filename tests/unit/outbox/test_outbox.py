@@ -111,3 +111,34 @@ def test_the_same_job_is_a_duplicate_and_anything_else_a_conflict(tmp_path: Path
         )
         with pytest.raises(tenantq.JobConflict, match="'k'"):
             _existing(row, other)
+
+
+def test_a_traced_outbox_enqueue_keeps_its_create_spans_context_in_the_entry(
+    tmp_path: Path,
+) -> None:
+    from opentelemetry.trace import SpanKind
+    from span_recorder import recording_spans, traceparent_of
+
+    from tenantq.outbox.outbox import _start_creation
+
+    settings = fakes.make_settings(tmp_path)
+    app = app_with_models(settings)
+    request = EnqueueRequest("receipt", "acme", {"order": 7})
+    with recording_spans() as spans, Outbox(app, settings=settings) as outbox:
+        with spans.provider.get_tracer("shop").start_as_current_span("checkout") as checkout:
+            creation = _start_creation(request)
+            assert creation is not None
+            row = outbox._prepare_in(creation, request)
+            creation.end()
+        # A context the request names is kept as given: no span of ours.
+        assert _start_creation(EnqueueRequest("receipt", "acme", {}, trace_context={})) is None
+    create = spans.only("create")
+    assert create.kind is SpanKind.PRODUCER and create.name == f"create {row.topic}"
+    assert create.parent is not None
+    assert create.parent.span_id == checkout.get_span_context().span_id
+    assert create.attributes is not None
+    assert create.attributes["tenantq.job.id"] == row.id
+    assert create.attributes["messaging.destination.partition.id"] == str(row.partition)
+    # The entry is the Kafka record byte for byte: the relay publishes this context as it is.
+    envelope = decode_envelope(row.value, max_bytes=10**6)
+    assert envelope.trace_context == {"traceparent": traceparent_of(create)}

@@ -458,7 +458,7 @@ class CountingKafka(FakeKafkaProducer):
 
     def produce(self, topic: str, value: bytes, key: bytes, **options: Any) -> None:
         if self.watched is not None:
-            self.produced_while_quiet.append(self.watched._quiet_until > time.monotonic())
+            self.produced_while_quiet.append(self.watched._reports._quiet_until > time.monotonic())
         super().produce(topic, value, key, **options)
 
 
@@ -473,7 +473,7 @@ def test_the_delivery_thread_leaves_a_publication_its_reports(tmp_path: Path) ->
         # While it published, the delivery thread was told to keep away; after it, not for
         # long (PUBLISHING_GRACE_SECONDS).
         assert kafka.produced_while_quiet == [True, True, True]
-        assert producer._quiet_until < time.monotonic() + 0.01
+        assert producer._reports._quiet_until < time.monotonic() + 0.01
         polls_before = kafka.polls.get("tenantq-producer-poll", 0)
         time.sleep(0.1)
         # In flight and no publication: it looks every millisecond (or so).
@@ -490,7 +490,7 @@ def test_the_delivery_thread_leaves_a_publication_its_reports(tmp_path: Path) ->
         # A failed publication does not leave the delivery thread waiting.
         with pytest.raises(InvalidTenantId):
             producer.enqueue("resize", tenant="", payload={})
-        assert producer._quiet_until < time.monotonic() + 0.01
+        assert producer._reports._quiet_until < time.monotonic() + 0.01
 
 
 def test_a_publication_skips_serving_while_the_delivery_thread_has_its_turn(
@@ -500,7 +500,7 @@ def test_a_publication_skips_serving_while_the_delivery_thread_has_its_turn(
     release = threading.Event()
 
     def hold_the_turn() -> None:
-        with producer._serving:
+        with producer._reports._serving:
             held.set()
             release.wait(5)
 
