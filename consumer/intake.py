@@ -24,9 +24,9 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
-from confluent_kafka import Consumer, Message
+from confluent_kafka import Message
 
 from tenantq import headers
 from tenantq.app import JobType, resolve_max_attempts
@@ -41,9 +41,6 @@ from tenantq.schemas.envelope import Envelope
 from tenantq.schemas.envelope_reader import read_envelope
 from tenantq.settings import Settings
 from tenantq.tenant_ids import validate_tenant_id
-
-if TYPE_CHECKING:
-    from tenantq.consumer.partitions import Partitions
 
 log = logging.getLogger("tenantq.worker")
 
@@ -134,6 +131,30 @@ class _Routed:
     items: list[WorkItem] = field(default_factory=list)
 
 
+class ReadPositions(Protocol):
+    """What the intake needs of the book of messages read (``Partitions``; a share-group
+    worker's records): track each message read, mark it done, and hold back a partition
+    while its messages wait. ``consumer`` is the client that pauses, handed through."""
+
+    def take(
+        self, topic: str, partition: int, offset: int, timestamp_ms: int | None = None
+    ) -> int: ...
+
+    def owns(self, topic: str, partition: int) -> bool: ...
+
+    def current(self, topic: str, partition: int, epoch: int) -> bool: ...
+
+    def done(self, topic: str, partition: int, offset: int, epoch: int) -> None: ...
+
+    def over_window(self, topic: str, partition: int, held: int) -> bool: ...
+
+    def note_tenant(self, topic: str, partition: int, offset: int, tenant: str) -> None: ...
+
+    def pause_waiting(self, consumer: Any, topic: str, partition: int) -> None: ...
+
+    def resume_due(self, consumer: Any, topic: str, partition: int) -> None: ...
+
+
 class Sender(Protocol):
     """What the intake needs of the publisher: send and wait, or send and be told later."""
 
@@ -149,9 +170,9 @@ class Intake:
     settings: Settings
     topics: TopicMap
     worker_id: str
-    partitions: Partitions
+    partitions: ReadPositions
     #: Only to pause and resume partitions whose messages wait here.
-    consumer: Consumer
+    consumer: Any
     publisher: Sender
     events: WorkerEvents
     #: The tenant of a queue is in the queue's hot lane (``HotLane.in_lane``).

@@ -7,6 +7,7 @@ real ``tenantq worker`` processes, and what the small ones wait for it.
     .venv/bin/python loadtest/hot_partition.py --scenario zipf --scenario calm
     .venv/bin/python loadtest/hot_partition.py --list
     .venv/bin/python loadtest/hot_partition.py --single-producer --repeat 3  # one client sends all
+    .venv/bin/python loadtest/hot_partition.py --compare --worker group,share   # the spike
 
 Servers: ``TENANTQ_KAFKA_BOOTSTRAP_SERVERS`` / ``TENANTQ_DATABASE_URL`` when set, else the dev
 stack (started if needed; never stopped). Each run gets a topic prefix and a queue of its own
@@ -24,6 +25,13 @@ garbage collector is off while they send, see ``collector_paused``). The handler
 After the last phase the tool waits until every cold job has started (``--drain-timeout``),
 then stops the workers (SIGTERM, graceful) and writes ``report.md``, ``summary.json`` and the
 plots to ``--report-dir`` (default ``reports/hot-partition-<time>/``).
+
+``--worker share`` runs the share-group spike instead (``python -m tenantq.consumer.share``,
+one share-group member per process; a Kafka 4.2+ broker), ``--worker group,share`` both, one
+after the other for each scenario. The spike has no hot lane (its per-tenant cap is the
+protection's other half) and commits no offsets, so its runs sample no lag; ``--workers``,
+``--partitions`` and ``--concurrency`` change the shape of every run (more share members
+than partitions, say).
 
 The noisy-neighbour protection is switched with ``TENANTQ_TENANT_ISOLATION__HOT_LANE`` and
 ``TENANTQ_TENANT_ISOLATION__TENANT_MAX_SHARE`` (1.0 = no cap), passed to the workers and used
@@ -113,6 +121,7 @@ from tenantq.topic_admin import declared_topics, delete_topics, ensure_topics  #
 from tenantq.topics import consumer_group  # noqa: E402
 
 HOT_TENANT = "whale"
+#: Worker processes of a run, unless ``--workers``.
 WORKERS = 2
 #: The producers' pacing tick: at 5,000 jobs/s, 50 jobs per ``enqueue_batch``.
 TICK_SECONDS = 0.01
@@ -167,6 +176,19 @@ class Scenario:
     summary: str
     phases: tuple[PhasePlan, ...]
     protection: bool = True
+    #: The worker the run starts: ``group`` (``tenantq worker``) or ``share`` (the spike).
+    worker: str = "group"
+
+
+#: The workers a run can start, and the name suffix of a scenario run with each.
+WORKER_KINDS = {"group": "", "share": "-share"}
+
+
+def with_worker(scenario: Scenario, kind: str) -> Scenario:
+    """The scenario run by the ``kind`` of worker (``X`` and ``X-share``)."""
+    summary = scenario.summary + ("; share-group spike" if kind == "share" else "")
+    name = scenario.name + WORKER_KINDS[kind]
+    return replace(scenario, name=name, summary=summary, worker=kind)
 
 
 def scenarios(knobs: Knobs) -> dict[str, Scenario]:
@@ -249,14 +271,31 @@ def protection_environment(on: bool) -> dict[str, str]:
     }
 
 
-def run_settings(base: Settings, prefix: str, queue: str, on: bool) -> Settings:
+@dataclass(frozen=True)
+class Shape:
+    """How many worker processes a run starts, with how many slots each (None: the default
+    settings'), over a queue of how many partitions (None: the default queue's)."""
+
+    workers: int = 2
+    concurrency: int | None = None
+    partitions: int | None = None
+
+    def queue(self) -> QueueSettings:
+        if self.partitions is None:
+            return QueueSettings()
+        return QueueSettings(partitions=self.partitions)
+
+
+def run_settings(
+    base: Settings, prefix: str, queue: str, on: bool, shape: Shape = Shape()
+) -> Settings:
     """The run's settings for the tool's own clients: its prefix, its queue (default queue
-    settings), and the protection as the workers get it."""
+    settings, or the shape's partitions), and the protection as the workers get it."""
     isolation = base.tenant_isolation.model_copy(update=protection_values(on))
     return base.model_copy(
         update={
             "topic_prefix": prefix,
-            "queues": {queue: QueueSettings()},
+            "queues": {queue: shape.queue()},
             "metrics_port": 0,
             "tenant_isolation": isolation,
         }
@@ -264,7 +303,7 @@ def run_settings(base: Settings, prefix: str, queue: str, on: bool) -> Settings:
 
 
 def worker_environment(
-    settings: Settings, queue: str, protection: dict[str, str]
+    settings: Settings, queue: str, protection: dict[str, str], shape: Shape = Shape()
 ) -> dict[str, str]:
     """The workers' environment: this one without any ``TENANTQ_*`` (defaults only, whatever
     the shell says), plus the servers, the run's prefix and queue, and the protection."""
@@ -274,7 +313,9 @@ def worker_environment(
             "TENANTQ_KAFKA_BOOTSTRAP_SERVERS": settings.require_bootstrap_servers(),
             "TENANTQ_DATABASE_URL": settings.require_database_url(),
             "TENANTQ_TOPIC_PREFIX": settings.topic_prefix,
-            "TENANTQ_QUEUES": json.dumps({queue: {}}),
+            "TENANTQ_QUEUES": json.dumps(
+                {queue: {} if shape.partitions is None else {"partitions": shape.partitions}}
+            ),
             # Off so that no port is taken on a shared machine (a test waits for 9464 to be
             # free); it serves scrapes and does not change how jobs are dispatched.
             "TENANTQ_METRICS_PORT": "0",
@@ -282,6 +323,8 @@ def worker_environment(
             **protection,
         }
     )
+    if shape.concurrency is not None:
+        environment["TENANTQ_WORKER__CONCURRENCY"] = str(shape.concurrency)
     if settings.kafka_config:
         environment["TENANTQ_KAFKA_CONFIG"] = json.dumps(settings.kafka_config)
     environment["PYTHONPATH"] = os.pathsep.join(
@@ -293,19 +336,26 @@ def worker_environment(
 # -- the workers --
 
 
-class WorkerProcess:
-    """``tenantq worker hot_partition_app:APP --processes 1`` in a session of its own (a
-    Ctrl-C at the terminal reaches the tool, which stops the workers once, gracefully), its
-    output in a log file of the report folder; SIGTERM if the tool's process dies."""
+#: What the report calls the worker processes of each kind.
+WORKER_NAMES = {"group": "tenantq worker", "share": "python -m tenantq.consumer.share"}
+#: The command of one worker process, by kind.
+WORKER_COMMANDS = {
+    "group": ["-m", "tenantq.cli", "worker", "hot_partition_app:APP", "--processes", "1"],
+    "share": ["-m", "tenantq.consumer.share", "hot_partition_app:APP"],
+}
 
-    def __init__(self, environment: dict[str, str], log_path: Path) -> None:
+
+class WorkerProcess:
+    """``tenantq worker hot_partition_app:APP --processes 1`` (or the share-group spike's
+    member, ``kind="share"``) in a session of its own (a Ctrl-C at the terminal reaches the
+    tool, which stops the workers once, gracefully), its output in a log file of the report
+    folder; SIGTERM if the tool's process dies."""
+
+    def __init__(self, environment: dict[str, str], log_path: Path, kind: str = "group") -> None:
         self.log_path = log_path
         self._log: IO[bytes] = log_path.open("ab")
         self.process = subprocess.Popen(
-            exiting_with_this_process(
-                [sys.executable, "-m", "tenantq.cli", "worker", "hot_partition_app:APP"]
-                + ["--processes", "1"]
-            ),
+            exiting_with_this_process([sys.executable, *WORKER_COMMANDS[kind]]),
             env=environment,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -682,6 +732,7 @@ class Options:
     #: The capacity the Zipf phases' rate is a share of (set by the first run that needs it).
     zipf_basis: float | None = None
     report_dir: Path = Path("reports")
+    shape: Shape = field(default_factory=Shape)
 
 
 def spread_tenants(partitions: int, per_partition: int) -> list[str]:
@@ -719,9 +770,11 @@ class Run:
         self.prefix = f"hotpart{dt.datetime.now():%Y%m%d%H%M%S}{tag}"
         self.protection_env = protection_environment(scenario.protection)
         self.protection = "on" if scenario.protection else "off"
-        self.settings = run_settings(base, self.prefix, self.queue, scenario.protection)
+        self.shape = options.shape
+        self.settings = run_settings(base, self.prefix, self.queue, scenario.protection, self.shape)
         self.partitions = self.settings.queue(self.queue).partitions
-        self.slots = self.settings.worker.concurrency
+        self.slots = self.shape.concurrency or self.settings.worker.concurrency
+        self.worker_count = self.shape.workers
         self.cold_tenants = tenant_names(self.knobs.cold_tenants)
         self.hot_partition = key_partition(HOT_TENANT, self.partitions)
         self.neighbours = [
@@ -747,22 +800,29 @@ class Run:
         group = consumer_group(self.prefix, self.queue)
         dlq = f"{self.prefix}.{self.queue}.dlq"
         url = psycopg_url(self.settings.require_database_url())
-        environment = worker_environment(self.settings, self.queue, self.protection_env)
+        environment = worker_environment(self.settings, self.queue, self.protection_env, self.shape)
         folder = self.options.report_dir
         starts_dir = folder / f"{self.scenario.name}.handler-starts"
         if self.options.handler_starts:
             starts_dir.mkdir(parents=True, exist_ok=True)
             environment[STARTS_VARIABLE] = str(starts_dir)
-        log_names = [f"{self.scenario.name}.worker{i}.log" for i in range(WORKERS)]
+        log_names = [f"{self.scenario.name}.worker{i}.log" for i in range(self.worker_count)]
         probes: list[LagProbe] = []
         try:
             with psycopg.connect(url, autocommit=True) as conn:
-                self.workers = [WorkerProcess(environment, folder / n) for n in log_names]
+                self.workers = [
+                    WorkerProcess(environment, folder / name, self.scenario.worker)
+                    for name in log_names
+                ]
                 self._warm_up(conn)
                 capacity, method, detail = self._capacity(conn)
                 phases = self._phases(capacity)
-                probes.append(LagProbe(self.settings, f"{self.prefix}.{self.queue}", dlq, group))
-                if lane_topic:
+                # A share group commits no offsets: its runs sample no lag.
+                if self.scenario.worker == "group":
+                    probes.append(
+                        LagProbe(self.settings, f"{self.prefix}.{self.queue}", dlq, group)
+                    )
+                if lane_topic and self.scenario.worker == "group":
                     probes.append(LagProbe(self.settings, lane_name, dlq, group))
                 before = clock_offset(conn)
                 t0, pacers = self._flow(conn, phases, probes)
@@ -797,7 +857,7 @@ class Run:
             prefix=self.prefix,
             queue=self.queue,
             partitions=self.partitions,
-            workers=WORKERS,
+            workers=self.worker_count,
             slots_per_worker=self.slots,
             job_ms=self.knobs.job_ms,
             seed=self.options.seed,
@@ -822,6 +882,7 @@ class Run:
             cold_acknowledged=acknowledged,
             problems=self.problems,
             worker_logs=log_names,
+            worker_command=WORKER_NAMES[self.scenario.worker],
         )
 
     def _clean_up(self) -> None:
@@ -895,17 +956,26 @@ class Run:
             time.sleep(0.25)
 
     def _warm_up(self, conn: psycopg.Connection[Any]) -> None:
-        """One job per spread tenant, again until both workers ran some: both members hold
-        partitions and have their handler processes up before anything is measured."""
+        """Jobs of tenants spread over the partitions, again until every worker that can hold
+        a partition ran some (all of them, or one per partition when there are more workers
+        than partitions): the members hold partitions and have their handler processes up
+        before anything is measured."""
         tenants = spread_tenants(self.partitions, 1)
+        per_round = max(self.worker_count, self.partitions) * 2
+        expected = min(self.worker_count, self.partitions)
         deadline = time.monotonic() + WARMUP_TIMEOUT
+        warmed: list[uuid.UUID] = []
         while True:
-            ids = self._enqueue_now(tenants)
+            ids = self._enqueue_now([tenants[i % len(tenants)] for i in range(per_round)])
             self._wait_started(conn, ids, "warm-up (workers joining)", WARMUP_TIMEOUT)
-            if worker_ids_of(conn, ids) >= WORKERS:
+            warmed += ids
+            if worker_ids_of(conn, warmed) >= expected:
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"warm-up: the {WORKERS} workers did not all get partitions")
+                raise RuntimeError(
+                    f"warm-up: fewer than {expected} of the {self.worker_count} workers ran "
+                    "jobs (the others got no partition)"
+                )
             time.sleep(1.0)
 
     def _capacity(self, conn: psycopg.Connection[Any]) -> tuple[float, str, dict[str, Any]]:
@@ -927,7 +997,7 @@ class Run:
         low, high = round(0.1 * (len(starts) - 1)), round(0.9 * (len(starts) - 1))
         span = starts[high] - starts[low]
         capacity = (high - low) / span if span > 0 else float("nan")
-        ideal = WORKERS * self.slots / (self.knobs.job_ms / 1000)
+        ideal = self.worker_count * self.slots / (self.knobs.job_ms / 1000)
         time.sleep(1.0)  # the last results written, the slots free again
         return (
             capacity,
@@ -1326,6 +1396,19 @@ def main(argv: list[str] | None = None) -> int:
         "; the report adds each run's ratio, the median (the verdict of --require-targets) "
         "and the pooled figures",
     )
+    parser.add_argument(
+        "--worker",
+        default="group",
+        help="the worker each scenario runs with: group (tenantq worker), share (the "
+        "share-group spike, a Kafka 4.2+ broker), or group,share for both, side by side",
+    )
+    parser.add_argument("--workers", type=int, default=WORKERS, help="worker processes")
+    parser.add_argument(
+        "--partitions", type=int, help="partitions of the run's queue (default: 12)"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, help="handler slots per worker process (default: 32)"
+    )
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     parser.add_argument("--seed", type=int, default=7, help="seed of the tenants' choices")
     parser.add_argument("--capacity", type=float, help="jobs/s; default: measured by a burst")
@@ -1393,6 +1476,11 @@ def main(argv: list[str] | None = None) -> int:
             chosen += pair[::-1] if args.off_first else pair
         else:
             chosen.append(scenario)
+    kinds = [kind.strip() for kind in args.worker.split(",") if kind.strip()]
+    unknown = [kind for kind in kinds if kind not in WORKER_KINDS]
+    if unknown or not kinds:
+        parser.error(f"--worker: one or more of {', '.join(WORKER_KINDS)}, not {args.worker!r}")
+    chosen = [with_worker(scenario, kind) for scenario in chosen for kind in kinds]
     unique = {s.name: s for s in chosen}  # --compare of X and X-off: each once
     if args.repeat > 1:
         # Rounds, not runs of a scenario back to back: a machine that slows down for a while
@@ -1416,6 +1504,7 @@ def main(argv: list[str] | None = None) -> int:
         until_released=args.until_released,
         single_producer=args.single_producer,
         report_dir=report_dir,
+        shape=Shape(args.workers, args.concurrency, args.partitions),
     )
     started = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     load_before = _load()

@@ -34,8 +34,7 @@ locked AS (
 #: The batch's rows (``given``), the rows another transaction holds (``_LOCKED_ROWS``), and
 #: those of the batch the claim may insert or take (``incoming``); ``{arrays}`` and
 #: ``{columns}``: more arrays of the batch, after the job's own.
-_CLAIM_INPUT = (
-    """
+_CLAIM_GIVEN = """
 given AS (
     SELECT *
     FROM unnest(
@@ -49,8 +48,7 @@ given AS (
            origin_offset, enqueued_at{columns}, position)
 ),
 """
-    + _LOCKED_ROWS
-    + """,
+_CLAIM_INCOMING = """,
 incoming AS (
     SELECT * FROM given g
     WHERE g.id NOT IN (SELECT id FROM locked)
@@ -69,7 +67,7 @@ incoming AS (
         )
     ))
 )"""
-)
+_CLAIM_INPUT = _CLAIM_GIVEN + _LOCKED_ROWS + _CLAIM_INCOMING  # noqa: S608 (constant parts)
 
 #: The lease itself, of the rows of ``{rows}``: inserted on first sight, or taken where the
 #: job is leasable (see ``JOB_CLAIM_BATCH``).

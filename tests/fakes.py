@@ -105,9 +105,14 @@ class FakeMessage:
         *,
         key: bytes = b"acme",
         timestamp_ms: int = 1_000,
+        delivery_count: int | None = None,
+        error: KafkaError | None = None,
     ) -> None:
         self._topic, self._partition, self._offset, self._value = topic, partition, offset, value
         self._key, self._timestamp_ms = key, timestamp_ms
+        #: A share consumer's record: how many times the broker has handed it out.
+        self._delivery_count = delivery_count
+        self._error = error
 
     def topic(self) -> str:
         return self._topic
@@ -130,8 +135,11 @@ class FakeMessage:
     def headers(self) -> None:
         return None
 
-    def error(self) -> None:
-        return None
+    def error(self) -> KafkaError | None:
+        return self._error
+
+    def delivery_count(self) -> int | None:
+        return self._delivery_count
 
 
 class FakeConsumer:

@@ -141,15 +141,17 @@ def start_worker_command(
     *,
     new_session: bool,
     stdin: int | None = None,
+    runner: tuple[str, ...] = ("tenantq.cli", "worker"),
 ) -> subprocess.Popen[bytes]:
-    """``tenantq worker app *extra`` in a process of its own, with ``environment`` (this
-    folder first on its ``PYTHONPATH``, for the apps), its output into ``log``."""
+    """``tenantq worker app *extra`` (or another ``runner``: the module, and its command, run
+    with ``python -m``) in a process of its own, with ``environment`` (this folder first on
+    its ``PYTHONPATH``, for the apps), its output into ``log``."""
     environment = {
         **environment,
         "PYTHONPATH": str(HERE) + os.pathsep + environment.get("PYTHONPATH", ""),
     }
     return subprocess.Popen(
-        [sys.executable, "-m", "tenantq.cli", "worker", app, *extra],
+        [sys.executable, "-m", *runner, app, *extra],
         env=environment,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -167,15 +169,24 @@ class WorkerProcess:
     freezes, or dies), SIGTERM and SIGINT to the supervisor, which passes them on."""
 
     def __init__(
-        self, settings: tenantq.Settings, app: str, *extra: str, env: dict[str, str] | None = None
+        self,
+        settings: tenantq.Settings,
+        app: str,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        runner: tuple[str, ...] = ("tenantq.cli", "worker"),
     ) -> None:
+        """``runner``: the module (and its command) run with ``python -m``; the share-group
+        spike's member is ``("tenantq.consumer.share",)``."""
         environment = dict(os.environ)
         environment.update(settings_environment(settings))
         environment.update(env or {})
         # A file, not a pipe: nobody reads a pipe while the worker runs, and a full one would
         # block the worker's logging.
         self._log = tempfile.TemporaryFile()
-        self.process = start_worker_command(environment, app, extra, self._log, new_session=True)
+        self.process = start_worker_command(
+            environment, app, extra, self._log, new_session=True, runner=runner
+        )
 
     @property
     def pid(self) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import DoneOffsets, FakeLane, FakePublisher, make_settings, work_item
+from fakes import DoneOffsets, FakeLane, FakePublisher, make_settings, quota_parts, work_item
 
 import tenantq
 from tenantq.consumer import completer as completer_module
@@ -160,6 +160,7 @@ def claims(done: DoneOffsets, lane: FakeLane) -> Claims:
         push=lambda item: None,
         unclaimed=lambda item: None,
         publish=lambda outgoing: None,
+        **quota_parts(lambda item: None),
     )
 
 
