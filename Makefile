@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.tenantq-installed
 BENCH_STAMP := $(VENV)/.tenantq-bench-installed
 
-.PHONY: install test lint typecheck unit integration demo dev-up dev-down dev-status bench faults hot-partition clean
+.PHONY: install test test-secure test-kafka39 lint typecheck unit integration demo dev-up dev-down dev-status bench faults hot-partition clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,32 @@ unit: install
 test: lint typecheck
 	$(BIN)/tenantq dev up
 	$(BIN)/pytest tests -q
+
+# `make test` over a secure stack of its own (tests/integration/on_topology.py: a temporary
+# home, down at the end, never the shared dev stack): Kafka over SASL_SSL with SCRAM-SHA-512
+# and a CA of its own, PostgreSQL over TLS with a password. Every unit and integration test,
+# the security scenarios (marker `secure`) included; the private-stack fault tests are left
+# out, since they start plaintext servers of their own. About 30 minutes on a busy machine.
+test-secure: lint typecheck
+	$(BIN)/python tests/integration/on_topology.py --secure -- \
+		tests -q -m "(not slow and not private_stack) or secure"
+
+# The core guarantees against the oldest broker tenantq supports, Apache Kafka 3.9.1 (its jars
+# resolved by Maven once), with the classic group protocol, on a stack of its own: the group
+# is classic; the broker carries jobs and the topics are declared; producer; happy path;
+# retries and scheduled jobs through the tiers; dead letters, undecodable records and replay;
+# a member killed (-9), a handler killing its process, members joining and leaving
+# (rebalance), a job longer than max.poll.interval.ms, graceful shutdown, a frozen worker's
+# stale result; the outbox, transactional and with its relay killed.
+KAFKA39_CORE := $(addprefix tests/integration/,test_group_protocol.py test_foundation.py \
+	test_producer.py test_worker_happy_path.py test_retry_tiers.py test_scheduled_jobs.py \
+	test_failures.py test_undecodable.py test_dlq_replay.py test_worker_kill.py \
+	test_default_worker_survives_crash.py test_worker_membership.py test_worker_long_job.py \
+	test_worker_shutdown.py test_worker_stale_result.py test_outbox_transactional.py \
+	test_outbox_relay_crash.py)
+test-kafka39: install
+	$(BIN)/python tests/integration/on_topology.py --kafka-version 3.9.1 \
+		--env TENANTQ_WORKER__GROUP_PROTOCOL=classic -- $(KAFKA39_CORE) -q -m "not private_stack"
 
 integration: install
 	$(BIN)/tenantq dev up
@@ -84,6 +110,8 @@ faults: install
 # through two default `tenantq worker` processes, with the noisy-neighbour protection on and
 # off side by side; reports/hot-partition-<time>/ (report.md, summary.json, plots).
 # Other scenarios: HOT_PARTITION_ARGS="--scenario zipf --scenario flood-10x".
+# One producer sending the flood and the cold jobs (as one service does for all its tenants):
+# HOT_PARTITION_ARGS="--scenario flood-100x --single-producer --repeat 3".
 HOT_PARTITION_ARGS ?= --scenario flood-100x --compare
 hot-partition: install
 	$(BIN)/tenantq dev up

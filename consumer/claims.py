@@ -3,13 +3,16 @@
 | job row at claim time                          | what happens                                  |
 | ---------------------------------------------- | --------------------------------------------- |
 | leased to us                                   | held, waits for a slot (``SlotBook.ready``)   |
+| held back by its tenant's cap or rate          | parked per tenant (``Throttles``)             |
+| (not touched); or past its share, not claimed  |                                               |
 | job already terminal / ours already            | offset done                                   |
 | cancel requested before it ran                 | canceled, offset done                         |
 | attempts used up at lease time                 | dead with the reason, DLQ, offset done        |
 | same job id, different payload                 | DLQ as a conflict; the original is kept       |
 | job id of another deployment on the database   | DLQ as a conflict; its row is not touched     |
-| row the database refused                       | DLQ with the database's reason                |
+| row the database refused (NUL, constraint)     | DLQ with that row's own reason                |
 | leased by another live worker                  | parked, claimed again when the lease ends     |
+| row locked by another transaction (an operator)| parked, claimed again a second later          |
 | waiting, not due, main topic                   | offset done: its retry message owns the wait  |
 | waiting and due (or a retry message) unclaimed | claimed again shortly (clock or timing race)  |
 
@@ -26,21 +29,31 @@ from collections.abc import Callable
 from tenantq.consumer.intake import Polled
 from tenantq.consumer.ledger import Claim, ClaimSettings, OperationLane, Settle, SettleWaiting
 from tenantq.consumer.outcomes import crashed_too_often
+from tenantq.consumer.throttles import Throttles
 from tenantq.consumer.work import WorkItem
 from tenantq.observability.worker_events import WorkerEvents
 from tenantq.producer.publisher import Outgoing, dead_letter
+from tenantq.quotas.book import QuotaBook
+from tenantq.quotas.shares import RETRY_SECONDS as SHARE_RETRY_SECONDS
+from tenantq.quotas.shares import ShareBook
 from tenantq.settings import WorkerSettings
 from tenantq.states import JobState
 from tenantq.store.job_store import JobStatus
+from tenantq.store.quota_claim import ClaimQuotas, Throttle
+from tenantq.tenant_limits import ThrottleReason
 from tenantq.topics import QueueTopics
 
 log = logging.getLogger("tenantq.worker")
 
 #: How often a parked job (leased by another live worker) is tried again at most.
 PARK_RECHECK_SECONDS = 1.0
+#: When a job whose row another transaction holds is tried again.
+LOCKED_RECHECK_SECONDS = 1.0
 #: Claims per lane in flight at most: one running and one gathering, so freed slots wait for
 #: the next statement rather than each making its own.
 CLAIMS_IN_FLIGHT = 2
+#: A job past its tenant's share waits this long before it is asked for again.
+SHARE_THROTTLE = Throttle(ThrottleReason.WEIGHT, SHARE_RETRY_SECONDS)
 
 
 class Claims:
@@ -61,6 +74,10 @@ class Claims:
         push: Callable[[WorkItem], None],
         unclaimed: Callable[[WorkItem], None],
         publish: Callable[[list[tuple[Outgoing, Polled]]], None],
+        quotas: QuotaBook,
+        shares: ShareBook,
+        throttles: Throttles,
+        more_waiting: Callable[[str, str], bool],
     ) -> None:
         #: The claims lane of main-topic and retry jobs, and the hot lane's own (see ``ledger``).
         self._main = main
@@ -81,6 +98,14 @@ class Claims:
         self._unclaimed = unclaimed
         #: Publish to Kafka and mark each source done once Kafka holds the message.
         self._publish = publish
+        #: Which claims apply tenants' caps and rates, and which queues are shared by weight.
+        self._quotas = quotas
+        #: Each tenant's share of a fair queue, fleet-wide.
+        self._shares = shares
+        #: Where the jobs a limit held back wait.
+        self._throttles = throttles
+        #: More jobs of (queue, tenant) wait here than a claim asks for (a share's backlog).
+        self._more_waiting = more_waiting
         #: Items to claim again later (``retry_claim_at``).
         self.parked: list[WorkItem] = []
 
@@ -90,7 +115,8 @@ class Claims:
 
     def claim(self, items: list[WorkItem]) -> None:
         """Hand the chosen items to the claims lane, one statement for all; ``claimed`` sorts
-        out the answer. Returns at once."""
+        out the answer. Returns at once. In a queue shared out by weight, jobs past their
+        tenant's share now wait in ``Throttles`` instead."""
         if not items:
             return
         unique: dict[uuid.UUID, WorkItem] = {}
@@ -104,16 +130,57 @@ class Claims:
                 self._push(item)
             else:
                 unique[item.job_id] = item
+        chosen_all = self._within_shares(list(unique.values()))
         for lane_items, ledger_lane in ((False, self._main), (True, self._lane)):
-            chosen = [item for item in unique.values() if item.lane is lane_items]
+            chosen = [item for item in chosen_all if item.lane is lane_items]
             if chosen:
                 ledger_lane.submit(
                     Claim(
                         [item.claim_request() for item in chosen],
                         context=chosen,
                         settings=self.settings,
+                        quotas=self._quotas_of(chosen),
                     )
                 )
+
+    def _quotas_of(self, chosen: list[WorkItem]) -> ClaimQuotas | None:
+        """The caps and rates a claim of ``chosen`` applies (None: the plain claim)."""
+        quotas = self._quotas
+        if quotas.unlimited:
+            return None
+        return quotas.quotas_of({item.tenant_id for item in chosen})
+
+    def _within_shares(self, items: list[WorkItem]) -> list[WorkItem]:
+        """The items a claim may take now: in a queue shared out by weight, each tenant's
+        first ones within its share (``tenantq.quotas.shares``); the rest wait here for their
+        turn, their slots given back."""
+        quotas = self._quotas
+        if not quotas.any_fair:
+            return items
+        shares = self._shares
+        by_key: dict[tuple[str, str], list[WorkItem]] = {}
+        kept: list[WorkItem] = []
+        for item in items:
+            if quotas.fair(item.queue):
+                by_key.setdefault((item.queue, item.tenant_id), []).append(item)
+            else:
+                kept.append(item)
+        held_back: list[tuple[WorkItem, Throttle]] = []
+        for (queue, tenant), group in by_key.items():
+            room = shares.room(queue, tenant)
+            allowed = group if room is None else group[:room]
+            excess = group[len(allowed) :]
+            kept.extend(allowed)
+            shares.started(queue, tenant, len(allowed))
+            if excess:
+                shares.backlogged(queue, tenant, held=True)
+                for item in excess:
+                    self._unclaimed(item)
+                    held_back.append((item, SHARE_THROTTLE))
+            elif self._more_waiting(queue, tenant):
+                shares.backlogged(queue, tenant)
+        self._throttles.hold(held_back)
+        return kept
 
     def claimed(self, operation: Claim) -> list[WorkItem]:
         """The claims lane answered: returns the items now leased to us. The rest are sorted
@@ -131,13 +198,18 @@ class Claims:
             return []
         leases = answer.leases
         statuses = answer.statuses
+        throttled = answer.throttles
         refused = {request.job_id: reason for request, reason in operation.refused}
         claimed = []
         rest = []
+        held_back: list[tuple[WorkItem, Throttle]] = []
         for item in items:
             lease = leases.get(item.job_id)
             if lease is None:
-                if item.job_id not in refused:
+                throttle = throttled.get(item.job_id) if throttled else None
+                if throttle is not None:
+                    held_back.append((item, throttle))
+                elif item.job_id not in refused:
                     rest.append(item)
                 continue
             item.lease = lease
@@ -146,11 +218,27 @@ class Claims:
                 self._events.lease_takeover(item.queue)
             claimed.append(item)
         self._hold(claimed)
-        if refused:
+        throttles = self._throttles
+        if held_back or len(throttles):
+            throttles.hold(held_back)
+            again = {id(item) for item, _ in held_back}
+            # Held back before, leased or sorted out now: back in their windows.
+            throttles.let_go(item for item in items if item.held_back and id(item) not in again)
+            # Tenants held back before whose jobs all went through: the next ones follow.
+            stopped = {(item.queue, item.tenant_id) for item, _ in held_back}
+            throttles.let_through(
+                {
+                    key
+                    for key in ((item.queue, item.tenant_id) for item in claimed)
+                    if key not in stopped and throttles.is_held(key)
+                }
+            )
+        # Each refused row goes with its own reason, not the batch's.
+        for reason in sorted(set(refused.values())):
             self._dead_letter_items(
-                [item for item in items if item.job_id in refused],
+                [item for item in items if refused.get(item.job_id) == reason],
                 "DatabaseRefused",
-                "; ".join(sorted(set(refused.values()))),
+                reason,
             )
         if rest:
             self._sort_out(rest, statuses)
@@ -182,6 +270,11 @@ class Claims:
                 done.append(item)
             elif status.payload_sha256 not in (None, item.payload_sha256):
                 conflicts.append(item)
+            elif status.locked:
+                # The claim does not wait for a row lock (an operator's transaction): nothing
+                # is decided about the job until its row is free.
+                item.retry_claim_at = now + LOCKED_RECHECK_SECONDS
+                self.parked.append(item)
             elif status.cancel_requested and status.state is not JobState.LEASED:
                 to_cancel.append(item)
             elif (status.attempts >= status.max_attempts or status.crashes >= crash_budget) and (
@@ -282,6 +375,7 @@ class Claims:
 
     def drop_parked(self, predicate: Callable[[WorkItem], bool]) -> None:
         """Forget the parked items that match (their partition was given up)."""
+        self._throttles.let_go(item for item in self.parked if predicate(item))
         self.parked = [item for item in self.parked if not predicate(item)]
 
 

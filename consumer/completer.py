@@ -6,7 +6,9 @@ the DLQ — and only once Kafka holds it is the result written to Postgres, fenc
 attempt, owner), through the ledger's results lane. Only when Postgres answers is the job's
 offset done: a crash at any point leaves the message to be read again, never a job without
 its next step. While the database is away, completions wait in the lane, already published
-(never published twice).
+(never published twice). A result whose job row another transaction holds (an operator's
+``SELECT ... FOR UPDATE``) is set aside by the store rather than waited for, and written again
+after a pause that grows to ``SET_ASIDE_MAX_SECONDS``; the other results go through.
 
 Everything here runs on the poll thread.
 """
@@ -14,9 +16,11 @@ Everything here runs on the poll thread.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
 
 from tenantq.consumer.attempt_trace import trace_stale
 from tenantq.consumer.ledger import Complete, OperationLane
@@ -33,60 +37,53 @@ from tenantq.topics import QueueTopics
 
 log = logging.getLogger("tenantq.worker")
 
+#: First and longest pause before a result set aside (its job's row locked) is written again.
+SET_ASIDE_FIRST_SECONDS = 0.05
+SET_ASIDE_MAX_SECONDS = 1.0
 
+
+@dataclass(eq=False, slots=True)
 class Completion:
     """A verdict waiting to be made durable."""
 
-    __slots__ = ("item", "verdict", "duration")
+    item: WorkItem
+    verdict: Verdict
+    duration: float
+    #: Times its result was set aside because its job's row was locked.
+    set_asides: int = 0
 
-    def __init__(self, item: WorkItem, verdict: Verdict, duration: float) -> None:
-        self.item = item
-        self.verdict = verdict
-        self.duration = duration
 
-
+@dataclass(eq=False, kw_only=True)
 class Completer:
     """Publishes next steps, writes results, and settles what the database answered."""
 
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        topics: dict[str, QueueTopics],
-        worker_id: str,
-        publish: Callable[[Sequence[Outgoing]], list[bool]],
-        results: OperationLane,
-        events: WorkerEvents,
-        release_holds: Callable[[list[uuid.UUID]], AbstractSet[uuid.UUID]],
-        mark_done: Callable[[list[WorkItem]], None],
-        completing: Callable[[Iterable[uuid.UUID]], None],
-        stats: dict[str, int],
-    ) -> None:
-        self._settings = settings
-        self._topics = topics
-        self._worker_id = worker_id
-        #: Send to Kafka and wait; per message, whether Kafka acknowledged it.
-        self._publish = publish
-        #: The ledger's results lane.
-        self._results = results
-        self._events = events
-        #: Forget the jobs' leases; returns those whose loss was reported already (expiries).
-        self._release_holds = release_holds
-        #: Their messages are durably handled (offsets may move past them).
-        self._mark_done = mark_done
-        #: Told of completions handed to the database: from then on a lease the heartbeat
-        #: finds gone was completed, not lost.
-        self._completing = completing
-        self._stats = stats
-        #: Completions whose next step Kafka has not acknowledged yet.
-        self._unpublished: list[Completion] = []
-        #: Completions ready for the database, gathered while the results lane is busy.
-        self._gathered: list[Completion] = []
+    settings: Settings
+    topics: dict[str, QueueTopics]
+    worker_id: str
+    #: Send to Kafka and wait; per message, whether Kafka acknowledged it.
+    publish: Callable[[Sequence[Outgoing]], list[bool]]
+    #: The ledger's results lane.
+    results: OperationLane
+    events: WorkerEvents
+    #: Forget the jobs' leases; returns those whose loss was reported already (expiries).
+    release_holds: Callable[[list[uuid.UUID]], AbstractSet[uuid.UUID]]
+    #: Their messages are durably handled (offsets may move past them).
+    mark_done: Callable[[list[WorkItem]], None]
+    #: Told of completions handed to the database: from then on a lease the heartbeat
+    #: finds gone was completed, not lost.
+    completing: Callable[[Iterable[uuid.UUID]], None]
+    stats: dict[str, int]
+    #: Completions whose next step Kafka has not acknowledged yet.
+    _unpublished: list[Completion] = field(default_factory=list, init=False)
+    #: Completions ready for the database, gathered while the results lane is busy.
+    _gathered: list[Completion] = field(default_factory=list, init=False)
+    #: (when to write it again, completion) of results set aside, their job row locked.
+    _set_aside: list[tuple[float, Completion]] = field(default_factory=list, init=False)
 
     @property
     def waiting(self) -> int:
         """Completions not yet handed to the database."""
-        return len(self._unpublished) + len(self._gathered)
+        return len(self._unpublished) + len(self._gathered) + len(self._set_aside)
 
     @property
     def unpublished(self) -> int:
@@ -104,9 +101,19 @@ class Completer:
         busier the worker, the fewer and larger its writes, at no cost when it is idle.
         ``now`` (shutdown, revoke) hands everything over at once."""
         self._publish_next_steps()
-        if self._gathered and (now or not self._results.pending):
+        if self._set_aside:
+            self._take_back_set_aside(now)
+        if self._gathered and (now or not self.results.pending):
             gathered, self._gathered = self._gathered, []
             self.write(gathered)
+
+    def _take_back_set_aside(self, now: bool) -> None:
+        """Results set aside whose pause is over (all of them, ``now``) join the next write."""
+        clock = time.monotonic()
+        due = [c for at, c in self._set_aside if now or at <= clock]
+        if due:
+            self._set_aside = [(at, c) for at, c in self._set_aside if not now and at > clock]
+            self._gathered.extend(due)
 
     def _publish_next_steps(self) -> None:
         if not self._unpublished:
@@ -120,7 +127,7 @@ class Completer:
             if message is not None:
                 needs_ack.append((position, len(outgoing)))
                 outgoing.append(message)
-        acknowledged = self._publish(outgoing)
+        acknowledged = self.publish(outgoing)
         not_taken: set[int] = set()
         for position, index in needs_ack:
             if not acknowledged[index]:
@@ -133,8 +140,8 @@ class Completer:
         """Hand completions whose next step is settled to the results lane."""
         if not completions:
             return
-        self._completing(completion.item.job_id for completion in completions)
-        self._results.submit(
+        self.completing(completion.item.job_id for completion in completions)
+        self.results.submit(
             Complete([_result(completion) for completion in completions], context=completions)
         )
 
@@ -159,10 +166,12 @@ class Completer:
         if operation.answer is None:
             # Never written (stopping, or a fault it logged): the jobs keep their leases until
             # these run out, and their offsets stay unfinished, so they run again.
-            self._release_holds([completion.item.job_id for completion in completions])
+            self.release_holds([completion.item.job_id for completion in completions])
             log.error("%d result(s) not written; their jobs run again", len(completions))
             return
-        applied = operation.answer
+        applied, locked = operation.answer
+        if locked:
+            completions = self._put_aside(completions, locked)
         retry: list[Completion] = []
         if operation.refused:
             # A result the database refused (it never should: its text is made printable) is
@@ -176,7 +185,7 @@ class Completer:
                 else:
                     settled.append(completion)
             completions = settled
-        already_lost = self._release_holds([completion.item.job_id for completion in completions])
+        already_lost = self.release_holds([completion.item.job_id for completion in completions])
         finished: list[tuple[str, str, str, Outcome, float, int]] = []
         done: list[WorkItem] = []
         succeeded = 0
@@ -205,11 +214,11 @@ class Completer:
                         self._log_outcome(completion)
                 else:
                     if state is JobState.RETRYING:
-                        self._events.retried(
+                        self.events.retried(
                             item.queue, item.job_type, verdict.error_class or "unknown"
                         )
                     elif state is JobState.DEAD:
-                        self._events.dead_lettered(
+                        self.events.dead_lettered(
                             item.queue, item.job_type, verdict.error_class or "dead"
                         )
                     self._log_outcome(completion)
@@ -218,19 +227,39 @@ class Completer:
                 # partition's next owner reads it again and runs the job.
                 done.append(item)
         if succeeded:
-            self._stats["succeeded"] += succeeded
+            self.stats["succeeded"] += succeeded
         if finished:
-            self._events.jobs_finished(finished)
-        self._mark_done(done)
+            self.events.jobs_finished(finished)
+        self.mark_done(done)
         self.write(retry)
+
+    def _put_aside(
+        self, completions: list[Completion], locked: AbstractSet[uuid.UUID]
+    ) -> list[Completion]:
+        """Set aside the completions whose job row was locked (they keep their leases and
+        their offsets stay unfinished); returns the others."""
+        clock = time.monotonic()
+        rest = []
+        first_time = 0
+        for completion in completions:
+            if completion.item.job_id not in locked:
+                rest.append(completion)
+                continue
+            pause = min(SET_ASIDE_MAX_SECONDS, SET_ASIDE_FIRST_SECONDS * 2.0**completion.set_asides)
+            first_time += completion.set_asides == 0
+            completion.set_asides += 1
+            self._set_aside.append((clock + pause, completion))
+        if first_time:
+            log.info("%d result(s) set aside: another transaction holds their job rows", first_time)
+        return rest
 
     def _stale(self, item: WorkItem, already_lost: bool) -> None:
         """The store refused the result: the attempt no longer held the lease."""
-        self._stats["stale_refused"] += 1
+        self.stats["stale_refused"] += 1
         trace_stale(item)
-        self._events.stale_result_refused(item.queue)
+        self.events.stale_result_refused(item.queue)
         if not already_lost:
-            self._events.lease_expired(item.queue)
+            self.events.lease_expired(item.queue)
         log.warning(
             "stale result refused: job %s attempt %s",
             item.job_id,
@@ -244,8 +273,8 @@ class Completer:
         state = verdict.state
         if state is not JobState.RETRYING and state is not JobState.DEAD:
             return None  # most jobs: nothing to publish, nothing to look up
-        topics = self._topics[item.queue]
-        queue_settings = self._settings.queue(item.queue)
+        topics = self.topics[item.queue]
+        queue_settings = self.settings.queue(item.queue)
         if state is JobState.RETRYING:
             return retry_message(
                 topics,
@@ -267,7 +296,7 @@ class Completer:
                 error_class=verdict.error_class or "Dead",
                 error_message=verdict.error_message or "",
                 attempts=lease.attempt if lease else 0,
-                worker=self._worker_id,
+                worker=self.worker_id,
                 source=item.source,
             )
         return None
@@ -289,7 +318,7 @@ class Completer:
                 item.lease.attempt if item.lease else None,
                 queue=item.queue,
                 job_type=item.job_type,
-                worker=self._worker_id,
+                worker=self.worker_id,
                 duration_ms=int(completion.duration * 1000),
                 error_class=verdict.error_class,
                 error=verdict.error_message,

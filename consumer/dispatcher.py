@@ -64,6 +64,11 @@ class FairDispatcher(Generic[T]):
         lane.tenants.setdefault(item.tenant_id, deque()).append(item)
         self._size += 1
 
+    def waiting(self, lane: str, tenant: str) -> bool:
+        """Items of ``tenant`` wait in the dispatch lane ``lane`` (a queue, or its hot lane)."""
+        found = self._lanes.get(lane)
+        return found is not None and tenant in found.tenants
+
     def started(self, item: T) -> None:
         self._in_flight[item.tenant_id] = self._in_flight.get(item.tenant_id, 0) + 1
 

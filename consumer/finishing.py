@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from typing import Any
 
 from tenantq.consumer.completer import Completion
@@ -35,58 +36,41 @@ from tenantq.observability.worker_events import WorkerEvents
 log = logging.getLogger("tenantq.worker")
 
 
+@dataclass(eq=False, kw_only=True)
 class Finisher:
     """Takes what the inbox holds of ended attempts (poll thread only)."""
 
-    def __init__(
-        self,
-        *,
-        inbox: Inbox,
-        running: RunningTasks,
-        slots: SlotBook,
-        executor: Executor,
-        guard: DependencyGuard,
-        events: WorkerEvents,
-        complete: Callable[[Completion], None],
-        release_leases: Callable[[list[uuid.UUID]], AbstractSet[uuid.UUID]],
-        mark_done: Callable[[Iterable[WorkItem]], None],
-        count_crashes: Callable[[Operation[Any, Any]], None],
-        start_ready: Callable[[], None],
-        run_again: Callable[[list[Task]], None],
-        retry_policy: RetryPolicy,
-        crash_budget: int,
-    ) -> None:
-        self._inbox = inbox
-        self._tasks = running.by_job
-        self._slots = slots
-        self._executor = executor
-        self._guard = guard
-        self._events = events
-        #: A verdict to make durable (``Completer.add``).
-        self._complete = complete
-        #: Forget leases held (``LeaseBook.release``).
-        self._release_leases = release_leases
-        #: Their messages are durably handled (``Partitions.done_items``).
-        self._mark_done = mark_done
-        #: The claims lane, for counting crashes in the database.
-        self._count_crashes = count_crashes
-        #: Start claimed-ahead jobs in the slots just freed (``Starter.start_ready``).
-        self._start_ready = start_ready
-        #: Start crashed attempts again under their leases (``Starter.run_again``).
-        self._run_again = run_again
-        self._retry_policy = retry_policy
-        self._crash_budget = crash_budget
+    inbox: Inbox
+    running: RunningTasks
+    slots: SlotBook
+    executor: Executor
+    guard: DependencyGuard
+    events: WorkerEvents
+    #: A verdict to make durable (``Completer.add``).
+    complete: Callable[[Completion], None]
+    #: Forget leases held (``LeaseBook.release``).
+    release_leases: Callable[[list[uuid.UUID]], AbstractSet[uuid.UUID]]
+    #: Their messages are durably handled (``Partitions.done_items``).
+    mark_done: Callable[[Iterable[WorkItem]], None]
+    #: The claims lane, for counting crashes in the database.
+    count_crashes: Callable[[Operation[Any, Any]], None]
+    #: Start claimed-ahead jobs in the slots just freed (``Starter.start_ready``).
+    start_ready: Callable[[], None]
+    #: Start crashed attempts again under their leases (``Starter.run_again``).
+    run_again: Callable[[list[Task]], None]
+    retry_policy: RetryPolicy
+    crash_budget: int
 
     def collect(self) -> None:
         """Finished attempts become completions; their slots take claimed-ahead jobs now, not
         a loop turn later."""
         count = 0
         # Looked up once per call, not once per job (the loop runs for every job).
-        complete = self._complete
-        forget_task = self._tasks.pop
-        release_slot = self._slots.release
+        complete = self.complete
+        forget_task = self.running.by_job.pop
+        release_slot = self.slots.release
         record_dependencies = self._record_dependencies
-        next_finished = self._inbox.next_finished
+        next_finished = self.inbox.next_finished
         while (tasks := next_finished()) is not None:
             count += len(tasks)
             for task in tasks:
@@ -97,8 +81,8 @@ class Finisher:
                 verdict = task.verdict
                 assert verdict is not None
                 complete(Completion(item, verdict, task.duration))
-        self._slots.attempts_finished(count, time.monotonic())
-        self._start_ready()
+        self.slots.attempts_finished(count, time.monotonic())
+        self.start_ready()
 
     def abandon(self, tasks: list[Task]) -> list[WorkItem]:
         """Leave behind the handlers of ``tasks`` still running (revoked, or shutting down):
@@ -106,21 +90,21 @@ class Finisher:
         the caller gives back."""
         abandoned: list[WorkItem] = []
         for task in tasks:
-            if self._executor.abandon(task):
+            if self.executor.abandon(task):
                 self._ended_unheard(task, "neutral")
                 abandoned.append(task.item)
         return abandoned
 
     def handle_crashes(self) -> None:
         """Judge the attempts that were running when the handler process died."""
-        for tasks, culprit, how in self._inbox.take_crashes():
-            self._events.handler_process_restarted()
+        for tasks, culprit, how in self.inbox.take_crashes():
+            self.events.handler_process_restarted()
             innocent = [task for task in tasks if task is not culprit]
             if culprit is not None:
                 self._ended_unheard(culprit, "failure")
                 verdict = self._crash_verdict(culprit, how)
-                self._complete(Completion(culprit.item, verdict, culprit.duration))
-                self._run_again(innocent)
+                self.complete(Completion(culprit.item, verdict, culprit.duration))
+                self.run_again(innocent)
             elif innocent:
                 crashed = [
                     (
@@ -131,7 +115,7 @@ class Finisher:
                     )
                     for t in innocent
                 ]
-                self._count_crashes(CountCrashes(crashed, context=innocent, reason=how))
+                self.count_crashes(CountCrashes(crashed, context=innocent, reason=how))
 
     def crashes_counted(self, operation: CountCrashes) -> None:
         """The database counted the crash of each job: past its budget it is dead, otherwise
@@ -141,32 +125,32 @@ class Finisher:
             # these run out, and their offsets stay unfinished, so they run again.
             for task in operation.context:
                 self._ended_unheard(task, "neutral")
-                self._release_leases([task.context.job_id])
+                self.release_leases([task.context.job_id])
             return
         crashes = operation.answer
-        budget = self._crash_budget
+        budget = self.crash_budget
         again: list[Task] = []
         for task in operation.context:
             count = crashes.get(task.context.job_id)
             if count is None:
                 # No longer ours (the lease moved on meanwhile): nothing to run or write.
                 self._ended_unheard(task, "neutral")
-                self._release_leases([task.context.job_id])
-                self._mark_done([task.item])
+                self.release_leases([task.context.job_id])
+                self.mark_done([task.item])
             elif count >= budget:
                 self._ended_unheard(task, "failure")
                 verdict = Verdict.dead("PoisonJob", crashed_too_often(count, budget))
-                self._complete(Completion(task.item, verdict, task.duration))
+                self.complete(Completion(task.item, verdict, task.duration))
             else:
                 again.append(task)
-        self._run_again(again)
+        self.run_again(again)
 
     def _crash_verdict(self, task: Task, how: str) -> Verdict:
         attempt, max_attempts = task.context.attempt, task.context.max_attempts
         message = f"{how} while running this job (attempt {attempt})"
         if attempt >= max_attempts:
             return Verdict.dead("ProcessCrashed", f"{message}; max attempts reached")
-        return Verdict.retrying("ProcessCrashed", message, self._retry_policy.delay(attempt))
+        return Verdict.retrying("ProcessCrashed", message, self.retry_policy.delay(attempt))
 
     def _ended_unheard(self, task: Task, signal: BreakerSignal) -> None:
         """A task that ended without its handler's answer (it crashed its process, or was
@@ -174,8 +158,8 @@ class Finisher:
         Unheard, a half-open breaker's probe permit stayed out for good, and every later job
         of the dependency was deferred as "dependency busy", in this worker, until it
         restarted."""
-        self._tasks.pop(task.item.job_id, None)
-        self._slots.release(task.item)
+        self.running.by_job.pop(task.item.job_id, None)
+        self.slots.release(task.item)
         task.breaker = signal
         self._record_dependencies(task)
 
@@ -185,11 +169,11 @@ class Finisher:
             return
         if task.breaker in ("throttled", "neutral"):
             for name in names:
-                self._guard.breaker(name).return_permit()
+                self.guard.breaker(name).return_permit()
                 if task.breaker == "throttled":
-                    self._events.dependency_throttled(name)
+                    self.events.dependency_throttled(name)
             return
-        states = self._guard.record(names, task.breaker == "success")
+        states = self.guard.record(names, task.breaker == "success")
         for name, state in states.items():
-            self._events.dependency_call(name, task.duration)
-            self._events.breaker_state(name, state)
+            self.events.dependency_call(name, task.duration)
+            self.events.breaker_state(name, state)

@@ -19,6 +19,10 @@ CLASSIC_ONLY_KEYS = (
 )
 
 
+#: The classic protocol's session: a member that stops heartbeating is out after this long.
+CLASSIC_SESSION_TIMEOUT_MS = 10000
+
+
 def consumer_config(settings: Settings, group_id: str, worker_id: str) -> dict[str, Any]:
     """Defaults first, then the user's librdkafka keys, then what correctness needs."""
     config: dict[str, Any] = {
@@ -46,7 +50,13 @@ def consumer_config(settings: Settings, group_id: str, worker_id: str) -> dict[s
     }
     protocol = settings.worker.group_protocol
     if protocol == "classic":
-        config.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
+        # A session no longer than the poll interval the user chose: librdkafka refuses to
+        # make a consumer whose max.poll.interval.ms is below its session.timeout.ms.
+        poll_interval = int(settings.kafka_config.get("max.poll.interval.ms", 300000))
+        session = min(CLASSIC_SESSION_TIMEOUT_MS, poll_interval)
+        config.update(
+            {"session.timeout.ms": session, "heartbeat.interval.ms": min(1000, session // 3)}
+        )
     config.update(settings.kafka_config)
     if protocol == "consumer":
         dropped = [key for key in CLASSIC_ONLY_KEYS if config.pop(key, None) is not None]

@@ -5,6 +5,8 @@ is done, release the leases of what is not (and signal its cancellation). On los
 partitions may already be another member's, so nothing is committed; the leases are released.
 At shutdown (the deploy contract): no new leases, running jobs finish within the drain window
 (their leases kept alive), the rest are released, offsets committed, then the group is left.
+After a failover that lost the end of the database's history: every partition is given up as
+lost and read again from its last safe offset (``rewind``).
 
 The consumer's callbacks and the drain run on the poll thread (librdkafka serves rebalance
 callbacks inside ``poll``/``consume``).
@@ -17,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from tenantq.consumer.completer import Completer
 from tenantq.consumer.executor import Executor
@@ -32,6 +34,12 @@ log = logging.getLogger("tenantq.worker")
 
 #: How long shutdown waits for the database and Kafka to take the last results.
 FINAL_WRITE_SECONDS = 10.0
+#: How long a rewind after a failover tries to give back the worker's leases, and to learn
+#: committed offsets it does not know.
+REWIND_RELEASE_SECONDS = 10.0
+#: How long a rewind waits for the ledger's lanes to write what they were given (they may be
+#: backing off from the failover: up to 5 s between tries).
+REWIND_IDLE_SECONDS = 60.0
 
 #: Forget the work of the partitions ``keys`` (all when None) that matches, not yet started:
 #: held back, parked, waiting for dispatch, or claimed ahead (their leases given back, with
@@ -59,6 +67,7 @@ class Handover:
         wait_idle: Callable[[float], bool],
         claiming: Callable[[], int],
         database_up: Callable[[], bool],
+        store_offsets: Callable[[float], object],
     ) -> None:
         self._settings = settings
         self._worker_id = worker_id
@@ -78,6 +87,9 @@ class Handover:
         self._claiming = claiming
         #: The database was up when the poll loop last looked (its partitions flow).
         self._database_up = database_up
+        #: Store the commit positions that may be stored now, waiting at most this long for
+        #: the standbys to hold the state behind the rest (``StandbyGate.settle``).
+        self._store_offsets = store_offsets
 
     # -- rebalance -----------------------------------------------------------------------------
 
@@ -135,6 +147,9 @@ class Handover:
             self._events.partition_revoked(topic, partition)
         self._forget_unstarted(ours, keys, reason)
         grace = self._settings.revoke_grace_seconds
+        # Attempts that ended already have results, written under their leases (fenced by
+        # them, whoever owns the partition now): given back instead, they ran twice.
+        self._finisher.collect()
         if not lost:
             # Results already decided are written; their offsets can be committed.
             deadline = time.monotonic() + grace
@@ -152,11 +167,98 @@ class Handover:
             completer.flush(now=True)
             self._settle_in_time(grace)
             self._publisher.settle(grace)
+            self._store_offsets(grace)
             # Unbounded, inside the callback: the commit must land before the partitions have
             # a new owner, or it could overwrite the new owner's commit with positions past
             # jobs that owner has given back since (then nobody reads them again).
             self._partitions.commit(self._consumer, keys, timeout=None)
         self._partitions.forget(keys)
+
+    # -- failover ------------------------------------------------------------------------------
+
+    def rewind(self, release_own_leases: Callable[[], bool]) -> None:
+        """The database failed over, and the new primary may lack the end of the old one's
+        history: claims, results and rows this worker saw written. Every partition is given
+        up as lost (running jobs cancelled and given back, nothing committed), the leases the
+        worker still holds on the new primary are given back (``release_own_leases``: they
+        are left from that history, and the claim would take one for a job running here),
+        and each partition is read again from its last stored position, behind what the
+        standbys had (``tenantq.consumer.standby_gate``): what the new primary lacks runs
+        again, what it has is found done."""
+        partitions = self._partitions
+        keys = {key for key, state in partitions.states.items() if not state.revoked}
+        stored = {key: partitions.states[key].stored for key in keys}
+        owned = [TopicPartition(topic, partition) for topic, partition in sorted(keys)]
+        log.warning(
+            "the database failed over: reading %d partitions again from their last offsets "
+            "the standbys had",
+            len(owned),
+        )
+        self._give_up(owned, lost=True)
+        self._write_everything_given()
+        deadline = time.monotonic() + REWIND_RELEASE_SECONDS
+        while not release_own_leases() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        fresh = partitions.assigned(owned)
+        if not fresh:
+            return
+        unknown = [tp for tp in fresh if stored.get((tp.topic, tp.partition)) is None]
+        committed = {
+            (tp.topic, tp.partition): tp.offset for tp in self._committed(unknown) if tp.offset >= 0
+        }
+        for tp in fresh:
+            key = (tp.topic, tp.partition)
+            offset = stored.get(key)
+            if offset is None:
+                offset = committed.get(key, OFFSET_BEGINNING)
+            try:
+                self._consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+            except KafkaException as error:
+                log.warning(
+                    "seek of %s[%d] to %d failed: %s", tp.topic, tp.partition, offset, error
+                )
+        # As on an assignment: the client's pauses outlive our state of the partitions.
+        try:
+            if self._database_up():
+                self._consumer.resume(fresh)
+            else:
+                self._consumer.pause(fresh)
+        except KafkaException as error:
+            log.debug("resume after the rewind failed: %s", error)
+
+    def _write_everything_given(self) -> None:
+        """Until the ledger's lanes have written everything they were given, and what their
+        answers led to (a claim answered now gives its lease back: its partition is gone).
+        A release written after the partitions are read again could match a new lease of
+        the same job (same attempt, same owner) and take it from a running job; so it waits
+        for lanes still backing off from the failover, up to ``REWIND_IDLE_SECONDS``."""
+        # Results waiting for their next step (a retry, a dead letter) to be acknowledged
+        # by Kafka go to the lanes once it is.
+        self._publisher.settle(self._settings.revoke_grace_seconds)
+        deadline = time.monotonic() + REWIND_IDLE_SECONDS
+        while True:
+            self._completer.flush(now=True)
+            self._wait_idle(max(0.0, deadline - time.monotonic()))
+            self._apply_answers()
+            self._completer.flush(now=True)
+            if self._wait_idle(0.0):
+                return
+            if time.monotonic() >= deadline:
+                log.warning(
+                    "the database's write lanes still busy %.0fs after the failover; reading "
+                    "the partitions again all the same",
+                    REWIND_IDLE_SECONDS,
+                )
+                return
+
+    def _committed(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        if not partitions:
+            return []
+        try:
+            return list(self._consumer.committed(partitions, timeout=REWIND_RELEASE_SECONDS))
+        except KafkaException as error:
+            log.warning("committed offsets unknown (%s): those partitions are read again", error)
+            return []
 
     # -- shutdown ------------------------------------------------------------------------------
 
@@ -188,6 +290,7 @@ class Handover:
                 break
         self._settle_in_time(FINAL_WRITE_SECONDS)
         self._publisher.settle(FINAL_WRITE_SECONDS)
+        self._store_offsets(FINAL_WRITE_SECONDS)
         self._partitions.commit(self._consumer, None, timeout=FINAL_WRITE_SECONDS)
 
     def leave_group(self, timeout: float = 30.0) -> None:

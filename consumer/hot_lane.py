@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tenantq.observability.worker_events import WorkerEvents
@@ -50,33 +51,26 @@ log = logging.getLogger("tenantq.worker")
 CHECK_SECONDS = 0.25
 
 
+@dataclass(eq=False)
 class HotLane:
     """Which tenants of this worker's queues are in their hot lane, and who should be."""
 
-    def __init__(
-        self,
-        settings: TenantIsolationSettings,
-        placements: PlacementBook,
-        main_topics: dict[str, str],
-        events: WorkerEvents,
-        move: Callable[[str, str, str], None],
-        clock: Callable[[], float] = time.monotonic,
-        watcher: PlacementWatcher | None = None,
-    ) -> None:
-        self._settings = settings
-        self._placements = placements
-        #: Tells the placement book of a change at once (``start``, ``stop``).
-        self._watcher = watcher
-        #: Main topic -> queue.
-        self._queue_of = main_topics
-        self._events = events
-        #: Tells the world (the placement table) that a tenant of a queue moved, and why.
-        self._move = move
-        self._clock = clock
-        self._checked = 0.0
+    settings: TenantIsolationSettings
+    placements: PlacementBook
+    #: Main topic -> queue.
+    main_topics: dict[str, str]
+    events: WorkerEvents
+    #: Tells the world (the placement table) that a tenant of a queue moved, and why.
+    move: Callable[[str, str, str], None]
+    clock: Callable[[], float] = time.monotonic
+    #: Tells the placement book of a change at once (``start``, ``stop``).
+    watcher: PlacementWatcher | None = None
+    _checked: float = field(default=0.0, init=False)
+
+    def __post_init__(self) -> None:
         #: Per queue, the tenants in the lane: the table's, plus this worker's own moves
         #: (effective at once, before the table is read again).
-        self.members: dict[str, set[str]] = {queue: set() for queue in main_topics.values()}
+        self.members: dict[str, set[str]] = {queue: set() for queue in self.main_topics.values()}
         self._moved_here: dict[str, dict[str, float]] = {queue: {} for queue in self.members}
 
     @classmethod
@@ -103,12 +97,12 @@ class HotLane:
         return cls(isolation, placements, main_topics, events, move, watcher=watcher)
 
     def start(self) -> None:
-        if self._watcher is not None:
-            self._watcher.start()
+        if self.watcher is not None:
+            self.watcher.start()
 
     def stop(self) -> None:
-        if self._watcher is not None:
-            self._watcher.stop(2.0)
+        if self.watcher is not None:
+            self.watcher.stop(2.0)
 
     def in_lane(self, queue: str, tenant: str) -> bool:
         members = self.members.get(queue)
@@ -119,29 +113,29 @@ class HotLane:
     ) -> list[tuple[str, str]]:
         """Look at the partitions (at most every ``CHECK_SECONDS``); returns the (queue, tenant)
         moved to the lane now."""
-        now = self._clock()
+        now = self.clock()
         if now - self._checked < CHECK_SECONDS:
             return []
         self._checked = now
         self._reload(now)
-        if not self._settings.hot_lane:
+        if not self.settings.hot_lane:
             return []
         moved: list[tuple[str, str]] = []
         lag = lags()
         for key, state in partitions.states.items():
-            queue = self._queue_of.get(key[0])
+            queue = self.main_topics.get(key[0])
             if queue is None or state.revoked or not state.tenant_counts:
                 continue
             in_flight = state.offsets.in_flight
             backlog = max(in_flight, lag.get(key, 0))
-            if backlog < self._settings.hot_backlog or in_flight == 0:
+            if backlog < self.settings.hot_backlog or in_flight == 0:
                 continue
             tenant, count = state.tenant_counts.most_common(1)[0]
             share = count / in_flight
             if (
-                share < self._settings.hot_share
+                share < self.settings.hot_share
                 or self.in_lane(queue, tenant)
-                or tenant in self._placements.set_by_operator(queue)
+                or tenant in self.placements.set_by_operator(queue)
             ):
                 continue
             reason = (
@@ -151,8 +145,8 @@ class HotLane:
             self.members[queue].add(tenant)
             self._moved_here[queue][tenant] = now
             log.warning("tenant %s of queue %s moves to the hot lane: %s", tenant, queue, reason)
-            self._events.tenant_moved_to_lane(queue, tenant)
-            self._move(queue, tenant, reason)
+            self.events.tenant_moved_to_lane(queue, tenant)
+            self.move(queue, tenant, reason)
             moved.append((queue, tenant))
         return moved
 
@@ -160,7 +154,7 @@ class HotLane:
         for queue, members in self.members.items():
             placed = {
                 tenant
-                for tenant, placement in self._placements.placements(queue).items()
+                for tenant, placement in self.placements.placements(queue).items()
                 if placement.in_lane
             }
             # A move of ours counts until the table shows it (or a TTL has passed: then the
@@ -168,7 +162,7 @@ class HotLane:
             recent = {
                 tenant
                 for tenant, at in self._moved_here[queue].items()
-                if now - at < max(self._placements.ttl_seconds, 1.0) * 2
+                if now - at < max(self.placements.ttl_seconds, 1.0) * 2
             }
             self._moved_here[queue] = {t: self._moved_here[queue][t] for t in recent}
             members.clear()

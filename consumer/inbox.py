@@ -9,6 +9,7 @@ import queue
 import threading
 
 from tenantq.consumer.runner import Task
+from tenantq.consumer.simple_queues import take_all
 
 #: (running tasks, the task that killed the process or None, one line saying how it died).
 Crash = tuple[list[Task], Task | None, str]
@@ -67,9 +68,4 @@ class Inbox:
             return None
 
     def take_crashes(self) -> list[Crash]:
-        crashes = []
-        while True:
-            try:
-                crashes.append(self._crashes.get_nowait())
-            except queue.Empty:
-                return crashes
+        return take_all(self._crashes)

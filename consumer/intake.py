@@ -6,6 +6,7 @@ claim is ``claims``'s.
 | ---------------------------------------------- | --------------------------------------------- |
 | undecodable, oversized, unknown schema, empty  | DLQ with the raw bytes and the reason         |
 | invalid tenant id                              | DLQ (never a metric label)                    |
+| max_attempts outside 0..1000 (no producer's)   | DLQ as ``invalid_field``                      |
 | retry-tier message not yet due                 | held, partition paused until it is due        |
 | hot-lane message beyond its partition's window | held undecoded, partition paused, until room  |
 | due but past the last tier's delay             | hops into the tier that covers the rest       |
@@ -23,25 +24,23 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
-from confluent_kafka import Consumer, Message
+from confluent_kafka import Message
 
 from tenantq import headers
 from tenantq.app import JobType, resolve_max_attempts
 from tenantq.consumer.topic_map import TopicMap
 from tenantq.consumer.work import WorkItem
-from tenantq.errors import EnvelopeError, InvalidTenantId
+from tenantq.errors import EnvelopeError, InvalidEnvelopeField, InvalidTenantId
 from tenantq.observability.worker_events import READ_FROM_HOT_LANE, READ_FROM_MAIN, WorkerEvents
 from tenantq.partitioner.placement import LANE
 from tenantq.producer.publisher import Outgoing, dead_letter, retry_message
+from tenantq.producer.validation import MAX_ATTEMPTS_LIMIT
 from tenantq.schemas.envelope import Envelope
 from tenantq.schemas.envelope_reader import read_envelope
 from tenantq.settings import Settings
 from tenantq.tenant_ids import validate_tenant_id
-
-if TYPE_CHECKING:
-    from tenantq.consumer.partitions import Partitions
 
 log = logging.getLogger("tenantq.worker")
 
@@ -132,6 +131,30 @@ class _Routed:
     items: list[WorkItem] = field(default_factory=list)
 
 
+class ReadPositions(Protocol):
+    """What the intake needs of the book of messages read (``Partitions``; a share-group
+    worker's records): track each message read, mark it done, and hold back a partition
+    while its messages wait. ``consumer`` is the client that pauses, handed through."""
+
+    def take(
+        self, topic: str, partition: int, offset: int, timestamp_ms: int | None = None
+    ) -> int: ...
+
+    def owns(self, topic: str, partition: int) -> bool: ...
+
+    def current(self, topic: str, partition: int, epoch: int) -> bool: ...
+
+    def done(self, topic: str, partition: int, offset: int, epoch: int) -> None: ...
+
+    def over_window(self, topic: str, partition: int, held: int) -> bool: ...
+
+    def note_tenant(self, topic: str, partition: int, offset: int, tenant: str) -> None: ...
+
+    def pause_waiting(self, consumer: Any, topic: str, partition: int) -> None: ...
+
+    def resume_due(self, consumer: Any, topic: str, partition: int) -> None: ...
+
+
 class Sender(Protocol):
     """What the intake needs of the publisher: send and wait, or send and be told later."""
 
@@ -140,51 +163,40 @@ class Sender(Protocol):
     def send(self, messages: Sequence[Outgoing], done: Callable[[list[bool]], None]) -> None: ...
 
 
+@dataclass(eq=False, kw_only=True)
 class Intake:
     """Routes polled messages (poll thread only)."""
 
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        topics: TopicMap,
-        worker_id: str,
-        partitions: Partitions,
-        consumer: Consumer,
-        publisher: Sender,
-        events: WorkerEvents,
-        in_lane: Callable[[str, str], bool],
-        find_type: Callable[[str], JobType | None],
-        admit: Callable[[WorkItem], None],
-    ) -> None:
-        self._settings = settings
-        self._topics = topics
-        self._worker_id = worker_id
-        self._partitions = partitions
-        #: Only to pause and resume partitions whose messages wait here.
-        self._consumer = consumer
-        self._publisher = publisher
-        self._events = events
-        #: The tenant of a queue is in the queue's hot lane (``HotLane.in_lane``).
-        self._in_lane = in_lane
-        self._find_type = find_type
-        #: To fair dispatch (the dispatcher's ``push``): claimed when chosen to run, so an
-        #: attempt is only spent on a job that is about to start.
-        self._admit = admit
-        #: Messages read and held back, oldest first, each with the wall-clock time before
-        #: which it must not be routed: per retry-tier partition, those not yet due; per
-        #: hot-lane partition, those beyond its read-ahead window (the consumer hands out a
-        #: poll's worth of one partition at a time, and decoding hundreds of lane messages
-        #: that no slot will take soon stalls the loop that the other tenants' messages wait
-        #: on). The partition is paused while its queue is not empty; the messages are
-        #: taken, so the commit position stays at the first of them. No seek: nothing
-        #: depends on a rewound position.
-        self.waiting: dict[tuple[str, int], deque[tuple[float, Polled]]] = {}
-        #: Tenant ids that passed ``validate_tenant_id`` (the same few recur in every poll;
-        #: the regex is checked once per id, not once per message). Bounded.
-        self._valid_tenants: set[str] = set()
-        #: ``_max_attempts_of`` by job type (bounded like the tenants: types come from data).
-        self._type_attempts: dict[str, int] = {}
+    settings: Settings
+    topics: TopicMap
+    worker_id: str
+    partitions: ReadPositions
+    #: Only to pause and resume partitions whose messages wait here.
+    consumer: Any
+    publisher: Sender
+    events: WorkerEvents
+    #: The tenant of a queue is in the queue's hot lane (``HotLane.in_lane``).
+    in_lane: Callable[[str, str], bool]
+    find_type: Callable[[str], JobType | None]
+    #: To fair dispatch (the dispatcher's ``push``): claimed when chosen to run, so an
+    #: attempt is only spent on a job that is about to start.
+    admit: Callable[[WorkItem], None]
+    #: Messages read and held back, oldest first, each with the wall-clock time before
+    #: which it must not be routed: per retry-tier partition, those not yet due; per
+    #: hot-lane partition, those beyond its read-ahead window (the consumer hands out a
+    #: poll's worth of one partition at a time, and decoding hundreds of lane messages
+    #: that no slot will take soon stalls the loop that the other tenants' messages wait
+    #: on). The partition is paused while its queue is not empty; the messages are
+    #: taken, so the commit position stays at the first of them. No seek: nothing
+    #: depends on a rewound position.
+    waiting: dict[tuple[str, int], deque[tuple[float, Polled]]] = field(
+        default_factory=dict, init=False
+    )
+    #: Tenant ids that passed ``validate_tenant_id`` (the same few recur in every poll;
+    #: the regex is checked once per id, not once per message). Bounded.
+    _valid_tenants: set[str] = field(default_factory=set, init=False)
+    #: ``_max_attempts_of`` by job type (bounded like the tenants: types come from data).
+    _type_attempts: dict[str, int] = field(default_factory=dict, init=False)
 
     # -- messages ----------------------------------------------------------------------------
 
@@ -209,9 +221,9 @@ class Intake:
         self._take(messages)
 
     def _take(self, messages: list[Message]) -> None:
-        partitions = self._partitions
-        lane_topics = self._topics.lanes
-        queue_of_topic = self._topics.queue_of
+        partitions = self.partitions
+        lane_topics = self.topics.lanes
+        queue_of_topic = self.topics.queue_of
         routed = _Routed()
         now = time.time()
         #: (queue, source, seconds since the Kafka timestamp) of what the main topics and the
@@ -238,18 +250,18 @@ class Intake:
                 lane and partitions.over_window(topic, partition, held=0)
             ):
                 self.waiting[key] = deque([(0.0, message)])
-                partitions.pause_waiting(self._consumer, topic, partition)
+                partitions.pause_waiting(self.consumer, topic, partition)
                 continue
             self._route(message, routed, queue_name, tier, lane)
         if read_delays:
-            self._events.messages_read(read_delays)
+            self.events.messages_read(read_delays)
         self._finish(routed)
 
     def route_due(self) -> None:
         """Route the waiting messages that came due; keep their partitions paused otherwise."""
         if not self.waiting:
             return
-        partitions = self._partitions
+        partitions = self.partitions
         routed = _Routed()
         now = time.time()
         for key, waiting in list(self.waiting.items()):
@@ -257,20 +269,20 @@ class Intake:
             if not partitions.owns(topic, partition):
                 del self.waiting[key]
                 continue
-            lane = topic in self._topics.lanes
+            lane = topic in self.topics.lanes
             while waiting:
                 not_before, message = waiting[0]
                 route_at = self._route_at(message, not_before)
                 if route_at > now or (
                     lane and partitions.over_window(topic, partition, len(waiting) - 1)
                 ):
-                    partitions.pause_waiting(self._consumer, topic, partition)
+                    partitions.pause_waiting(self.consumer, topic, partition)
                     break
                 waiting.popleft()
-                self._route(message, routed, *self._topics.queue_of[topic], lane)
+                self._route(message, routed, *self.topics.queue_of[topic], lane)
             if not waiting:
                 del self.waiting[key]
-                partitions.resume_due(self._consumer, topic, partition)
+                partitions.resume_due(self.consumer, topic, partition)
         self._finish(routed)
 
     def drop_waiting(self, keys: set[tuple[str, int]] | None) -> None:
@@ -283,7 +295,7 @@ class Intake:
     def _route_at(self, message: Polled, not_before: float) -> float:
         """Wall-clock time at which a message may be routed: a retry-tier message waits for
         its due time, or for its tier's delay to pass (then it hops onwards)."""
-        queue_name, tier = self._topics.queue_of[message.topic]
+        queue_name, tier = self.topics.queue_of[message.topic]
         if tier is None:
             return not_before
         due_ms = _due_ms(message.headers)
@@ -291,7 +303,7 @@ class Intake:
             return not_before
         route_ms = float(due_ms)
         if message.timestamp_ms > 0:
-            delay = self._settings.queue(queue_name).retry_delays_seconds[tier]
+            delay = self.settings.queue(queue_name).retry_delays_seconds[tier]
             route_ms = min(route_ms, message.timestamp_ms + delay * 1000)
         return max(not_before, route_ms / 1000)
 
@@ -312,36 +324,43 @@ class Intake:
                 return
         value = message.value
         try:
-            envelope = read_envelope(value, max_bytes=self._settings.max_message_bytes)
+            envelope = read_envelope(value, max_bytes=self.settings.max_message_bytes)
             tenant_id = envelope.tenant_id
             if tenant_id not in self._valid_tenants:
                 validate_tenant_id(tenant_id)
                 if len(self._valid_tenants) < VALID_TENANTS_REMEMBERED:
                     self._valid_tenants.add(tenant_id)
+            limit = envelope.max_attempts
+            if limit is not None and not 0 <= limit <= MAX_ATTEMPTS_LIMIT:
+                # No producer of tenantq writes it: a job that could retry for ever, or that
+                # the job table refuses. 0 reads as unset, as it always has.
+                raise InvalidEnvelopeField(
+                    f"max_attempts {limit} is outside 0..{MAX_ATTEMPTS_LIMIT}"
+                )
         except (EnvelopeError, InvalidTenantId) as error:
             reason = getattr(error, "reason", "invalid_tenant")
             log.warning("undecodable message %s[%d]@%d: %s", topic, partition, offset, error)
             letter = dead_letter(
-                self._topics.by_queue[queue_name],
+                self.topics.by_queue[queue_name],
                 key=message.key,
                 value=value,
                 base_headers=message.headers,
                 error_class=f"Undecodable:{reason}",
                 error_message=str(error),
                 attempts=0,
-                worker=self._worker_id,
+                worker=self.worker_id,
                 source=(topic, partition, offset),
-                max_body_bytes=self._settings.max_message_bytes,
+                max_body_bytes=self.settings.max_message_bytes,
             )
             routed.outgoing.append((letter, message))
             routed.dead_letters.append((queue_name, f"Undecodable:{reason}"))
             return
         if tier is None and not lane:
-            if self._in_lane(queue_name, envelope.tenant_id):
+            if self.in_lane(queue_name, envelope.tenant_id):
                 # The tenant floods this partition: its job waits in the lane, not here.
                 self._divert(message, queue_name, envelope, routed)
                 return
-            self._partitions.note_tenant(topic, partition, offset, envelope.tenant_id)
+            self.partitions.note_tenant(topic, partition, offset, envelope.tenant_id)
         max_attempts = envelope.max_attempts or self._max_attempts_of(envelope.job_type)
         # By position, in the order of WorkItem's fields (topic, partition, offset, key, value,
         # record, timestamp_ms, queue, envelope, max_attempts, tier, lane): once per message,
@@ -371,8 +390,8 @@ class Intake:
         if known is None:
             known = resolve_max_attempts(
                 None,
-                self._find_type(job_type),
-                self._settings.worker.default_max_attempts,
+                self.find_type(job_type),
+                self.settings.worker.default_max_attempts,
             )
             if len(self._type_attempts) < VALID_TENANTS_REMEMBERED:
                 self._type_attempts[job_type] = known
@@ -382,10 +401,10 @@ class Intake:
         self.publish_and_mark(routed.outgoing)
         self._send_and_mark(routed.diverting)
         for queue_name, reason in routed.dead_letters:
-            self._events.dead_lettered(queue_name, "(undecodable)", reason)
+            self.events.dead_lettered(queue_name, "(undecodable)", reason)
         for queue_name, count in routed.diverted.items():
-            self._events.lane_diverted(queue_name, count)
-        admit = self._admit
+            self.events.lane_diverted(queue_name, count)
+        admit = self.admit
         for item in routed.items:
             admit(item)
 
@@ -402,9 +421,9 @@ class Intake:
     ) -> None:
         """The same record, for the queue's lane: any partition, drawn from the job id (as a
         producer places a lane job), so every worker shares the tenant's backlog."""
-        partitions = self._settings.queue(queue_name).partitions
+        partitions = self.settings.queue(queue_name).partitions
         _, partition = LANE.choose(envelope.tenant_id, envelope.job_id, partitions)
-        lane = self._topics.by_queue[queue_name].lane
+        lane = self.topics.by_queue[queue_name].lane
         routed.diverting.append(
             (Outgoing(lane, message.key, message.value, message.headers, partition), message)
         )
@@ -413,7 +432,7 @@ class Intake:
     def _hop(
         self, message: Polled, queue_name: str, raw_headers: list[tuple[str, bytes]], due_ms: int
     ) -> Outgoing:
-        definition = self._settings.queue(queue_name)
+        definition = self.settings.queue(queue_name)
         wait = max(0.0, due_ms / 1000 - time.time())
         found = dict(raw_headers).get(headers.DELAY_REASON, b"").decode(errors="replace")
         try:
@@ -421,7 +440,7 @@ class Intake:
         except ValueError:  # written by an older or foreign producer: it waits all the same
             reason = headers.DelayReason.RETRY
         return retry_message(
-            self._topics.by_queue[queue_name],
+            self.topics.by_queue[queue_name],
             definition.retry_delays_seconds,
             key=message.key,
             value=message.value or b"",
@@ -436,7 +455,7 @@ class Intake:
         Kafka did not take waits a second and is routed again."""
         if not outgoing:
             return
-        acknowledged = self._publisher.publish([message for message, _ in outgoing])
+        acknowledged = self.publisher.publish([message for message, _ in outgoing])
         self._mark([source for _, source in outgoing], acknowledged)
 
     def _send_and_mark(self, outgoing: list[tuple[Outgoing, Polled]]) -> None:
@@ -446,13 +465,13 @@ class Intake:
         if not outgoing:
             return
         sources = [source for _, source in outgoing]
-        self._publisher.send(
+        self.publisher.send(
             [message for message, _ in outgoing],
             lambda acknowledged: self._mark(sources, acknowledged),
         )
 
     def _mark(self, sources: list[Polled], acknowledged: list[bool]) -> None:
-        partitions = self._partitions
+        partitions = self.partitions
         retry_at = time.time() + 1.0
         for source, ok in zip(sources, acknowledged, strict=True):
             if ok:
@@ -462,7 +481,7 @@ class Intake:
                 continue  # given up since: its next owner reads it again
             key = (source.topic, source.partition)
             self.waiting.setdefault(key, deque()).appendleft((retry_at, source))
-            partitions.pause_waiting(self._consumer, source.topic, source.partition)
+            partitions.pause_waiting(self.consumer, source.topic, source.partition)
 
 
 def _due_ms(raw_headers: list[tuple[str, bytes]]) -> int | None:

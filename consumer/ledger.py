@@ -33,8 +33,10 @@ from typing import Any, Generic, Protocol, TypeVar
 import psycopg
 
 from tenantq.consumer.database_health import DatabaseHealth
+from tenantq.consumer.simple_queues import take_all
 from tenantq.errors import DatabaseUnavailable
-from tenantq.store.job_store import ClaimRequest, JobStatus, JobStore, Lease, Result
+from tenantq.store.job_store import ClaimRequest, Completed, JobStatus, JobStore, Lease, Result
+from tenantq.store.quota_claim import ClaimQuotas, Throttle
 from tenantq.store.transient import describe_database_error, is_refusal
 
 log = logging.getLogger("tenantq.worker")
@@ -70,30 +72,49 @@ class ClaimSettings:
 
 @dataclass(eq=False)
 class Claim(Operation[ClaimRequest, "ClaimAnswer"]):
-    """Lease the jobs of ``rows``; for those not leased, read what they are."""
+    """Lease the jobs of ``rows`` (within their tenants' limits, when ``quotas`` says some
+    apply); for those neither leased nor held back by a limit, read what they are."""
 
     settings: ClaimSettings | None = None
+    #: The tenants' limits to apply (``tenantq.quotas.book``); None: none of them has any.
+    quotas: ClaimQuotas | None = None
     #: When the poll thread handed it over (``time.monotonic``).
     submitted: float = field(default_factory=time.monotonic)
 
     def run(self, store: JobStore, rows: list[ClaimRequest], again: bool) -> ClaimAnswer:
         assert self.settings is not None
-        leases = store.claim_batch(
-            rows,
-            self.settings.lease_seconds,
-            self.settings.stale_owner_seconds,
-            self.settings.crash_budget,
-            # A try whose connection dropped may have leased them to us already.
-            adoptable=[row.job_id for row in rows] if again else (),
-        )
-        rest = [row.job_id for row in rows if row.job_id not in leases]
-        return ClaimAnswer(leases, store.states_of(rest), again)
+        settings = self.settings
+        # A try whose connection dropped may have leased them to us already.
+        adoptable = [row.job_id for row in rows] if again else ()
+        throttles: dict[uuid.UUID, Throttle] = {}
+        if self.quotas is None:
+            leases = store.claim_batch(
+                rows,
+                settings.lease_seconds,
+                settings.stale_owner_seconds,
+                settings.crash_budget,
+                adoptable=adoptable,
+            )
+        else:
+            leases, throttles = store.claim_batch_limited(
+                rows,
+                self.quotas,
+                settings.lease_seconds,
+                settings.stale_owner_seconds,
+                settings.crash_budget,
+                adoptable=adoptable,
+            )
+        rest = [
+            row.job_id for row in rows if row.job_id not in leases and row.job_id not in throttles
+        ]
+        return ClaimAnswer(leases, store.states_of(rest), again, throttles)
 
     def merge(self, first: ClaimAnswer, second: ClaimAnswer) -> ClaimAnswer:
         return ClaimAnswer(
             {**first.leases, **second.leases},
             {**first.statuses, **second.statuses},
             first.again or second.again,
+            {**first.throttles, **second.throttles},
         )
 
 
@@ -103,17 +124,20 @@ class ClaimAnswer:
     statuses: dict[uuid.UUID, JobStatus]
     #: Ran again after a dropped connection: a lease may be our own, adopted, not taken over.
     again: bool = False
+    #: Jobs a tenant's limit held back: not touched (no attempt spent), to ask for again.
+    throttles: dict[uuid.UUID, Throttle] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
-class Complete(Operation[Result, set[uuid.UUID]]):
-    """Write results, fenced; the answer is the jobs whose result was applied."""
+class Complete(Operation[Result, Completed]):
+    """Write results, fenced; the answer is the jobs whose result was applied, and those set
+    aside because another transaction held their row."""
 
-    def run(self, store: JobStore, rows: list[Result], again: bool) -> set[uuid.UUID]:
+    def run(self, store: JobStore, rows: list[Result], again: bool) -> Completed:
         return store.complete_batch(rows, again=again)
 
-    def merge(self, first: set[uuid.UUID], second: set[uuid.UUID]) -> set[uuid.UUID]:
-        return first | second
+    def merge(self, first: Completed, second: Completed) -> Completed:
+        return Completed(first.applied | second.applied, first.locked | second.locked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,12 +350,7 @@ class Ledger:
 
     def drain(self) -> list[Operation[Any, Any]]:
         """Operations finished since the last drain, in the order they finished."""
-        done = []
-        while True:
-            try:
-                done.append(self.finished.get_nowait())
-            except queue.Empty:
-                return done
+        return take_all(self.finished)
 
     def stop(self, timeout: float) -> None:
         for lane in self._lanes:

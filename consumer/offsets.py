@@ -47,7 +47,13 @@ class PartitionOffsets:
 
     @property
     def in_flight(self) -> int:
+        """Offsets from the commit position to the last taken (what the commit lags)."""
         return len(self._taken)
+
+    @property
+    def unfinished(self) -> int:
+        """Of those, the offsets not done."""
+        return len(self._taken) - len(self._done)
 
     @property
     def commit_position(self) -> int | None:

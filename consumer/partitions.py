@@ -17,6 +17,17 @@ that the other tenants' messages wait behind (the consumer hands out every parti
 messages through one queue). Retry-tier partitions are also paused while their head message
 is not due (``waiting``), then resumed; the rest keep flowing. Neither counts against the
 budget; each is paused at its window and resumed at half of it.
+
+Jobs a tenant's limit held back (``held_back``) wait in the worker for their turn
+(``tenantq.consumer.throttles``), often at the head of their partition, where the commit waits
+for them. A window that counted every message from the commit position on would then fill
+with the other tenants' finished messages behind them, and stop reading those tenants. So while
+a partition holds some back, its window counts its unfinished messages only, less the held-back
+ones (up to ``read_ahead_per_partition`` of them), so the other tenants are read on behind
+them; the commit may then lag what was read by at most two main-topic windows, what a
+restart reads again (each message found done and passed over). A log is read in order: to
+reach a tenant's jobs behind those of one held back, the held-back ones must be read and kept;
+the bounds keep that memory to a window or two more per partition.
 """
 
 from __future__ import annotations
@@ -53,10 +64,15 @@ class PartitionState:
     paused_full: bool = False
     #: Paused because its head message (a retry) is not due yet.
     waiting: bool = False
+    #: Messages taken whose jobs a tenant's limit held back (outside the window, up to a
+    #: bound: ``Partitions.counted``).
+    held_back: int = 0
     revoked: bool = False
     #: Which assignment of the partition this is (unique within the worker): an answer about
     #: a message read under an earlier one must not move this one's offsets.
     epoch: int = 0
+    #: The last commit position handed out by ``moved_positions``.
+    offered: int | None = None
     stored: int | None = None
     committed: int | None = None
 
@@ -68,8 +84,14 @@ class Partitions:
         lane_window: int | None = None,
         lane_topics: frozenset[str] = frozenset(),
         main_topics: frozenset[str] = frozenset(),
+        *,
+        commit_stored_only: bool = False,
     ) -> None:
         self.window = window
+        #: ``commit`` commits the stored positions, not the latest: with the standby gate
+        #: (``tenantq.consumer.standby_gate``) a position is stored only once the standbys
+        #: hold the state behind it.
+        self.commit_stored_only = commit_stored_only
         self.lane_window = window if lane_window is None else lane_window
         self.lane_topics = lane_topics
         #: Topics whose partitions share a read-ahead budget (the queues' main topics).
@@ -139,7 +161,31 @@ class Partitions:
         """Routing one more message would put the partition past its read-ahead window;
         ``held``: messages taken but held back (not in the window)."""
         state = self.states.get((topic, partition))
-        return state is not None and state.offsets.in_flight - held > state.window
+        return state is not None and self.counted(state) - held > state.window
+
+    def counted(self, state: PartitionState) -> int:
+        """The partition's messages in flight that count against its window: those from its
+        commit position on; while a tenant's limit holds some back, the unfinished ones only,
+        less the held-back ones (up to one main-topic window of them), and never less than
+        what leaves the commit more than two main-topic windows behind."""
+        offsets = state.offsets
+        if not state.held_back:
+            return offsets.in_flight
+        return max(
+            offsets.unfinished - min(state.held_back, self.window),
+            offsets.in_flight - 2 * self.window,
+        )
+
+    def hold_back(self, items: Iterable[WorkItem], count: int) -> None:
+        """``count`` = 1: the items' jobs were held back by a tenant's limit (they leave the
+        windows); -1: they are asked for again, or given up (they count again)."""
+        states = self.states
+        for item in items:
+            key = (item.topic, item.partition)
+            state = states.get(key)
+            if state is not None and state.epoch == item.record.epoch:
+                state.held_back = max(0, state.held_back + count)
+                self._to_control.add(key)
 
     def done(self, topic: str, partition: int, offset: int, epoch: int) -> None:
         """The message at ``offset``, read under assignment ``epoch``, is durably handled.
@@ -223,7 +269,7 @@ class Partitions:
             state = states[key]
             if not state.revoked:
                 owned += 1
-                taken = state.offsets.in_flight
+                taken = self.counted(state)
                 if taken:
                     busy += 1
                     in_flight += taken
@@ -249,7 +295,7 @@ class Partitions:
             if state is None or state.revoked:
                 continue
             topic, partition = key
-            in_flight = state.offsets.in_flight
+            in_flight = self.counted(state)
             if state.waiting:
                 continue  # waiting for a retry to come due: the intake resumes it
             window = 2 * main_share if topic in main_topics else state.window
@@ -307,14 +353,31 @@ class Partitions:
     def store(self, consumer: Consumer) -> None:
         """Store the commit position of every partition that moved (committed by the client's
         auto-commit, or by ``commit`` on revoke and shutdown)."""
-        to_store = []
+        self.store_positions(consumer, self.moved_positions())
+
+    def moved_positions(self) -> dict[Key, tuple[int, int]]:
+        """The commit position of every owned partition that moved since the last call, with
+        the epoch of its assignment: what ``store_positions`` takes, now or later."""
+        positions: dict[Key, tuple[int, int]] = {}
         moved, self._to_store = self._to_store, set()
         for key in moved:
             state = self.states.get(key)
-            if state is None:
+            if state is None or state.revoked:
                 continue
             position = state.offsets.commit_position
-            if state.revoked or position is None or position == state.stored:
+            if position is None or position == state.offered:
+                continue
+            state.offered = position
+            positions[key] = (state.epoch, position)
+        return positions
+
+    def store_positions(self, consumer: Consumer, positions: dict[Key, tuple[int, int]]) -> None:
+        """Store ``positions`` (``moved_positions``) of the partitions still owned under the
+        assignment each was taken in."""
+        to_store = []
+        for key, (epoch, position) in positions.items():
+            state = self.states.get(key)
+            if state is None or state.revoked or state.epoch != epoch or position == state.stored:
                 continue
             state.stored = position
             to_store.append(TopicPartition(key[0], key[1], position))
@@ -341,7 +404,7 @@ class Partitions:
         for key, state in self.states.items():
             if keys is not None and key not in keys:
                 continue
-            position = state.offsets.commit_position
+            position = state.stored if self.commit_stored_only else state.offsets.commit_position
             if position is not None and position != state.committed:
                 offsets.append(TopicPartition(key[0], key[1], position))
                 state.committed = position

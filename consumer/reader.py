@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, Message
 
@@ -17,27 +18,20 @@ IN_FLIGHT_WAIT_SECONDS = 0.001
 READ_WHEN_FULL_SECONDS = 0.1
 
 
+@dataclass(eq=False)
 class Reader:
     """Reads batches of messages (poll thread only: it owns the consumer's reads)."""
 
-    def __init__(
-        self,
-        consumer: Consumer,
-        batch: int,
-        room: Callable[[], int | None],
-        wait: Callable[[float], object],
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._consumer = consumer
-        #: Messages taken per read at most (``poll_batch``).
-        self._batch = batch
-        #: What is left of the read-ahead budget (``Partitions.read_room``), None: unbounded.
-        self._room = room
-        #: Sleep until woken (``Inbox.wait``): an answer or a finished attempt ends it.
-        self._wait = wait
-        self._clock = clock
-        #: When the client was last asked for messages (``clock``).
-        self._last_read = 0.0
+    consumer: Consumer
+    #: Messages taken per read at most (``poll_batch``).
+    batch: int
+    #: What is left of the read-ahead budget (``Partitions.read_room``), None: unbounded.
+    room: Callable[[], int | None]
+    #: Sleep until woken (``Inbox.wait``): an answer or a finished attempt ends it.
+    wait: Callable[[float], object]
+    clock: Callable[[], float] = time.monotonic
+    #: When the client was last asked for messages (``clock``).
+    _last_read: float = field(default=0.0, init=False)
 
     def read(self, timeout: float) -> list[Message]:
         """The usable messages the consumer holds, waiting at most ``timeout`` for a first.
@@ -52,26 +46,26 @@ class Reader:
         return [message for message in messages if _usable(message)]
 
     def _fetch(self, timeout: float) -> list[Message]:
-        consumer = self._consumer
-        batch = self._batch
-        room = self._room()
+        consumer = self.consumer
+        batch = self.batch
+        room = self.room()
         if room is not None and room < batch:
             if room <= 0:
                 # The read-ahead budget is full: nothing is read until results free some of
                 # it. The client is asked now and then all the same (for one message): a
                 # rebalance's callbacks are served there, and librdkafka drops a member that
                 # stops asking for longer than max.poll.interval.ms.
-                if self._clock() - self._last_read < READ_WHEN_FULL_SECONDS:
+                if self.clock() - self._last_read < READ_WHEN_FULL_SECONDS:
                     if timeout > 0:
-                        self._wait(min(timeout, IN_FLIGHT_WAIT_SECONDS))
+                        self.wait(min(timeout, IN_FLIGHT_WAIT_SECONDS))
                     return []
                 room = 1
             batch = room
-        self._last_read = self._clock()
+        self._last_read = self.clock()
         if 0 < timeout <= IN_FLIGHT_WAIT_SECONDS:
             # Work in flight: its answer wakes the loop at once, where a wait in Kafka would
             # sit out the timeout; the fetched messages are taken right after.
-            self._wait(timeout)
+            self.wait(timeout)
             return consumer.consume(num_messages=batch, timeout=0)
         if timeout <= 0:
             return consumer.consume(num_messages=batch, timeout=0)

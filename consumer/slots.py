@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
 from tenantq.app import JobType
@@ -29,37 +30,30 @@ class TenantsInFlight(Protocol):
     def finished(self, item: WorkItem) -> None: ...
 
 
+@dataclass(eq=False)
 class SlotBook:
     """Slots, claims out, jobs ready, and per-type counts. Poll thread only."""
 
-    def __init__(
-        self,
-        slots: int,
-        claim_ahead: ClaimAhead,
-        *,
-        find_type: Callable[[str], JobType | None],
-        tenants: TenantsInFlight,
-        dependencies_ready: Callable[[Sequence[str]], bool],
-    ) -> None:
-        #: Handler slots (jobs that may run at once).
-        self.size = slots
-        self._claim_ahead = claim_ahead
-        self._find_type = find_type
-        self._tenants = tenants
-        self._dependencies_ready = dependencies_ready
-        #: Items chosen and handed to the claims lane, not answered yet.
-        self.claiming = 0
-        #: Leased items waiting for a free handler slot (claimed ahead), oldest first.
-        self.ready: collections.deque[WorkItem] = collections.deque()
-        self._type_running: dict[str, int] = {}
-        #: Running per (job type, tenant), for job types with a ``tenant_concurrency``.
-        self._type_tenant_running: dict[tuple[str, str], int] = {}
-        #: ``_limited`` by job type name.
-        self._limited_types: dict[str, JobType | None] = {}
+    #: Handler slots (jobs that may run at once).
+    size: int
+    claim_ahead: ClaimAhead
+    _: KW_ONLY
+    find_type: Callable[[str], JobType | None]
+    tenants: TenantsInFlight
+    dependencies_ready: Callable[[Sequence[str]], bool]
+    #: Items chosen and handed to the claims lane, not answered yet.
+    claiming: int = field(default=0, init=False)
+    #: Leased items waiting for a free handler slot (claimed ahead), oldest first.
+    ready: collections.deque[WorkItem] = field(default_factory=collections.deque, init=False)
+    _type_running: dict[str, int] = field(default_factory=dict, init=False)
+    #: Running per (job type, tenant), for job types with a ``tenant_concurrency``.
+    _type_tenant_running: dict[tuple[str, str], int] = field(default_factory=dict, init=False)
+    #: ``_limited`` by job type name.
+    _limited_types: dict[str, JobType | None] = field(default_factory=dict, init=False)
 
     def free(self, busy: int) -> int:
         """Jobs dispatch may choose now, with ``busy`` handler slots running."""
-        return self.size + self._claim_ahead.jobs - busy - self.claiming - len(self.ready)
+        return self.size + self.claim_ahead.jobs - busy - self.claiming - len(self.ready)
 
     def has_room(self, item: WorkItem) -> bool:
         """The item's job type is under its caps, and its dependencies could let it run."""
@@ -75,11 +69,11 @@ class SlotBook:
             and self._type_tenant_running.get((item.job_type, item.tenant_id), 0) >= per_tenant
         ):
             return False
-        return not job_type.dependencies or self._dependencies_ready(job_type.dependencies)
+        return not job_type.dependencies or self.dependencies_ready(job_type.dependencies)
 
     def reserve(self, item: WorkItem) -> None:
         """The item is chosen: it counts in flight for the next choice."""
-        self._tenants.started(item)
+        self.tenants.started(item)
         if self._limited(item.job_type) is None:
             return
         self._type_running[item.job_type] = self._type_running.get(item.job_type, 0) + 1
@@ -88,7 +82,7 @@ class SlotBook:
 
     def release(self, item: WorkItem) -> None:
         """The item no longer holds a slot (it finished, or was given back)."""
-        self._tenants.finished(item)
+        self.tenants.finished(item)
         if self._limited(item.job_type) is None:
             return
         self._type_running[item.job_type] = max(0, self._type_running.get(item.job_type, 1) - 1)
@@ -123,7 +117,7 @@ class SlotBook:
         is no round trip to plan by): ``leased`` wait for a slot, the rest are released."""
         self.claiming -= len(items)
         if seconds is not None:
-            self._claim_ahead.claim_answered(seconds)
+            self.claim_ahead.claim_answered(seconds)
         if len(leased) < len(items):
             kept = {id(item) for item in leased}
             for item in items:
@@ -146,7 +140,7 @@ class SlotBook:
 
     def attempts_finished(self, count: int, now: float) -> None:
         """``count`` attempts ended: the finish rate that claiming ahead plans by."""
-        self._claim_ahead.finished(count, now)
+        self.claim_ahead.finished(count, now)
 
     def _limited(self, name: str) -> JobType | None:
         """The job type ``name`` if it limits how many of its jobs run (``concurrency``,
@@ -157,7 +151,7 @@ class SlotBook:
         limited = self._limited_types
         if name in limited:
             return limited[name]
-        job_type = self._find_type(name)
+        job_type = self.find_type(name)
         if job_type is not None and (
             job_type.concurrency is None
             and job_type.tenant_concurrency is None

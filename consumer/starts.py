@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from tenantq.app import JobType
 from tenantq.consumer.completer import Completion
@@ -50,56 +51,39 @@ class RunningTasks:
             self._cancel(task, reason)
 
 
+@dataclass(eq=False, kw_only=True)
 class Starter:
     """Starts what ``SlotBook.ready`` holds (poll thread only)."""
 
-    def __init__(
-        self,
-        *,
-        settings: WorkerSettings,
-        slots: SlotBook,
-        executor: Executor,
-        running: RunningTasks,
-        owns: Callable[[str, int], bool],
-        find_type: Callable[[str], JobType | None],
-        guard: DependencyGuard,
-        leases: LeaseKeeper,
-        complete: Callable[[Completion], None],
-        release: Callable[[list[WorkItem], str], None],
-        events: WorkerEvents,
-        retry_policy: RetryPolicy,
-        stats: dict[str, int],
-        stopping: Callable[[], bool],
-    ) -> None:
-        self._settings = settings
-        self._slots = slots
-        self._executor = executor
-        self._tasks = running.by_job
-        #: The partition is ours (``Partitions.owns``).
-        self._owns = owns
-        self._find_type = find_type
-        self._guard = guard
-        #: Renews and saves the leases of running jobs (the heartbeat), for their contexts.
-        self._leases = leases
-        #: A verdict decided without running the job (``Completer.add``).
-        self._complete = complete
-        #: Give leases back (``Completer.release``).
-        self._release = release
-        self._events = events
-        self._retry_policy = retry_policy
-        self._stats = stats
-        self._stopping = stopping
+    settings: WorkerSettings
+    slots: SlotBook
+    executor: Executor
+    running: RunningTasks
+    #: The partition is ours (``Partitions.owns``).
+    owns: Callable[[str, int], bool]
+    find_type: Callable[[str], JobType | None]
+    guard: DependencyGuard
+    #: Renews and saves the leases of running jobs (the heartbeat), for their contexts.
+    leases: LeaseKeeper
+    #: A verdict decided without running the job (``Completer.add``).
+    complete: Callable[[Completion], None]
+    #: Give leases back (``Completer.release``).
+    release: Callable[[list[WorkItem], str], None]
+    events: WorkerEvents
+    retry_policy: RetryPolicy
+    stats: dict[str, int]
+    stopping: Callable[[], bool]
 
     def start_ready(self) -> None:
         """Start leased jobs in the slots that are free, oldest first."""
-        ready = self._slots.ready
+        ready = self.slots.ready
         if not ready:
             return
-        stopping = self._stopping()
-        executor = self._executor
+        stopping = self.stopping()
+        executor = self.executor
         # An executor that queues ahead takes every leased job now (their number is bounded
         # by the claim-ahead); otherwise only as many as slots are free.
-        room = len(ready) if executor.queues_ahead else self._slots.size - executor.busy
+        room = len(ready) if executor.queues_ahead else self.slots.size - executor.busy
         starting: list[Task] = []
         started: Started = []
         # One reading of the clocks for the jobs started together.
@@ -108,8 +92,8 @@ class Starter:
         # jobs of a batch share a few partitions and job types.
         owned: dict[tuple[str, int], bool] = {}
         types: dict[str, JobType | None] = {}
-        owns = self._owns
-        release_slot = self._slots.release
+        owns = self.owns
+        release_slot = self.slots.release
         while ready and (stopping or len(starting) < room):
             item = ready.popleft()
             key = (item.topic, item.partition)
@@ -120,7 +104,7 @@ class Starter:
                 # Claimed as the partition went away or the worker began to stop: give the
                 # lease back; the offset stays for the next owner.
                 release_slot(item)
-                self._complete(Completion(item, Verdict.released("not started"), 0.0))
+                self.complete(Completion(item, Verdict.released("not started"), 0.0))
                 continue
             name = item.job_type
             if name in types:
@@ -134,7 +118,7 @@ class Starter:
             )
             if verdict is not None:
                 release_slot(item)
-                self._complete(Completion(item, verdict, 0.0))
+                self.complete(Completion(item, verdict, 0.0))
                 continue
             assert job_type is not None
             starting.append(self._task(item, job_type, monotonic, wall, started))
@@ -148,35 +132,35 @@ class Starter:
         started: Started = []
         for task in tasks:
             item: WorkItem = task.item
-            self._tasks.pop(item.job_id, None)
+            self.running.by_job.pop(item.job_id, None)
             fresh.append(self._task(item, task.job_type, monotonic, wall, started))
         self._submit(fresh, started)
 
     def give_back_ready(self, which: Callable[[WorkItem], bool], reason: str) -> None:
         """Give back the leases of claimed-ahead jobs that have not started."""
-        released = self._slots.give_back_ready(which)
+        released = self.slots.give_back_ready(which)
         if released:
-            self._release(released, reason)
+            self.release(released, reason)
 
     def _job_type_of(self, name: str) -> JobType | None:
         """The job type ``name`` if this worker has its handler."""
-        job_type = self._find_type(name)
+        job_type = self.find_type(name)
         return job_type if job_type is not None and job_type.handler is not None else None
 
     def _unknown_type_verdict(self, item: WorkItem) -> Verdict:
         """No handler here: maybe a deploy is rolling out. Retry within a budget, then dead."""
         assert item.lease is not None
-        budget = min(item.lease.max_attempts, self._settings.unknown_type_attempts)
+        budget = min(item.lease.max_attempts, self.settings.unknown_type_attempts)
         message = f"unknown job type {item.job_type!r} (no handler in this worker group)"
         if item.lease.attempt >= budget:
             return Verdict.dead("UnknownJobType", message)
-        delay = self._retry_policy.delay(item.lease.attempt)
+        delay = self.retry_policy.delay(item.lease.attempt)
         return Verdict.retrying("UnknownJobType", message, delay, reason=DelayReason.UNKNOWN_TYPE)
 
     def _submit(self, tasks: list[Task], started: Started) -> None:
-        self._stats["executed"] += len(tasks)
-        self._events.jobs_started(started)
-        self._executor.submit(tasks)
+        self.stats["executed"] += len(tasks)
+        self.events.jobs_started(started)
+        self.executor.submit(tasks)
 
     def _dependency_deferral(self, job_type: JobType) -> Verdict | None:
         """An open breaker (or no permission left) moves the job to a retry tier without
@@ -184,8 +168,8 @@ class Starter:
         names = job_type.dependencies
         if not names:
             return None
-        wait = self._guard.open_for(names)
-        if wait is None and self._guard.acquire(names):
+        wait = self.guard.open_for(names)
+        if wait is None and self.guard.acquire(names):
             return None
         reason = f"circuit open for {', '.join(names)}" if wait else "dependency busy"
         return Verdict.snoozed(
@@ -202,7 +186,7 @@ class Starter:
         start event goes on ``started`` (reported for the batch, ``WorkerEvents.jobs_started``)."""
         lease = item.lease
         assert lease is not None
-        timeout = job_type.timeout or self._settings.default_timeout_seconds
+        timeout = job_type.timeout or self.settings.default_timeout_seconds
         job_id = item.job_id
         # By position, in the order of JobContext's fields: once per job, where a call by
         # keyword costs twice as much.
@@ -220,10 +204,10 @@ class Starter:
             None,  # _cancel: made when a handler first waits for it
             None,  # _cancel_reason
             None,  # _cancelled_at
-            self._leases,
+            self.leases,
         )
         task = Task(job_type, item.envelope.payload, context, context.deadline, item)
-        self._tasks[job_id] = task
+        self.running.by_job[job_id] = task
         wait = wall - item.envelope.created_at.timestamp() if lease.attempt == 1 else None
         started.append((item.queue, item.job_type, item.tenant_id, wait))
         return task

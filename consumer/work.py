@@ -36,6 +36,9 @@ class WorkItem:
     lease: Lease | None = None
     #: For jobs leased by another live worker: when to try the claim again.
     retry_claim_at: float = 0.0
+    #: A tenant's limit held it back, and it has not been leased or let go since: its message
+    #: is out of its partition's read-ahead window (``Throttles``).
+    held_back: bool = False
     payload_sha256: bytes = field(default=b"")
     #: The envelope's, copied into slots: read a dozen times per job, where a property is a
     #: call each time.

@@ -12,6 +12,7 @@ The loop is a short list of steps over parts, each built here from what it needs
 | ``Reader``                | reads from the consumer within the read-ahead budget          |
 | ``Intake``                | messages to work items: decode, hold until due, divert, DLQ   |
 | ``Dispatch``, ``Claims``  | fair choice for the free slots, one claim per round, parking  |
+| ``Throttles``             | jobs a tenant's limit held back, until the claim says retry   |
 | ``SlotBook``              | slots, claims out, jobs claimed ahead, per-type counts        |
 | ``Starter``               | leased jobs to running tasks                                  |
 | ``Finisher``              | ended attempts to completions; handler-process crashes        |
@@ -64,13 +65,20 @@ from tenantq.consumer.reader import IN_FLIGHT_WAIT_SECONDS, Reader
 from tenantq.consumer.registration import Registration
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.slots import SlotBook
+from tenantq.consumer.standby_gate import StandbyGate, StandbyWatch
 from tenantq.consumer.starts import RunningTasks, Starter
 from tenantq.consumer.stopping import StopRequest
+from tenantq.consumer.throttles import Throttles
 from tenantq.consumer.topic_map import TopicMap
-from tenantq.consumer.work import WorkItem
+from tenantq.consumer.work import HOT_LANE_SUFFIX, WorkItem
+from tenantq.errors import DatabaseUnavailable
+from tenantq.kafka_access import check_kafka_access
 from tenantq.observability.worker import WorkerObservability
 from tenantq.observability.worker_events import WorkerEvents
 from tenantq.producer.publisher import Publisher
+from tenantq.quotas.book import QuotaBook
+from tenantq.quotas.shares import ShareBook, ShareSync
+from tenantq.quotas.watcher import QuotaWatcher
 from tenantq.settings import Settings
 from tenantq.store.job_store import JobStore
 from tenantq.topics import consumer_group
@@ -140,12 +148,31 @@ class Worker:
         windows = settings.worker.read_ahead_per_partition
         lane_windows = settings.tenant_isolation.lane_read_ahead_per_partition
         topics = self._topics
-        self._partitions = Partitions(windows, lane_windows, topics.lanes, topics.mains)
+        standbys = settings.worker.offsets_wait_for_standbys
+        self._partitions = Partitions(
+            windows, lane_windows, topics.lanes, topics.mains, commit_stored_only=standbys > 0
+        )
+        #: With standbys to wait for, offsets are stored behind them (poll thread), as the
+        #: watch (its own thread) reads the primary; ``tenantq.consumer.standby_gate``.
+        self._standby_watch = (
+            StandbyWatch.for_worker(settings, self.worker_id) if standbys else None
+        )
+        self._standby_gate = (
+            StandbyGate(self._standby_watch, self._partitions, self._consumer)
+            if self._standby_watch is not None
+            else None
+        )
         limit = settings.worker.database_outage_limit_seconds
         self._outage = outage = Outage(health, limit, self._partitions, self._consumer)
         self._registration = Registration(
             settings, self.worker_id, self.queues, self.slots, health, outage.too_long, stop
         )
+        #: The deployment's tenant limits, as this worker knows them (any thread reads).
+        self._quota_book = book = QuotaBook(settings.tenant_defaults)
+        self._quota_watcher = QuotaWatcher(settings, book)
+        #: This member's view of its queues' shares by weight, synced with the fleet's.
+        self._shares = ShareBook(book.weight)
+        self._share_sync = ShareSync(settings, self._shares, lambda: book.fair_of(self.queues))
         self._hot_lane = HotLane.for_worker(
             settings,
             topics.queue_of_main,
@@ -207,6 +234,26 @@ class Worker:
             admit=self._dispatcher.push,
         )
         worker_settings = settings.worker
+        dispatcher = self._dispatcher
+        self._throttles = throttles = Throttles(
+            push=dispatcher.push,
+            held_back=partitions.hold_back,
+            events=events,
+            worker_id=self.worker_id,
+        )
+
+        in_lane = self._hot_lane.in_lane
+
+        def more_waiting(queue: str, tenant: str) -> bool:
+            # A tenant in the hot lane floods: its backlog is the lane's, read by every
+            # member a few at a time, and rarely in one member's hands.
+            return (
+                dispatcher.waiting(queue, tenant)
+                or dispatcher.waiting(f"{queue}{HOT_LANE_SUFFIX}", tenant)
+                or throttles.waiting(queue, tenant)
+                or in_lane(queue, tenant)
+            )
+
         self._claims = claims = Claims(
             main=ledger.claims,
             lane=ledger.lane_claims,
@@ -219,6 +266,10 @@ class Worker:
             push=self._dispatcher.push,
             unclaimed=slots.unclaimed,
             publish=intake.publish_and_mark,
+            quotas=self._quota_book,
+            shares=self._shares,
+            throttles=throttles,
+            more_waiting=more_waiting,
         )
         self._starter = starter = Starter(
             settings=worker_settings,
@@ -276,6 +327,7 @@ class Worker:
             wait_idle=ledger.wait_idle,
             claiming=lambda: slots.claiming,
             database_up=lambda: self._outage.seen_up,
+            store_offsets=self._settle_offsets,
         )
         self._reader = Reader(
             self._consumer, worker_settings.poll_batch, partitions.read_room, self._inbox.wait
@@ -300,11 +352,22 @@ class Worker:
         self._stop.request(immediately=immediately)
 
     def run(self) -> None:
-        """Run until ``stop()`` or SIGTERM/SIGINT (a second signal shortens the drain)."""
+        """Run until ``stop()`` or SIGTERM/SIGINT (a second signal shortens the drain).
+
+        Raises ``KafkaAccessRefused`` or ``DatabaseAccessRefused`` at start when the cluster or the
+        database refuses the settings' credentials or TLS; a server that is down is waited
+        for instead."""
         if self._install_signal_handlers and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, lambda *_: self.stop())
             signal.signal(signal.SIGINT, lambda *_: self.stop())
-        if not self._registration.enter():
+        try:
+            # Credentials the cluster refuses are a one-line error now, not a silent wait.
+            check_kafka_access(self.settings, stopping=self._stop.is_set)
+            entered = self._registration.enter()
+        except BaseException:
+            self._consumer.close()  # never subscribed: nothing to leave
+            raise
+        if not entered:
             self._consumer.close()  # never subscribed: nothing to leave
             return
         self._start()
@@ -320,7 +383,11 @@ class Worker:
         self._ledger.start()
         self._executor.start()
         self._heartbeat.start()
+        self._quota_watcher.start()
+        self._share_sync.start()
         self._hot_lane.start()
+        if self._standby_watch is not None:
+            self._standby_watch.start()
         handover = self._handover
         self._consumer.subscribe(
             self._topics.consumed,
@@ -351,6 +418,7 @@ class Worker:
             self._dispatch.round()
         self._intake.route_due()
         self._claims.retry_parked()
+        self._throttles.release_due()
         self._check_hot_tenants()
         self._publisher.serve()  # hot-lane copies Kafka now holds: their sources are done
         self._apply_answers()
@@ -360,7 +428,7 @@ class Worker:
         self._completer.flush()
         self._dispatch.round()
         # Offsets also move without a result (dead letters, duplicates, finished jobs).
-        self._partitions.store(self._consumer)
+        self._store_offsets()
         self._partitions.apply_flow_control(self._consumer)  # no-op while the database is away
         self._observe()
 
@@ -372,6 +440,10 @@ class Worker:
         waiting = self._executor.busy or len(self._dispatcher)  # running, or to be chosen
         if waiting or self._ledger.pending or self._publisher.sending:
             return IN_FLIGHT_WAIT_SECONDS
+        # Jobs held back by a limit wake the loop when their time to ask again comes.
+        due = self._throttles.next_due()
+        if due is not None:
+            return min(IDLE_WAIT_SECONDS, max(0.0, due - time.monotonic()))
         return IDLE_WAIT_SECONDS
 
     def _observe(self) -> None:
@@ -393,11 +465,14 @@ class Worker:
         if not moved:
             return
         tenants = set(moved)
-        waiting = self._dispatcher.remove(
-            lambda item: (item.queue, item.tenant_id) in tenants and item.tier is None
-            and not item.lane
-        )  # fmt: skip
-        self._intake.divert(waiting)
+
+        def moving(item: WorkItem) -> bool:
+            return (item.queue, item.tenant_id) in tenants and item.tier is None and not item.lane
+
+        # Held back by a limit or not: every job of theirs read here and not claimed.
+        waiting = self._dispatcher.remove(moving)
+        self._throttles.let_go(waiting)
+        self._intake.divert(waiting + self._throttles.take(moving))
 
     def _apply_answers(self) -> None:
         """Hand what the ledger's lanes answered to the part that asked."""
@@ -408,6 +483,9 @@ class Worker:
                 # Each job leaves the completing set with its lease, in one step under the
                 # lease book's lock; one refused and written again stays in it.
                 self._completer.applied(operation)
+                if operation.answer is not None and len(self._throttles):
+                    # Their leases ended: a tenant held back by its cap has room here.
+                    self._throttles.results_written(c.item for c in operation.context)
             elif isinstance(operation, SettleWaiting):
                 self._claims.settled(operation)
             elif isinstance(operation, CountCrashes):
@@ -422,18 +500,56 @@ class Worker:
         all when None): never claimed, it stays uncommitted, so the next owner reads it
         again; claimed ahead, its lease is given back with ``reason``."""
         self._claims.drop_parked(which)
+        self._throttles.take(which)
         self._intake.drop_waiting(keys)
-        self._dispatcher.remove(which)
+        self._throttles.let_go(self._dispatcher.remove(which))
         self._starter.give_back_ready(which, reason)
+
+    def _store_offsets(self) -> None:
+        """Store the commit positions that moved: at once, or behind the standbys; after a
+        failover the gate reports, read every partition again."""
+        gate = self._standby_gate
+        if gate is None:
+            self._partitions.store(self._consumer)
+        elif not gate.store():
+            self._handover.rewind(self._release_own_leases)
+            gate.rewound()
+
+    def _settle_offsets(self, timeout: float) -> None:
+        """Before a commit: store what may be stored, waiting at most ``timeout`` seconds for
+        the standbys."""
+        if self._standby_gate is None:
+            self._partitions.store(self._consumer)
+        else:
+            self._standby_gate.settle(timeout)
+
+    def _release_own_leases(self) -> bool:
+        """After a failover: give back every lease this worker holds on the new primary (its
+        jobs were given up); False when the database could not be reached."""
+        store = JobStore.open(self.settings, self.worker_id, role="worker")
+        try:
+            released = store.release_own_leases(
+                "the database failed over; the job runs again from its message"
+            )
+        except DatabaseUnavailable as error:
+            log.warning("could not give back the leases after the failover: %s", error)
+            return False
+        finally:
+            store.close()
+        log.warning("gave back %d leases left from before the failover", len(released))
+        return True
 
     def _close(self) -> None:
         steps: list[Callable[[], object]] = [
             self._handover.leave_group,
+            self._stop_standby_watch,
             self._heartbeat.stop,
             lambda: self._executor.stop(timeout=5.0),
             lambda: self._ledger.stop(timeout=5.0),
             self._registration.leave,
             self._publisher.close,
+            lambda: self._quota_watcher.stop(2.0),
+            lambda: self._share_sync.stop(2.0),
             self._hot_lane.stop,
             self.events.flush,
             self.observability.close,
@@ -444,6 +560,10 @@ class Worker:
             except Exception:
                 log.exception("error while stopping the worker")
         log.info("worker %s stopped", self.worker_id)
+
+    def _stop_standby_watch(self) -> None:
+        if self._standby_watch is not None:
+            self._standby_watch.stop()
 
 
 __all__ = ["EXIT_DATABASE_GONE", "KafkaException", "Worker", "consumer_config"]

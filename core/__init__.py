@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the names ``__getattr__`` imports on first use, for type ch
     from tenantq.consumer.worker import Worker
     from tenantq.outbox.outbox import Outbox, OutboxRef
     from tenantq.producer.producer import JobRef, Producer
+    from tenantq.quotas.tenants import Tenants
 
 __version__ = "0.1.0"
 
@@ -71,6 +72,8 @@ def __getattr__(name: str) -> Any:
         from tenantq.consumer import context as module
     elif name in ("Outbox", "OutboxRef"):
         from tenantq.outbox import outbox as module
+    elif name == "Tenants":
+        from tenantq.quotas import tenants as module
     else:
         raise AttributeError(f"module 'tenantq' has no attribute {name!r}")
     return getattr(module, name)
@@ -104,6 +107,7 @@ __all__ = [
     "Settings",
     "Snooze",
     "TenantqError",
+    "Tenants",
     "UnknownJobType",
     "Worker",
     "load_settings",

@@ -132,12 +132,16 @@ class ServiceLoop:
             log.debug("%s: close failed", self._name, exc_info=True)
 
 
+#: tenantq's errors that say Kafka is the dependency at fault.
+KAFKA_ERRORS = frozenset({"KafkaUnavailable", "KafkaAccessRefused"})
+
+
 def outage_of(error: BaseException) -> str:
     """The dependency an error says is down (by the error's module, no driver import)."""
     module = type(error).__module__
     if module.startswith(("psycopg", "sqlalchemy")):
         return "PostgreSQL"
-    if module.startswith("confluent_kafka") or type(error).__name__ == "KafkaUnavailable":
+    if module.startswith("confluent_kafka") or type(error).__name__ in KAFKA_ERRORS:
         return "Kafka"
     return type(error).__name__
 

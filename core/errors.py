@@ -133,6 +133,12 @@ class EmptyMessage(EnvelopeError):
     reason = "empty"
 
 
+class InvalidEnvelopeField(EnvelopeError):
+    """A decoded envelope with a value no tenantq producer writes (e.g. max_attempts -5)."""
+
+    reason = "invalid_field"
+
+
 # -- operations --------------------------------------------------------------------------------
 
 
@@ -151,6 +157,19 @@ class DatabaseUnavailable(TenantqError):
     def __init__(self, message: str, opened_at: float | None = None) -> None:
         super().__init__(message)
         self.opened_at = opened_at
+
+
+class DatabaseAccessRefused(DatabaseUnavailable):
+    """PostgreSQL refused this client: a wrong password or user, no ``pg_hba.conf`` entry, a
+    TLS setting the server rejects. Retrying as configured never gets in, so a process that
+    is starting fails at once with this one line (it names the server); one that was running
+    treats it as any outage (a password rotated under it comes back with the fix)."""
+
+
+class KafkaAccessRefused(ConfigurationError):
+    """The Kafka cluster refused this client's credentials or TLS (a failed SASL login, a
+    certificate it does not trust). librdkafka would retry for ever; tenantq says so in one
+    line naming the cluster instead (``tenantq.kafka_access``)."""
 
 
 class DevStackError(TenantqError):

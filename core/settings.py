@@ -32,6 +32,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from tenantq.errors import ConfigurationError
+from tenantq.tenant_limits import MOST_BURST, MOST_RATE, MOST_RUNNING, MOST_WEIGHT
 
 #: librdkafka keys whose values are secrets: never logged, never shown in a repr or a dump
 #: (``sasl.password``, ``ssl.key.password``, ``ssl.keystore.password``, ``ssl.key.pem``,
@@ -199,6 +200,17 @@ class WorkerSettings(BaseModel):
         description="Stop the worker (exit code 3) when PostgreSQL stays unreachable this long; "
         "unset: wait for it forever, holding results and claiming nothing.",
     )
+    offsets_wait_for_standbys: int = Field(
+        0,
+        ge=0,
+        le=16,
+        description="With asynchronous streaming replication: commit Kafka offsets only behind "
+        "state that this many standbys have flushed (pg_stat_replication; the worker's role "
+        "needs pg_read_all_stats), and when the database fails over (a new timeline), read "
+        "every partition again from there, so a failover to a standby that had not received "
+        "the last transactions loses no job (what it lacked runs again). 0: offsets follow "
+        "the primary alone (no standby, or synchronous replication, which loses nothing).",
+    )
 
 
 class TenantIsolationSettings(BaseModel):
@@ -258,6 +270,52 @@ class TenantIsolationSettings(BaseModel):
         description="Share of a worker's slots one tenant may hold at once (at least one slot); "
         "a job type's tenant_concurrency overrides it for that type. 1 = no cap.",
     )
+
+
+class TenantDefaults(BaseModel):
+    """The limits of a tenant without a row of its own in ``tenantq_tenants`` (``tenantq
+    tenants set``), and of what a tenant's own tenant-wide row leaves unset. Unset = no limit;
+    enforced fleet-wide where leases are taken (docs/quotas.md)."""
+
+    model_config = {"extra": "forbid"}
+
+    max_running: int | None = Field(
+        None,
+        ge=1,
+        le=MOST_RUNNING,
+        description="Attempts of one tenant running at once across every worker (their leases "
+        "count until released or expired, a dead worker's too); unset = no cap. Every tenant "
+        "then takes the limited claim (a row update per tenant per claim).",
+    )
+    rate: float | None = Field(
+        None,
+        gt=0,
+        le=MOST_RATE,
+        allow_inf_nan=False,
+        description="Attempts of one tenant started per second across every worker (GCRA: "
+        "at most burst + rate x seconds in any span); unset = no limit.",
+    )
+    burst: int | None = Field(
+        None,
+        ge=1,
+        le=MOST_BURST,
+        description="Starts above the default rate allowed at once (1 when unset: evenly "
+        "spaced); needs rate.",
+    )
+    weight: int = Field(
+        1,
+        ge=1,
+        le=MOST_WEIGHT,
+        description="A tenant's share of a queue when tenants with other weights wait for it "
+        "(the starts of two backlogged tenants go in the ratio of their weights). Queues "
+        "where no tenant has a weight of its own are not shared out.",
+    )
+
+    @model_validator(mode="after")
+    def _burst_needs_a_rate(self) -> TenantDefaults:
+        if self.burst is not None and self.rate is None:
+            raise ValueError("burst needs a rate (TENANTQ_TENANT_DEFAULTS__RATE)")
+        return self
 
 
 class ProducerSettings(BaseModel):
@@ -577,6 +635,7 @@ class Settings(BaseSettings):
     )
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     tenant_isolation: TenantIsolationSettings = Field(default_factory=TenantIsolationSettings)
+    tenant_defaults: TenantDefaults = Field(default_factory=TenantDefaults)
     producer: ProducerSettings = Field(default_factory=ProducerSettings)
     web: WebSettings = Field(default_factory=WebSettings)
     outbox: OutboxSettings = Field(default_factory=OutboxSettings)

@@ -20,6 +20,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from tenantq.errors import TopicDriftError
+from tenantq.kafka_access import read_metadata, reporting_admin
 from tenantq.settings import Settings
 from tenantq.topics import QueueTopics
 
@@ -115,9 +116,10 @@ def admin_client(settings: Settings) -> AdminClient:
 def ensure_topics(
     settings: Settings, queues: list[str] | None = None, *, timeout: float = 30.0
 ) -> EnsureReport:
-    """Create missing topics; raise ``TopicDriftError`` naming every drifted topic."""
-    admin = admin_client(settings)
-    metadata = admin.list_topics(timeout=timeout)
+    """Create missing topics; raise ``TopicDriftError`` naming every drifted topic, and
+    ``KafkaAccessRefused`` at once when the cluster refuses the client's credentials or TLS."""
+    admin, client = reporting_admin(settings)
+    metadata = read_metadata(admin, client, timeout=timeout, poll=lambda: admin.poll(0))
     broker_count = len(metadata.brokers)
     report = EnsureReport()
     missing: list[TopicSpec] = []

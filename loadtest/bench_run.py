@@ -35,6 +35,9 @@ from exit_with_parent import exiting_with_this_process
 WORKER = "worker"
 KAFKA = "kafka"
 POSTGRES = "postgres"
+#: The systems whose runs use the Kafka broker (its CPU counts in their figures): the
+#: consumer-group worker and the share-group spike (``bench_share``).
+KAFKA_SYSTEMS = ("tenantq", "share")
 #: Roles of PostgreSQL processes that a run's jobs cause; the others (backends of other
 #: databases, the postmaster with the backends it reaped) are the shared server's noise.
 THIS_RUN = "this run: "
@@ -169,7 +172,7 @@ class Measured:
             return {}
         scale = 1e6 / jobs
         # PgQueuer has no broker: the shared broker's CPU in its window is background only.
-        groups = (WORKER, KAFKA) if self.system == "tenantq" else (WORKER,)
+        groups = (WORKER, KAFKA) if self.system in KAFKA_SYSTEMS else (WORKER,)
         figures = {
             group: window.by_group[group] * scale for group in groups if group in window.by_group
         }
@@ -187,7 +190,7 @@ class Measured:
         """CPU seconds per second of the broker in the window of a run that does not use it
         (the shared broker's background, which tenantq's Kafka figure also holds)."""
         window = self.cpu
-        if self.system == "tenantq" or window is None or KAFKA not in window.by_group:
+        if self.system in KAFKA_SYSTEMS or window is None or KAFKA not in window.by_group:
             return None
         return window.by_group[KAFKA] / max(window.ended - window.started, 1e-9)
 

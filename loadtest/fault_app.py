@@ -5,11 +5,19 @@ Every handler run that completes writes one row to ``fault_executions`` in the s
 database before it returns: the ledger lives in Postgres, not in a process, so it survives
 every crash the suite injects, and a job whose side effect happened twice has two rows (the
 duplicate executions the suite counts). The row is keyed by a token minted per run, so a
-handler that retries its own insert across a database restart writes it once.
+handler that retries its own insert across a database restart writes it once. The ledger is
+written over ``FAULT_LEDGER_URL`` when the suite sets it: the database itself, while the
+worker's own connections go through the proxy the faults are injected on.
+
+A failover to a standby that lagged takes the last rows of that ledger with it (they were
+committed on the old primary only). Where the suite sets ``FAULT_EXECUTIONS_DIR``, every run
+that wrote its row also appends a line to a file of its process there (JSON: run, note, job,
+attempt, pid, started, at), which no database fault can take back.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -50,14 +58,15 @@ def _connection() -> psycopg.Connection[tuple[object, ...]]:
     # One connection per handler thread: a connect per job would fork a backend per job.
     conn: psycopg.Connection[tuple[object, ...]] | None = getattr(_local, "conn", None)
     if conn is None or conn.closed:
-        url = os.environ["TENANTQ_DATABASE_URL"]
+        url = os.environ.get("FAULT_LEDGER_URL") or os.environ["TENANTQ_DATABASE_URL"]
         conn = psycopg.connect(url, autocommit=True, connect_timeout=3)
         _local.conn = conn
     return conn
 
 
-def record(ctx: tenantq.JobContext, note: str) -> None:
-    """Write this run's ``note`` row, riding out a database restart."""
+def record(ctx: tenantq.JobContext, note: str, started: float | None = None) -> None:
+    """Write this run's ``note`` row, riding out a database restart (and its line in the
+    executions file, when the suite keeps one); ``started``: when the run began (epoch)."""
     run = uuid.uuid4()  # minted once per run: the retries below insert the same row
     deadline = time.monotonic() + LEDGER_PATIENCE_SECONDS
     delay = 0.05
@@ -68,6 +77,7 @@ def record(ctx: tenantq.JobContext, note: str) -> None:
                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                 (run, note, ctx.job_id, ctx.attempt, os.getpid()),
             )
+            _append_execution(run, note, ctx, started)
             return
         except psycopg.OperationalError:
             _local.conn = None
@@ -77,11 +87,46 @@ def record(ctx: tenantq.JobContext, note: str) -> None:
             delay = min(delay * 2, 1.0)
 
 
+def _append_execution(
+    run: uuid.UUID, note: str, ctx: tenantq.JobContext, started: float | None
+) -> None:
+    directory = os.environ.get("FAULT_EXECUTIONS_DIR")
+    if not directory:
+        return
+    line = json.dumps(
+        {
+            "run": str(run),
+            "note": note,
+            "job": str(ctx.job_id),
+            "attempt": ctx.attempt,
+            "pid": os.getpid(),
+            "started": started,
+            "at": time.time(),
+        }
+    )
+    # One write of one short line in append mode: lines of concurrent threads never mix.
+    with open(os.path.join(directory, f"executions-{os.getpid()}.jsonl"), "a") as out:
+        out.write(line + "\n")
+
+
 @APP.job("work", max_attempts=8, timeout=120)
 def work(ctx: tenantq.JobContext, payload: Work) -> None:
     """Simulated work of the planned duration, then the ledger row."""
+    started = time.time()
     time.sleep(payload.work_ms / 1000)
-    record(ctx, "done")
+    record(ctx, "done", started)
+
+
+@APP.job("flaky", max_attempts=8, timeout=120)
+def flaky(ctx: tenantq.JobContext, payload: Work) -> None:
+    """Fails its first attempt (retried from the second tier, 3 s later), then works: a job
+    that is 'retrying', with a retry message on its way, for long enough that the suite can
+    act on it."""
+    if ctx.attempt == 1:
+        raise tenantq.RetryableError("the first attempt fails by design", delay=3.0)
+    started = time.time()
+    time.sleep(payload.work_ms / 1000)
+    record(ctx, "done", started)
 
 
 @APP.job("poison", max_attempts=3, timeout=30)

@@ -8,7 +8,11 @@ Postgres and Kafka alone that nothing was lost, doubled or left behind.
 Everything runs on a PRIVATE stack (a Kafka broker and a PostgreSQL of the suite's own, under a
 temporary directory, on free ports, torn down at the end): the suite kills and stops servers,
 and the shared dev stack serves everyone else's tests. Each scenario gets a fresh database and
-a fresh topic prefix (queue ``default``, 12 partitions, retry tiers 1 s, 3 s, 10 s).
+a fresh topic prefix (queue ``default``, 12 partitions, retry tiers 1 s, 3 s, 10 s); each
+stack first runs ``warm-up`` (jobs and no fault, judged all the same), so that no measured
+scenario measures a cold broker instead of its fault. The scenarios of a real deployment's
+topology (three brokers, a PostgreSQL standby) live in ``fault_scenarios_cluster.py`` and
+bring a private stack of that shape.
 
 A scenario: ``--workers`` (3) ``tenantq worker fault_app:APP`` processes at the worker's default
 concurrency (``--concurrency N`` passes one on), each
@@ -24,22 +28,35 @@ acknowledged job to end, stops the workers gracefully and checks:
   idempotency key, exactly one holds the key and ran);
 * every job ran at least once (a row in ``fault_executions``, the handlers' crash-proof ledger);
 * duplicate executions (a job whose handler completed more than once): counted and printed;
-  they must be 0 for graceful changes;
+  they must be 0 where no process died and no lease expired (graceful churn, a slow or cut
+  database, an operator's locks), and where a lease expired (the forced race) each must be
+  accounted for, by a result the fence refused as stale, a crash, or a lease taken over;
 * nothing left leased, no job not terminal;
 * Kafka: the group's committed offsets reach the end of the main topic and every retry tier;
-  the dead-letter topic holds exactly the dead jobs.
+  the dead-letter topic holds exactly the dead jobs;
+* where the fault needs something to act on (a statement to cut or hold, running and
+  retrying jobs to lock), that it found it every time; where the scenario promises it, the
+  worst stall and the time until the rate is back within their budgets.
+
+The database faults go through ``postgres_proxy`` (a TCP proxy per worker, between it and
+Postgres; the handlers' ledger bypasses it): latency added to every round trip, a claim or a
+result statement cut mid-flight (after the server ran it, or before it got there), or one
+worker's statements held from its next result statement on. An operator's locks are a
+transaction of the suite's own on the database (``SELECT ... FOR UPDATE``, held, committed).
 
 Recovery, per injected fault (``at`` is the kill, the SIGSTOP, the SIGTERM, the enqueue of the
-duplicate pair, or the poison job's crash as its handler recorded it):
+duplicate pair, the poison job's crash as its handler recorded it, the latency switched on,
+the cut, the hold, or the lock taken):
 
 * back: the fault until the server / worker is up again (restart returned, SIGCONT, the new
-  worker process started);
+  worker process started, the latency removed, the held statements released, the lock's
+  transaction committed);
 * first done: the fault until the first job finished after it (Postgres ``finished_at``);
 * stall: the longest time, within 60 s of the fault, that any main-topic partition holding
   work not yet started went without a job of it starting (faults closer together than their
   recovery share the window: a stall can run on into the next fault);
 * rate back: the fault until throughput (jobs finished in a 2 s window) is back to 80% of its
-  rate over the 5 s before the fault.
+  rate over the 5 s before the fault (or of the rate jobs are enqueued at, when that is lower).
 
 Output: a progress bar while it runs, a table per scenario, and ``report.md`` +
 ``summary.json`` (+ the workers' logs) in ``--report-dir`` (default ``reports/faults-<time>``).
@@ -52,6 +69,7 @@ import argparse
 import bisect
 import contextlib
 import datetime as dt
+import functools
 import json
 import logging
 import os
@@ -64,9 +82,10 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -74,7 +93,10 @@ ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT / "tests" / "integration")]
 
 import psycopg  # noqa: E402
+from confluent_kafka import ConsumerGroupState  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
 from fault_app import LEDGER_TABLE  # noqa: E402
+from postgres_proxy import PostgresProxy  # noqa: E402
 from private_stack import PrivateStack  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import (  # noqa: E402
@@ -113,6 +135,50 @@ RATE_BEFORE = 5.0
 RATE_WINDOW = 2.0
 RATE_SHARE = 0.8
 
+#: How long the suite waits for the workers' consumer group to settle before the flow, and
+#: how long it must stay settled (a group still forming looks like a stall of its own).
+GROUP_PATIENCE = 90.0
+GROUP_STEADY_SECONDS = 3.0
+#: How much of its interval a slow-database fault lasts.
+LATENCY_SHARE = 0.6
+#: How the proxy recognises the worker's statements: a line of ``JOB_CLAIM_BATCH``, and of
+#: ``JOB_COMPLETE_BATCH`` (and its ``_AGAIN`` form) in ``tenantq.store.statements``.
+STATEMENT_MARKS = {"claim": "INSERT INTO tenantq_jobs AS j", "result": "applied AS ("}
+#: The database-cut faults, in turn: (statement, whether the server ran it before the cut).
+CUTS = (("claim", True), ("result", True), ("claim", False), ("result", False))
+#: How long a cut or a hold waits for its statement to come by.
+CUT_PATIENCE = 30.0
+#: The worst partition stall, and the longest time until the rate is back, that a slow or cut
+#: database or an operator's locks may cost (the bar the issue sets for a broker leader's
+#: death): well past what a loaded shared machine adds on its own (up to ~5 s seen), well
+#: short of what a stalled lane costs (the lock's whole minute).
+DATABASE_FAULT_BUDGET = 10.0
+#: How long a frozen worker's jobs may take to be taken over (session timeout + lease).
+TAKEOVER_PATIENCE = 60.0
+#: Flaky jobs (first attempt fails, retried 3 s later) and slow ones (running when the lock
+#: is taken) enqueued before each operator lock.
+FLAKY_PER_LOCK = 24
+SLOW_PER_LOCK = 12
+SLOW_WORK_MS = 8000.0
+
+
+def _owners_of(pid: int) -> str:
+    """A LIKE pattern of the lease owners of worker ``pid``: its members' ids carry the
+    pid of the worker (their supervisor): ``host-<pid>-m<slot>-<random>``."""
+    return f"%-{pid}-m%"
+
+
+LEASED_BY_WORKER = "SELECT id FROM tenantq_jobs WHERE state = 'leased' AND lease_owner LIKE %s"
+STILL_LEASED_BY_WORKER = (
+    "SELECT count(*) FROM tenantq_jobs WHERE id = ANY(%s) AND state = 'leased' "
+    "AND lease_owner LIKE %s"
+)
+#: The operator's statement: every running and retrying job, and two tenants' jobs.
+OPERATOR_LOCK = (
+    "SELECT id, state::text FROM tenantq_jobs "
+    "WHERE state IN ('leased', 'retrying') OR tenant_id = ANY(%s) FOR UPDATE"
+)
+
 # Wide enough for the fault tables when the output is a file or a CI log.
 console = Console(width=None if sys.stdout.isatty() else 150)
 
@@ -128,12 +194,24 @@ class Scenario:
     repeat: int
     interval: float
     jobs: int
-    #: Graceful changes must cause no duplicate execution.
-    graceful: bool = False
+    #: What duplicate executions may be: "counted" (a process died: they are counted),
+    #: "none" (nothing died and no lease expired: there must be none), "accounted" (a lease
+    #: expired: each must show why, as a refused stale result, a crash or a lease taken over).
+    duplicates: str = "counted"
     worker: dict[str, Any] = field(default_factory=dict)
     #: The recovery the issue promises for this fault: no partition with waiting work may
     #: stall longer (seconds); None when it promises none.
     stall_budget: float | None = None
+    #: Throughput (jobs finished) must be back to 80% of its rate before the fault within
+    #: this many seconds of it; None when not promised.
+    rate_budget: float | None = None
+    #: The workers reach Postgres through a proxy each (``postgres_proxy``), the faults'
+    #: lever; their handlers' ledger does not.
+    proxy: bool = False
+    #: Seconds added to each round trip to the database while the fault lasts.
+    latency_seconds: float = 0.0
+    #: How long the operator's transaction holds its row locks.
+    lock_seconds: float = 0.0
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -179,7 +257,7 @@ SCENARIOS: dict[str, Scenario] = {
             repeat=3,
             interval=8.0,
             jobs=1500,
-            graceful=True,
+            duplicates="none",
         ),
         Scenario(
             "kafka-kill",
@@ -219,6 +297,73 @@ SCENARIOS: dict[str, Scenario] = {
             jobs=1500,
         ),
         Scenario(
+            "database-slow-50ms",
+            "database-latency",
+            "a slow database: 50 ms added to every round trip between the workers and Postgres "
+            "(a TCP proxy) for 12 s at a time",
+            repeat=2,
+            interval=20.0,
+            jobs=1500,
+            proxy=True,
+            latency_seconds=0.05,
+            duplicates="none",
+            stall_budget=DATABASE_FAULT_BUDGET,
+            rate_budget=DATABASE_FAULT_BUDGET,
+        ),
+        Scenario(
+            "database-slow-500ms",
+            "database-latency",
+            "a slow database: 500 ms added to every round trip between the workers and "
+            "Postgres (a TCP proxy) for 12 s at a time",
+            repeat=2,
+            interval=20.0,
+            jobs=1500,
+            proxy=True,
+            latency_seconds=0.5,
+            duplicates="none",
+            stall_budget=DATABASE_FAULT_BUDGET,
+            rate_budget=DATABASE_FAULT_BUDGET,
+        ),
+        Scenario(
+            "database-cut",
+            "database-cut",
+            "the proxy resets a worker's database connection while a claim or a result "
+            "statement is in flight, in turn after the server ran it (its answer withheld) "
+            "and before it reached the server",
+            repeat=8,
+            interval=5.0,
+            jobs=1500,
+            proxy=True,
+            duplicates="none",
+            stall_budget=DATABASE_FAULT_BUDGET,
+        ),
+        Scenario(
+            "lease-expiry-race",
+            "lease-expiry-race",
+            "the race forced: a worker's result statement held in the proxy while the worker "
+            "is frozen (SIGSTOP) past its lease and session, until other workers have taken "
+            "its jobs over; then it goes on and the fence must refuse it",
+            repeat=3,
+            interval=20.0,
+            jobs=1500,
+            proxy=True,
+            worker=SHORT_LEASES,
+            duplicates="accounted",
+        ),
+        Scenario(
+            "operator-row-locks",
+            "operator-row-locks",
+            "an operator's transaction holds FOR UPDATE row locks on every running and "
+            "retrying job (and the jobs of two tenants) for 60 s, then commits",
+            repeat=2,
+            interval=70.0,
+            jobs=4000,
+            lock_seconds=60.0,
+            duplicates="none",
+            stall_budget=DATABASE_FAULT_BUDGET,
+            rate_budget=DATABASE_FAULT_BUDGET,
+        ),
+        Scenario(
             "postgres-kill-5000",
             "postgres-kill",
             "the issue's measurement: Postgres killed with -9 every 8 s, six times, while "
@@ -229,6 +374,22 @@ SCENARIOS: dict[str, Scenario] = {
         ),
     )
 }
+
+#: Run first on each stack the suite opens, and judged like any scenario (nothing lost, one
+#: terminal state each, nothing run twice): a fresh stack's servers are slow at first (the
+#: brokers' JVMs still compiling, the offsets topic's first loads), and a measured scenario
+#: that came first would measure that instead of its fault. On a shared machine at a load of
+#: 20-30 the first scenario on a fresh broker saw its offset commits time out for minutes
+#: and its jobs wait 10 s to start, with or without its fault.
+WARM_UP = Scenario(
+    "warm-up",
+    "none",
+    "no fault: a burst of jobs through the workers of a fresh stack before the measured scenarios",
+    repeat=0,
+    interval=0.0,
+    jobs=600,
+    duplicates="none",
+)
 
 
 # -- measurements --
@@ -300,17 +461,17 @@ class Enqueued:
 
 
 class Workers:
-    """``count`` worker slots, each ``tenantq worker`` in a process group of its own;
-    remembers which exits the suite caused and every group it started."""
+    """A worker slot per environment (each slot's ``TENANTQ_*`` variables), each ``tenantq
+    worker`` in a process group of its own; remembers which exits the suite caused and every
+    group it started."""
 
     def __init__(
         self,
-        environment: dict[str, str],
-        count: int,
+        environments: list[dict[str, str]],
         log_dir: Path,
         concurrency: int | None = None,
     ) -> None:
-        self.environment = environment
+        self.environments = environments
         #: Extra CLI flags of every worker: none by default, as a user starts it.
         self.flags = [] if concurrency is None else ["--concurrency", str(concurrency)]
         self.log_dir = log_dir
@@ -321,13 +482,13 @@ class Workers:
         #: Process groups started (a worker's pid is its group's id): cleaned up at the end.
         self.groups: list[int] = []
         self.generation = 0
-        for slot in range(count):
+        for slot in range(len(environments)):
             self.slots.append(self._start(slot))
 
     def _start(self, slot: int) -> LoggedWorkerProcess:
         self.generation += 1
         worker = LoggedWorkerProcess(
-            self.environment,
+            self.environments[slot],
             APP_REFERENCE,
             *self.flags,
             log_path=self.log_dir / f"worker{slot}-{self.generation}.log",
@@ -476,13 +637,34 @@ class Run:
         environment = settings_environment(self.settings)
         environment["PYTHONPATH"] = str(HERE)
         self.worker_count = workers
-        self.workers = Workers(environment, workers, self.log_dir, concurrency)
+        #: One proxy per worker slot (a fault can then pick one worker's connections).
+        self.proxies: list[PostgresProxy] = []
+        environments = [environment] * workers
+        if scenario.proxy:
+            server = urlsplit(database_url)
+            upstream = (server.hostname or "127.0.0.1", server.port or 5432)
+            self.proxies = [PostgresProxy(upstream).start() for _ in range(workers)]
+            environments = [
+                {
+                    **environment,
+                    "TENANTQ_DATABASE_URL": proxy.url(database_url),
+                    "FAULT_LEDGER_URL": database_url,
+                }
+                for proxy in self.proxies
+            ]
+        self.workers = Workers(environments, self.log_dir, concurrency)
         self.workload = plan_workload(max(scenario.jobs, 10), max(tenants, 3), seed)
         self.light = [t for t, c in self.workload.tenant_classes.items() if c == "light"]
         self.enqueued: list[Enqueued] = []
         self.injected: list[Enqueued] = []
         self.pairs: list[tuple[str, Enqueued, Enqueued]] = []
         self.events: list[FaultEvent] = []
+        #: Faults that could not be injected as planned (a cut that found no statement).
+        self.misses: list[str] = []
+        #: Per race fault: the jobs its frozen worker held, and that worker's pid.
+        self.raced: list[tuple[int, set[uuid.UUID]]] = []
+        #: Per operator lock: the jobs it held and when it was released.
+        self.locked: list[tuple[set[uuid.UUID], float]] = []
         self.producer_error: str | None = None
         #: Processes of the workers still running once every worker ended.
         self.leftovers: list[str] = []
@@ -550,7 +732,10 @@ class Run:
 
     def inject(self, index: int) -> FaultEvent:
         kind = self.scenario.fault
-        injector: Callable[[int], FaultEvent] = getattr(self, "_" + kind.replace("-", "_"))
+        own = _hook(self.scenario, "inject")
+        injector: Callable[[int], FaultEvent] = (
+            functools.partial(own, self) if own else getattr(self, "_" + kind.replace("-", "_"))
+        )
         event = injector(index)
         self.events.append(event)
         return event
@@ -668,6 +853,163 @@ class Run:
             f"key {key}: jobs {first.job_id} and {second.job_id} (partition {first.partition})",
         )
 
+    # -- faults between the workers and Postgres --
+
+    def _database_latency(self, index: int) -> FaultEvent:
+        """Every worker's proxy adds the scenario's latency for most of the interval."""
+        latency = self.scenario.latency_seconds
+        lasting = self.scenario.interval * LATENCY_SHARE
+        at = time.time()
+        for proxy in self.proxies:
+            proxy.latency = latency
+        time.sleep(lasting)
+        for proxy in self.proxies:
+            proxy.latency = 0.0
+        return FaultEvent(
+            index,
+            "database-latency",
+            at,
+            f"+{latency * 1000:.0f} ms per round trip for {lasting:.0f}s",
+            back=time.time() - at,
+        )
+
+    def _database_cut(self, index: int) -> FaultEvent:
+        """The next claim or result statement of one worker cut, after the server ran it or
+        before it reached it (``CUTS``, in turn)."""
+        statement, applied = CUTS[index % len(CUTS)]
+        slot = self._slot(index)
+        pid = self.workers.slots[slot].pid
+        proxy = self.proxies[slot]
+        armed = time.time()
+        order = proxy.cut_next(STATEMENT_MARKS[statement], applied=applied)
+        when = "after the server ran it" if applied else "before it reached the server"
+        if not order.done.wait(CUT_PATIENCE):
+            proxy.cancel_cuts()
+            self.misses.append(f"fault {index + 1}: no {statement} statement in {CUT_PATIENCE}s")
+            return FaultEvent(index, "database-cut", armed, f"no {statement} statement to cut")
+        return FaultEvent(
+            index,
+            "database-cut",
+            order.cut_at or armed,
+            f"{statement} statement of worker {pid} cut {when}",
+        )
+
+    def _lease_expiry_race(self, index: int) -> FaultEvent:
+        """Hold one worker's statements in its proxy from its next result statement on;
+        freeze the worker until every job it held is leased by another; thaw it and let the
+        held statements go on, so its results reach Postgres after the takeover."""
+        slot = self._slot(index)
+        worker = self.workers.slots[slot]
+        proxy = self.proxies[slot]
+        armed = time.time()
+        if not proxy.hold(STATEMENT_MARKS["result"]).wait(CUT_PATIENCE):
+            proxy.release()
+            self.misses.append(f"fault {index + 1}: no result statement in {CUT_PATIENCE}s")
+            return FaultEvent(index, "lease-expiry-race", armed, "no result statement to hold")
+        at = time.time()
+        # Whatever it sends while frozen waits too: its result statement is on its way.
+        time.sleep(0.5)
+        held = proxy.held_statements()
+        url = self.settings.require_database_url()
+        with psycopg.connect(url, autocommit=True) as db:
+            jobs = {row[0] for row in db.execute(LEASED_BY_WORKER, (_owners_of(worker.pid),))}
+            worker.signal_group(signal.SIGSTOP)
+            frozen = time.time()
+            taken = False
+            while time.time() < frozen + TAKEOVER_PATIENCE:
+                row = db.execute(STILL_LEASED_BY_WORKER, (list(jobs), _owners_of(worker.pid)))
+                still = row.fetchone()
+                if still is not None and still[0] == 0:
+                    taken = True
+                    break
+                time.sleep(0.2)
+        took = time.time() - frozen
+        worker.signal_group(signal.SIGCONT)
+        proxy.release()
+        self.raced.append((worker.pid, jobs))
+        if not taken:
+            self.misses.append(
+                f"fault {index + 1}: the jobs of worker {worker.pid} were not all taken over "
+                f"in {TAKEOVER_PATIENCE:.0f}s"
+            )
+        results = sum(STATEMENT_MARKS["result"] in sql for sql in held)
+        return FaultEvent(
+            index,
+            "lease-expiry-race",
+            at,
+            f"worker {worker.pid}: {len(held)} statements held ({results} of results), "
+            f"{len(jobs)} jobs leased; SIGSTOP, taken over in {took:.1f}s; SIGCONT, released",
+            back=time.time() - at,
+        )
+
+    def _operator_row_locks(self, index: int) -> FaultEvent:
+        """Flaky jobs enqueued and left 'retrying' (their retry messages on the way), and slow
+        ones left running (their results to come); then an operator's transaction locks every
+        running and retrying job and the jobs of two tenants with ``SELECT ... FOR UPDATE``,
+        holds them ``lock_seconds`` and commits."""
+        url = self.settings.require_database_url()
+        slow, flaky = self._enqueue(
+            [("work", SLOW_PER_LOCK, SLOW_WORK_MS), ("flaky", FLAKY_PER_LOCK, 200.0)]
+        )
+        with psycopg.connect(url, autocommit=True) as db:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                row = db.execute(
+                    "SELECT count(*) FILTER (WHERE id = ANY(%s) AND state = 'retrying'), "
+                    "count(*) FILTER (WHERE id = ANY(%s) AND state = 'leased') "
+                    "FROM tenantq_jobs",
+                    (_ids(flaky), _ids(slow)),
+                ).fetchone()
+                if row and row[0] >= len(flaky) // 2 and row[1] >= len(slow) // 2:
+                    break
+                time.sleep(0.1)
+        tenants = self.rng.sample(sorted(self.workload.tenant_classes), 2)
+        with psycopg.connect(url) as operator:
+            at = time.time()
+            rows = operator.execute(OPERATOR_LOCK, (tenants,)).fetchall()
+            time.sleep(max(0.0, at + self.scenario.lock_seconds - time.time()))
+            operator.commit()
+            released = time.time()
+        states: dict[str, int] = defaultdict(int)
+        for _, state in rows:
+            states[state] += 1
+        self.locked.append(({row[0] for row in rows}, released))
+        if not states["leased"] or not states["retrying"]:
+            self.misses.append(
+                f"fault {index + 1}: the lock held {states['leased']} running and "
+                f"{states['retrying']} retrying jobs (wanted some of each)"
+            )
+        return FaultEvent(
+            index,
+            "operator-row-locks",
+            at,
+            f"{len(rows)} jobs locked ("
+            + ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+            + f") for {released - at:.0f}s",
+            back=released - at,
+        )
+
+    def _enqueue(self, batches: list[tuple[str, int, float]]) -> list[list[Enqueued]]:
+        """Per (job type, count, work ms), that many jobs beside the planned flow (light
+        tenants), in one produce; they must succeed like the planned ones."""
+        tenants = self.light or ["extra"]
+        with _producer(self.settings) as producer:
+            enqueued = []
+            for job_type, count, work_ms in batches:
+                items = []
+                for n in range(count):
+                    tenant = tenants[n % len(tenants)]
+                    future = producer.enqueue(
+                        job_type, tenant=tenant, payload={"seq": n, "work_ms": work_ms}
+                    )
+                    items.append(Enqueued(-1, tenant, time.time(), future, kind="extra"))
+                enqueued.append(items)
+            for item in (item for items in enqueued for item in items):
+                _settle(item, 60)
+        for items in enqueued:
+            self.injected.extend(items)
+        return enqueued
+
     # -- progress --
 
     def finished(self, conn: psycopg.Connection[Any]) -> int:
@@ -745,6 +1087,9 @@ def run_scenario(
         tenants=tenants,
         report_dir=report_dir,
     )
+    prepare = _hook(scenario, "prepare")
+    if prepare:
+        prepare(run)
     task = (
         progress.add_task(f"{scenario.name}: starting", total=scenario.jobs) if progress else None
     )
@@ -801,15 +1146,21 @@ def run_scenario(
         if producer.is_alive():
             producer.join(30)
         run.workers.kill_all()
+        for proxy in run.proxies:
+            proxy.stop()
     show("checking", last_done[0])
     result = evaluate(run)
+    judge = _hook(scenario, "judge")
+    if judge:
+        judge(run, result)
     show("done" if result.ok else "FAILED", last_done[0])
     return result
 
 
 def _wait_for_members(run: Run, show: Callable[[str], None]) -> None:
     """Until every worker slot has a member registered in Postgres (they take a few seconds
-    to import, connect and join), so the first fault hits a running pool."""
+    to import, connect and join) and the group has settled (``_group_settled``), so the
+    first fault hits a running pool, not a group still forming."""
     deadline = time.time() + 60
     while time.time() < deadline:
         show("workers starting")
@@ -818,8 +1169,43 @@ def _wait_for_members(run: Run, show: Callable[[str], None]) -> None:
             if conn is not None:
                 row = conn.execute("SELECT count(*) FROM tenantq_workers").fetchone()
                 if row and row[0] >= run.worker_count:
-                    return
+                    break
         time.sleep(0.5)
+    admin = AdminClient(run.settings.kafka_client_config())
+    deadline = time.time() + GROUP_PATIENCE
+    settled_since: float | None = None
+    while time.time() < deadline:
+        show("consumer group forming")
+        run.workers.watch()
+        if not _group_settled(admin, run):
+            settled_since = None
+        elif settled_since is None:
+            settled_since = time.time()
+        elif time.time() - settled_since >= GROUP_STEADY_SECONDS:
+            return
+        time.sleep(0.5)
+
+
+def _group_settled(admin: AdminClient, run: Run) -> bool:
+    """The group is stable, with a member per worker, and owns every main-topic partition."""
+    prefix = run.settings.topic_prefix
+    group = consumer_group(prefix, "default")
+    try:
+        found = admin.describe_consumer_groups([group], request_timeout=5)[group].result(10)
+    except Exception:  # the coordinator is still loading, or the broker is slow: not yet
+        return False
+    main = f"{prefix}.default"
+    owned = {
+        tp.partition
+        for member in found.members
+        for tp in member.assignment.topic_partitions
+        if tp.topic == main
+    }
+    return (
+        found.state == ConsumerGroupState.STABLE
+        and len(found.members) >= run.worker_count
+        and owned == set(range(PARTITIONS))
+    )
 
 
 def _all_terminal(url: str, run: Run) -> bool:
@@ -841,14 +1227,17 @@ def evaluate(run: Run) -> ScenarioResult:
     scenario = run.scenario
     checks: list[Check] = []
     figures: dict[str, Any] = {}
-    work = [e for e in run.enqueued if e.job_id]
-    poison = [e for e in run.injected if e.job_id]
+    planned_work = [e for e in run.enqueued if e.job_id]
+    poison = [e for e in run.injected if e.job_id and e.kind == "poison"]
+    extra = [e for e in run.injected if e.job_id and e.kind == "extra"]
+    # Jobs enqueued beside the plan are work too: they must succeed and run.
+    work = planned_work + extra
     pair_items = [item for _, a, b in run.pairs for item in (a, b) if item.job_id]
     acknowledged = len(work) + len(poison) + len(pair_items)
     unacknowledged = (
         len(run.enqueued)
-        - len(work)
         + len(run.injected)
+        - len(work)
         - len(poison)
         + 2 * len(run.pairs)
         - len(pair_items)
@@ -881,13 +1270,35 @@ def evaluate(run: Run) -> ScenarioResult:
             "GROUP BY state"
         ).fetchall()
         dead_count = sum(1 for s in states.values() if s[0] == "dead")
+        #: Why a job's attempt ended without its result: 'stale' (a result refused, its lease
+        #: gone) and 'crashed' (its process died), per job, with the worker.
+        unfinished_attempts: dict[uuid.UUID, list[tuple[str, str]]] = defaultdict(list)
+        for job_id, outcome, worker_id in db.execute(
+            "SELECT job_id, outcome, worker_id FROM tenantq_job_attempts "
+            "WHERE outcome IN ('stale', 'crashed')"
+        ).fetchall():
+            unfinished_attempts[job_id].append((outcome, worker_id or ""))
+        #: The attempts a worker gave back when it lost the job's partition (its group session
+        #: ran out while it was frozen past its lease), per job, and the attempts under which
+        #: each job's handler completed: a completed run of a given-back attempt runs again.
+        given_back: dict[uuid.UUID, set[int]] = defaultdict(set)
+        for job_id, attempt in db.execute(
+            "SELECT job_id, attempt FROM tenantq_job_attempts "
+            "WHERE outcome = 'released' AND error_message = 'partition lost'"
+        ).fetchall():
+            given_back[job_id].add(attempt)
+        done_attempts: dict[uuid.UUID, list[int]] = defaultdict(list)
+        for job_id, attempt in db.execute(
+            "SELECT job_id, attempt FROM fault_executions WHERE note = 'done' ORDER BY at"
+        ).fetchall():
+            done_attempts[job_id].append(attempt)
 
     planned = min(scenario.jobs, len(run.workload.jobs))
     checks.append(
         Check(
             "every planned job enqueued and acknowledged",
-            run.producer_error is None and len(work) == planned,
-            f"{len(work)} of {planned} acknowledged"
+            run.producer_error is None and len(planned_work) == planned,
+            f"{len(planned_work)} of {planned} acknowledged"
             + (f"; the producer failed: {run.producer_error}" if run.producer_error else ""),
         )
     )
@@ -963,14 +1374,34 @@ def evaluate(run: Run) -> ScenarioResult:
     duplicates = sum(
         len(notes.get("done", [])) - 1 for notes in executions.values() if notes.get("done")
     )
-    doubled = sum(1 for notes in executions.values() if len(notes.get("done", [])) > 1)
+    doubled = [job_id for job_id, notes in executions.items() if len(notes.get("done", [])) > 1]
     checks.append(
         Check(
-            "duplicate executions" + (" (must be 0: graceful)" if scenario.graceful else ""),
-            duplicates == 0 or not scenario.graceful,
-            f"{duplicates} duplicate executions of {doubled} jobs",
+            "duplicate executions"
+            + (
+                " (must be 0: no process died, no lease expired)"
+                if scenario.duplicates == "none"
+                else ""
+            ),
+            duplicates == 0 or scenario.duplicates != "none",
+            f"{duplicates} duplicate executions of {len(doubled)} jobs",
         )
     )
+    if scenario.duplicates == "accounted":
+        checks.append(_accounted(doubled, states, unfinished_attempts, given_back, done_attempts))
+    if run.raced:
+        checks.append(_race_check(run, unfinished_attempts))
+    unused = [n for n, proxy in enumerate(run.proxies) if not proxy.accepted]
+    if unused:
+        run.misses.append(f"workers {unused} never connected through their proxy")
+    if run.misses or scenario.fault in ("database-cut", "lease-expiry-race", "operator-row-locks"):
+        checks.append(
+            Check(
+                "every fault injected as planned",
+                not run.misses,
+                "; ".join(run.misses) or f"{len(run.events)} of {scenario.repeat}",
+            )
+        )
     checks.append(
         Check(
             "nothing left leased or open",
@@ -1002,7 +1433,30 @@ def evaluate(run: Run) -> ScenarioResult:
             crash = _crash_time(run, event, executions)
             if crash is not None:
                 event.at = crash
-        _measure(event, finishes, timings)
+        _measure(event, finishes, timings, planned / run.flow_seconds)
+    if scenario.rate_budget is not None:
+        backs = {event.index + 1: event.rate_back for event in run.events}
+        slowest = max((v for v in backs.values() if v is not None), default=None)
+        checks.append(
+            Check(
+                f"throughput kept (back to 80% within {scenario.rate_budget:.0f}s)",
+                all(v is not None for v in backs.values())
+                and slowest is not None
+                and slowest <= scenario.rate_budget,
+                f"slowest {_seconds(slowest)}s; per fault {backs}",
+            )
+        )
+    if run.locked:
+        figures["locked_jobs_finished_after_release_s"] = _locked_recovery(run, states)
+    if run.proxies:
+        figures["proxy_connections"] = [proxy.accepted for proxy in run.proxies]
+        figures["proxy_cuts"] = sum(proxy.cuts for proxy in run.proxies)
+    if scenario.latency_seconds:
+        figures["start_wait_ms"] = _start_waits(run.events, timings)
+    if not scenario.repeat:
+        # What the machine and the stack cost on their own: the worst stall of a run with no
+        # fault, over the window a first fault would have.
+        figures["stall_without_fault_s"] = round(_stall(run.started + WARMUP_SECONDS, timings), 2)
     if scenario.stall_budget is not None:
         stalls = {event.index + 1: event.stall for event in run.events}
         worst = max((v for v in stalls.values() if v is not None), default=None)
@@ -1015,7 +1469,7 @@ def evaluate(run: Run) -> ScenarioResult:
         )
     figures.update(
         duplicates=duplicates,
-        jobs_run_twice=doubled,
+        jobs_run_twice=len(doubled),
         attempt_outcomes=outcomes,
         retried_jobs=sum(1 for s in states.values() if s[1] > 1),
         dead=dead_count,
@@ -1035,6 +1489,110 @@ def evaluate(run: Run) -> ScenarioResult:
         figures=figures,
         flow_started=run.started,
     )
+
+
+def _start_waits(
+    events: list[FaultEvent], timings: list[tuple[int | None, float, float | None]]
+) -> dict[str, dict[str, float | None]]:
+    """Enqueue-to-start waits (p50, p99, ms) of the jobs enqueued while a fault lasted
+    (``at`` to ``at + back``), and of the others."""
+    spans = [(event.at, event.at + (event.back or 0.0)) for event in events]
+    during: list[float] = []
+    otherwise: list[float] = []
+    for _, enqueued, started in timings:
+        if started is None:
+            continue
+        inside = any(start <= enqueued <= end for start, end in spans)
+        (during if inside else otherwise).append((started - enqueued) * 1000)
+
+    def percentiles(waits: list[float]) -> dict[str, float | None]:
+        waits.sort()
+        if not waits:
+            return {"p50": None, "p99": None}
+        return {
+            "p50": round(waits[len(waits) // 2], 1),
+            "p99": round(waits[min(len(waits) - 1, int(len(waits) * 0.99))], 1),
+        }
+
+    return {"during": percentiles(during), "otherwise": percentiles(otherwise)}
+
+
+def _ids(items: list[Enqueued]) -> list[uuid.UUID]:
+    return [item.job_id for item in items if item.job_id]
+
+
+def _accounted(
+    doubled: list[uuid.UUID],
+    states: dict[uuid.UUID, tuple[str, int, Any, Any, Any]],
+    unfinished_attempts: dict[uuid.UUID, list[tuple[str, str]]],
+    given_back: dict[uuid.UUID, set[int]],
+    done_attempts: dict[uuid.UUID, list[int]],
+) -> Check:
+    """Each job that ran twice shows why: a result refused as stale (its lease had expired
+    and another worker took the job), a crash, a run whose attempt its worker gave back on
+    losing the partition (the worker frozen past its lease and its group session: an earlier
+    completed run's attempt has a 'released' row saying 'partition lost'), or a second lease
+    (attempts > 1)."""
+    reasons: dict[str, int] = defaultdict(int)
+    unexplained = []
+    for job_id in doubled:
+        outcomes = {outcome for outcome, _ in unfinished_attempts.get(job_id, [])}
+        if "stale" in outcomes:
+            reasons["a stale result refused"] += 1
+        elif "crashed" in outcomes:
+            reasons["a crash"] += 1
+        elif any(a in given_back.get(job_id, set()) for a in done_attempts[job_id][:-1]):
+            reasons["its run given back with the lost partition"] += 1
+        elif job_id in states and states[job_id][1] > 1:
+            reasons["a lease taken over"] += 1
+        else:
+            unexplained.append(job_id)
+    return Check(
+        "every duplicate accounted for",
+        not unexplained,
+        ", ".join(f"{n} by {reason}" for reason, n in sorted(reasons.items()))
+        + (f"; unexplained: {len(unexplained)}, e.g. {unexplained[:3]}" if unexplained else "")
+        if doubled
+        else "no duplicates",
+    )
+
+
+def _race_check(run: Run, unfinished_attempts: dict[uuid.UUID, list[tuple[str, str]]]) -> Check:
+    """The forced race happened: in each fault, results of the frozen worker reached the
+    database after the takeover and the fence refused them ('stale' attempt rows)."""
+    per_fault = []
+    for pid, jobs in run.raced:
+        marker = f"-{pid}-m"
+        per_fault.append(
+            sum(
+                1
+                for job_id in jobs
+                for outcome, worker_id in unfinished_attempts.get(job_id, [])
+                if outcome == "stale" and marker in worker_id
+            )
+        )
+    return Check(
+        "the held results were refused by the fence",
+        bool(per_fault) and all(n > 0 for n in per_fault),
+        f"stale results refused per fault: {per_fault}",
+    )
+
+
+def _locked_recovery(
+    run: Run, states: dict[uuid.UUID, tuple[str, int, Any, Any, Any]]
+) -> list[float | None]:
+    """Per operator lock: seconds from its release until the last job it held that was not
+    finished yet finished."""
+    recoveries: list[float | None] = []
+    for jobs, released in run.locked:
+        finished = [
+            states[job_id][2].timestamp()
+            for job_id in jobs
+            if job_id in states and states[job_id][2] is not None
+        ]
+        late = [at - released for at in finished if at > released - run.scenario.lock_seconds]
+        recoveries.append(round(max(late), 2) if late else None)
+    return recoveries
 
 
 def _pair_problems(
@@ -1108,13 +1666,16 @@ def _measure(
     event: FaultEvent,
     finishes: list[float],
     timings: list[tuple[int | None, float, float | None]],
+    enqueue_rate: float,
 ) -> None:
     at = event.at
     index = bisect.bisect_right(finishes, at)
     if index < len(finishes):
         event.first_done = round(finishes[index] - at, 2)
     before = index - bisect.bisect_left(finishes, at - RATE_BEFORE)
-    baseline = before / RATE_BEFORE
+    # No higher than the rate jobs come in at: the backlog of the workers' start, worked off
+    # just before an early fault, is not a rate they can be expected to keep.
+    baseline = min(before / RATE_BEFORE, enqueue_rate)
     if baseline > 0:
         step = at
         while step < at + STALL_WINDOW:
@@ -1247,7 +1808,8 @@ def write_report(results: list[ScenarioResult], report_dir: Path, meta: dict[str
         "fault until the next job finished; *stall* = longest time within 60 s that a "
         "main-topic partition with work not yet started started nothing; *rate back* = fault "
         "until "
-        "throughput (2 s window) is back to 80% of the 5 s before it. A handler-exit fault is "
+        "throughput (2 s window) is back to 80% of the 5 s before it (at most of the enqueue "
+        "rate). A handler-exit fault is "
         "timed from the poison job's first crash. Faults closer together than their recovery "
         "share their windows: a stall can run on into the next fault.",
         "",
@@ -1305,7 +1867,8 @@ def run_suite(
     report_dir: Path,
     quiet: bool = False,
 ) -> list[ScenarioResult]:
-    """Run the named scenarios on one private stack; print and write the report."""
+    """Run the named scenarios on private stacks (one per kind: a scenario of a module of its
+    own may bring its stack), each stack's ``WARM_UP`` first; print and write the report."""
     chosen = []
     for name in names:
         scenario = SCENARIOS[name]
@@ -1316,49 +1879,60 @@ def run_suite(
             overrides["repeat"] = repeat
         if interval is not None:
             overrides["interval"] = interval
-        chosen.append(Scenario(**{**asdict(scenario), **overrides}))
+        chosen.append(replace(scenario, **overrides))
     report_dir.mkdir(parents=True, exist_ok=True)
     results: list[ScenarioResult] = []
     started = dt.datetime.now().astimezone().isoformat(timespec="seconds")
-    with PrivateStack() as stack:
-        meta = {
-            "started": started,
-            "seed": seed,
-            "workers": workers,
-            "concurrency": concurrency or "default",
-            "tenants": tenants,
-            "kafka": stack.bootstrap_servers,
-            "postgres": stack.server_url,
-        }
-        if not quiet:
-            console.print(
-                f"private stack: Kafka {stack.bootstrap_servers}, Postgres {stack.server_url}"
-            )
-        progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            disable=quiet,
-        )
-        with progress:
-            for scenario in chosen:
-                result = run_scenario(
-                    scenario,
-                    stack,
-                    workers=workers,
-                    concurrency=concurrency,
-                    seed=seed,
-                    tenants=tenants,
-                    report_dir=report_dir,
-                    progress=progress,
-                )
-                results.append(result)
+    # Each stack runs only while its scenarios do: two at once would share two cores.
+    by_stack: dict[Callable[[], Any], list[Scenario]] = {}
+    for scenario in chosen:
+        by_stack.setdefault(_hook(scenario, "open_stack") or PrivateStack, []).append(scenario)
+    meta: dict[str, Any] = {
+        "started": started,
+        "seed": seed,
+        "workers": workers,
+        "concurrency": concurrency or "default",
+        "tenants": tenants,
+        "kafka": "",
+        "postgres": "",
+    }
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
+    )
+    with progress:
+        for open_stack, scenarios in by_stack.items():
+            with open_stack() as stack:
+                for key, value in (
+                    ("kafka", stack.bootstrap_servers),
+                    ("postgres", stack.server_url),
+                ):
+                    meta[key] = "; ".join(filter(None, (meta[key], value)))
                 if not quiet:
-                    progress.console.print(scenario_table(result))
-                    progress.console.print(checks_table(result))
-                write_report(results, report_dir, meta)
+                    progress.console.print(
+                        f"private stack: Kafka {stack.bootstrap_servers}, "
+                        f"Postgres {stack.server_url}"
+                    )
+                for scenario in [WARM_UP, *scenarios]:
+                    result = run_scenario(
+                        scenario,
+                        stack,
+                        workers=workers,
+                        concurrency=concurrency,
+                        seed=seed,
+                        tenants=tenants,
+                        report_dir=report_dir,
+                        progress=progress,
+                    )
+                    results.append(result)
+                    if not quiet:
+                        progress.console.print(scenario_table(result))
+                        progress.console.print(checks_table(result))
+                    write_report(results, report_dir, meta)
     if not quiet:
         console.print(summary_table(results))
         console.print(f"report: {report_dir / 'report.md'}")
@@ -1411,6 +1985,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     return 0 if results and all(r.ok for r in results) else 1
 
+
+def _hook(scenario: Scenario, name: str) -> Any:
+    """What a scenario of a module of its own does its way (``open_stack``, ``prepare``,
+    ``inject``, ``judge``), or None for this module's scenarios."""
+    return getattr(scenario, name, None)
+
+
+# The cluster's scenarios (three brokers, a Postgres failover) live in a module of their own,
+# which adds them to SCENARIOS. Run as a script this module is ``__main__``: under its import
+# name too, so that module extends this very one, not a second copy.
+sys.modules.setdefault("faults", sys.modules[__name__])
+import fault_scenarios_cluster  # noqa: E402,F401
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -6,6 +6,8 @@ real ``tenantq worker`` processes, and what the small ones wait for it.
     .venv/bin/python loadtest/hot_partition.py --compare --repeat 3   # median of 3 rounds
     .venv/bin/python loadtest/hot_partition.py --scenario zipf --scenario calm
     .venv/bin/python loadtest/hot_partition.py --list
+    .venv/bin/python loadtest/hot_partition.py --single-producer --repeat 3  # one client sends all
+    .venv/bin/python loadtest/hot_partition.py --compare --worker group,share   # the spike
 
 Servers: ``TENANTQ_KAFKA_BOOTSTRAP_SERVERS`` / ``TENANTQ_DATABASE_URL`` when set, else the dev
 stack (started if needed; never stopped). Each run gets a topic prefix and a queue of its own
@@ -16,12 +18,20 @@ A run: 2 ``tenantq worker hot_partition_app:APP --processes 1`` (default setting
 each; the metrics endpoint off, so that no port is taken on a shared machine), a warm-up that
 proves both members hold partitions, a short saturation burst that measures the workers'
 capacity, then the scenario's phases, paced by the tool's own producers (one thread and one
-``tenantq.Producer`` per tenant class, ``enqueue_batch`` every 10 ms tick; the tool's cyclic
+``tenantq.Producer`` per tenant class, or one ``tenantq.Producer`` the threads share with
+``--single-producer``, ``enqueue_batch`` every 10 ms tick; the tool's cyclic
 garbage collector is off while they send, see ``collector_paused``). The handler sleeps
 50 ms and records nothing: latencies come from the job rows (see ``hot_partition_report``).
 After the last phase the tool waits until every cold job has started (``--drain-timeout``),
 then stops the workers (SIGTERM, graceful) and writes ``report.md``, ``summary.json`` and the
 plots to ``--report-dir`` (default ``reports/hot-partition-<time>/``).
+
+``--worker share`` runs the share-group spike instead (``python -m tenantq.consumer.share``,
+one share-group member per process; a Kafka 4.2+ broker), ``--worker group,share`` both, one
+after the other for each scenario. The spike has no hot lane (its per-tenant cap is the
+protection's other half) and commits no offsets, so its runs sample no lag; ``--workers``,
+``--partitions`` and ``--concurrency`` change the shape of every run (more share members
+than partitions, say).
 
 The noisy-neighbour protection is switched with ``TENANTQ_TENANT_ISOLATION__HOT_LANE`` and
 ``TENANTQ_TENANT_ISOLATION__TENANT_MAX_SHARE`` (1.0 = no cap), passed to the workers and used
@@ -111,6 +121,7 @@ from tenantq.topic_admin import declared_topics, delete_topics, ensure_topics  #
 from tenantq.topics import consumer_group  # noqa: E402
 
 HOT_TENANT = "whale"
+#: Worker processes of a run, unless ``--workers``.
 WORKERS = 2
 #: The producers' pacing tick: at 5,000 jobs/s, 50 jobs per ``enqueue_batch``.
 TICK_SECONDS = 0.01
@@ -165,6 +176,19 @@ class Scenario:
     summary: str
     phases: tuple[PhasePlan, ...]
     protection: bool = True
+    #: The worker the run starts: ``group`` (``tenantq worker``) or ``share`` (the spike).
+    worker: str = "group"
+
+
+#: The workers a run can start, and the name suffix of a scenario run with each.
+WORKER_KINDS = {"group": "", "share": "-share"}
+
+
+def with_worker(scenario: Scenario, kind: str) -> Scenario:
+    """The scenario run by the ``kind`` of worker (``X`` and ``X-share``)."""
+    summary = scenario.summary + ("; share-group spike" if kind == "share" else "")
+    name = scenario.name + WORKER_KINDS[kind]
+    return replace(scenario, name=name, summary=summary, worker=kind)
 
 
 def scenarios(knobs: Knobs) -> dict[str, Scenario]:
@@ -247,14 +271,31 @@ def protection_environment(on: bool) -> dict[str, str]:
     }
 
 
-def run_settings(base: Settings, prefix: str, queue: str, on: bool) -> Settings:
+@dataclass(frozen=True)
+class Shape:
+    """How many worker processes a run starts, with how many slots each (None: the default
+    settings'), over a queue of how many partitions (None: the default queue's)."""
+
+    workers: int = 2
+    concurrency: int | None = None
+    partitions: int | None = None
+
+    def queue(self) -> QueueSettings:
+        if self.partitions is None:
+            return QueueSettings()
+        return QueueSettings(partitions=self.partitions)
+
+
+def run_settings(
+    base: Settings, prefix: str, queue: str, on: bool, shape: Shape = Shape()
+) -> Settings:
     """The run's settings for the tool's own clients: its prefix, its queue (default queue
-    settings), and the protection as the workers get it."""
+    settings, or the shape's partitions), and the protection as the workers get it."""
     isolation = base.tenant_isolation.model_copy(update=protection_values(on))
     return base.model_copy(
         update={
             "topic_prefix": prefix,
-            "queues": {queue: QueueSettings()},
+            "queues": {queue: shape.queue()},
             "metrics_port": 0,
             "tenant_isolation": isolation,
         }
@@ -262,7 +303,7 @@ def run_settings(base: Settings, prefix: str, queue: str, on: bool) -> Settings:
 
 
 def worker_environment(
-    settings: Settings, queue: str, protection: dict[str, str]
+    settings: Settings, queue: str, protection: dict[str, str], shape: Shape = Shape()
 ) -> dict[str, str]:
     """The workers' environment: this one without any ``TENANTQ_*`` (defaults only, whatever
     the shell says), plus the servers, the run's prefix and queue, and the protection."""
@@ -272,7 +313,9 @@ def worker_environment(
             "TENANTQ_KAFKA_BOOTSTRAP_SERVERS": settings.require_bootstrap_servers(),
             "TENANTQ_DATABASE_URL": settings.require_database_url(),
             "TENANTQ_TOPIC_PREFIX": settings.topic_prefix,
-            "TENANTQ_QUEUES": json.dumps({queue: {}}),
+            "TENANTQ_QUEUES": json.dumps(
+                {queue: {} if shape.partitions is None else {"partitions": shape.partitions}}
+            ),
             # Off so that no port is taken on a shared machine (a test waits for 9464 to be
             # free); it serves scrapes and does not change how jobs are dispatched.
             "TENANTQ_METRICS_PORT": "0",
@@ -280,6 +323,8 @@ def worker_environment(
             **protection,
         }
     )
+    if shape.concurrency is not None:
+        environment["TENANTQ_WORKER__CONCURRENCY"] = str(shape.concurrency)
     if settings.kafka_config:
         environment["TENANTQ_KAFKA_CONFIG"] = json.dumps(settings.kafka_config)
     environment["PYTHONPATH"] = os.pathsep.join(
@@ -291,19 +336,26 @@ def worker_environment(
 # -- the workers --
 
 
-class WorkerProcess:
-    """``tenantq worker hot_partition_app:APP --processes 1`` in a session of its own (a
-    Ctrl-C at the terminal reaches the tool, which stops the workers once, gracefully), its
-    output in a log file of the report folder; SIGTERM if the tool's process dies."""
+#: What the report calls the worker processes of each kind.
+WORKER_NAMES = {"group": "tenantq worker", "share": "python -m tenantq.consumer.share"}
+#: The command of one worker process, by kind.
+WORKER_COMMANDS = {
+    "group": ["-m", "tenantq.cli", "worker", "hot_partition_app:APP", "--processes", "1"],
+    "share": ["-m", "tenantq.consumer.share", "hot_partition_app:APP"],
+}
 
-    def __init__(self, environment: dict[str, str], log_path: Path) -> None:
+
+class WorkerProcess:
+    """``tenantq worker hot_partition_app:APP --processes 1`` (or the share-group spike's
+    member, ``kind="share"``) in a session of its own (a Ctrl-C at the terminal reaches the
+    tool, which stops the workers once, gracefully), its output in a log file of the report
+    folder; SIGTERM if the tool's process dies."""
+
+    def __init__(self, environment: dict[str, str], log_path: Path, kind: str = "group") -> None:
         self.log_path = log_path
         self._log: IO[bytes] = log_path.open("ab")
         self.process = subprocess.Popen(
-            exiting_with_this_process(
-                [sys.executable, "-m", "tenantq.cli", "worker", "hot_partition_app:APP"]
-                + ["--processes", "1"]
-            ),
+            exiting_with_this_process([sys.executable, *WORKER_COMMANDS[kind]]),
             env=environment,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -398,8 +450,12 @@ class Pacer(threading.Thread):
         seed: int,
         t0_mono: float,
         stop: threading.Event,
+        shared: Producer | None = None,
     ) -> None:
         super().__init__(name=f"hot-partition-{schedule.klass}", daemon=True)
+        #: The one producer of every class (``--single-producer``), owned by the run; None:
+        #: this class's own.
+        self.shared = shared
         self.settings = settings
         self.queue = queue
         self.schedule = schedule
@@ -414,6 +470,9 @@ class Pacer(threading.Thread):
         ]
         #: (job id, tenant, wall time handed over) of every cold job.
         self.cold_ids: list[tuple[uuid.UUID, str, float]] = []
+        #: (wall time handed over, wall time acknowledged) of every cold batch: what the
+        #: producer and Kafka add before a worker can read the jobs.
+        self.cold_acknowledged: list[tuple[float, float]] = []
         self.error: str | None = None
         self._batches: list[tuple[int, Any]] = []
 
@@ -431,7 +490,8 @@ class Pacer(threading.Thread):
         keep_ids = self.schedule.klass == COLD
         # Default producer settings and placement book: when the hot lane moves a tenant,
         # this producer routes its new jobs to the lane, as an application's would.
-        with quiet_producer(self.settings) as producer:
+        with contextlib.ExitStack() as owned:
+            producer = self.shared or owned.enter_context(quiet_producer(self.settings))
             start = 0.0
             for index, phase in enumerate(self.phases):
                 end = start + phase.seconds
@@ -458,7 +518,14 @@ class Pacer(threading.Thread):
                                     JOB_TYPE, tenant, self.payload, queue=self.queue, job_id=job_id
                                 )
                             )
-                        self._batches.append((index, self._hand_over(producer, requests)))
+                        batch = self._hand_over(producer, requests)
+                        if keep_ids:
+                            batch.add_done_callback(
+                                lambda _, at=handed: self.cold_acknowledged.append(
+                                    (at, time.time())
+                                )
+                            )
+                        self._batches.append((index, batch))
                         count.sent = due
                     tick += TICK_SECONDS
                     time.sleep(max(0.0, tick - time.monotonic()))
@@ -490,6 +557,29 @@ class Pacer(threading.Thread):
             count.acknowledged += len(refs)
             count.to_lane += sum(1 for ref in refs if ref.topic.endswith(lane_suffix))
         self._batches.clear()
+
+
+def cold_acknowledged(
+    phases: Sequence[PhaseSpec], pacers: Sequence[Pacer], t0: float
+) -> dict[str, dict[str, float]]:
+    """Per phase, how long the cold batches took from the tool's hand-over to Kafka's
+    acknowledgement (batches, p50, p99, max, seconds): the producer's and the broker's part of
+    the cold jobs' wait, apart from the workers'."""
+    waits: dict[str, list[float]] = {}
+    for pacer in pacers:
+        for handed, acknowledged in list(pacer.cold_acknowledged):
+            phase = phase_of(phases, handed - t0).name
+            waits.setdefault(phase, []).append(acknowledged - handed)
+    found = {}
+    for phase, values in waits.items():
+        values.sort()
+        found[phase] = {
+            "batches": float(len(values)),
+            "p50": values[len(values) // 2],
+            "p99": values[min(len(values) - 1, int(0.99 * len(values)))],
+            "max": values[-1],
+        }
+    return found
 
 
 # -- the database --
@@ -636,9 +726,13 @@ class Options:
     keep: bool = False
     handler_starts: bool = False
     until_released: bool = False
+    #: One ``tenantq.Producer`` for every tenant class (``--single-producer``): the way one
+    #: service enqueues for all its tenants, the flood and the cold jobs through one client.
+    single_producer: bool = False
     #: The capacity the Zipf phases' rate is a share of (set by the first run that needs it).
     zipf_basis: float | None = None
     report_dir: Path = Path("reports")
+    shape: Shape = field(default_factory=Shape)
 
 
 def spread_tenants(partitions: int, per_partition: int) -> list[str]:
@@ -676,9 +770,11 @@ class Run:
         self.prefix = f"hotpart{dt.datetime.now():%Y%m%d%H%M%S}{tag}"
         self.protection_env = protection_environment(scenario.protection)
         self.protection = "on" if scenario.protection else "off"
-        self.settings = run_settings(base, self.prefix, self.queue, scenario.protection)
+        self.shape = options.shape
+        self.settings = run_settings(base, self.prefix, self.queue, scenario.protection, self.shape)
         self.partitions = self.settings.queue(self.queue).partitions
-        self.slots = self.settings.worker.concurrency
+        self.slots = self.shape.concurrency or self.settings.worker.concurrency
+        self.worker_count = self.shape.workers
         self.cold_tenants = tenant_names(self.knobs.cold_tenants)
         self.hot_partition = key_partition(HOT_TENANT, self.partitions)
         self.neighbours = [
@@ -704,22 +800,29 @@ class Run:
         group = consumer_group(self.prefix, self.queue)
         dlq = f"{self.prefix}.{self.queue}.dlq"
         url = psycopg_url(self.settings.require_database_url())
-        environment = worker_environment(self.settings, self.queue, self.protection_env)
+        environment = worker_environment(self.settings, self.queue, self.protection_env, self.shape)
         folder = self.options.report_dir
         starts_dir = folder / f"{self.scenario.name}.handler-starts"
         if self.options.handler_starts:
             starts_dir.mkdir(parents=True, exist_ok=True)
             environment[STARTS_VARIABLE] = str(starts_dir)
-        log_names = [f"{self.scenario.name}.worker{i}.log" for i in range(WORKERS)]
+        log_names = [f"{self.scenario.name}.worker{i}.log" for i in range(self.worker_count)]
         probes: list[LagProbe] = []
         try:
             with psycopg.connect(url, autocommit=True) as conn:
-                self.workers = [WorkerProcess(environment, folder / n) for n in log_names]
+                self.workers = [
+                    WorkerProcess(environment, folder / name, self.scenario.worker)
+                    for name in log_names
+                ]
                 self._warm_up(conn)
                 capacity, method, detail = self._capacity(conn)
                 phases = self._phases(capacity)
-                probes.append(LagProbe(self.settings, f"{self.prefix}.{self.queue}", dlq, group))
-                if lane_topic:
+                # A share group commits no offsets: its runs sample no lag.
+                if self.scenario.worker == "group":
+                    probes.append(
+                        LagProbe(self.settings, f"{self.prefix}.{self.queue}", dlq, group)
+                    )
+                if lane_topic and self.scenario.worker == "group":
                     probes.append(LagProbe(self.settings, lane_name, dlq, group))
                 before = clock_offset(conn)
                 t0, pacers = self._flow(conn, phases, probes)
@@ -743,6 +846,7 @@ class Run:
             self.task, description=f"{self.scenario.name}: done", completed=total, info=""
         )
         producer = {pacer.schedule.klass: pacer.counts for pacer in pacers}
+        acknowledged = cold_acknowledged(phases, pacers, t0)
         self._check_producers(phases, pacers)
         return RunData(
             name=self.scenario.name,
@@ -753,7 +857,7 @@ class Run:
             prefix=self.prefix,
             queue=self.queue,
             partitions=self.partitions,
-            workers=WORKERS,
+            workers=self.worker_count,
             slots_per_worker=self.slots,
             job_ms=self.knobs.job_ms,
             seed=self.options.seed,
@@ -775,8 +879,10 @@ class Run:
             drained=drained,
             lane_topic=lane_topic,
             start_gap=start_gap,
+            cold_acknowledged=acknowledged,
             problems=self.problems,
             worker_logs=log_names,
+            worker_command=WORKER_NAMES[self.scenario.worker],
         )
 
     def _clean_up(self) -> None:
@@ -850,17 +956,26 @@ class Run:
             time.sleep(0.25)
 
     def _warm_up(self, conn: psycopg.Connection[Any]) -> None:
-        """One job per spread tenant, again until both workers ran some: both members hold
-        partitions and have their handler processes up before anything is measured."""
+        """Jobs of tenants spread over the partitions, again until every worker that can hold
+        a partition ran some (all of them, or one per partition when there are more workers
+        than partitions): the members hold partitions and have their handler processes up
+        before anything is measured."""
         tenants = spread_tenants(self.partitions, 1)
+        per_round = max(self.worker_count, self.partitions) * 2
+        expected = min(self.worker_count, self.partitions)
         deadline = time.monotonic() + WARMUP_TIMEOUT
+        warmed: list[uuid.UUID] = []
         while True:
-            ids = self._enqueue_now(tenants)
+            ids = self._enqueue_now([tenants[i % len(tenants)] for i in range(per_round)])
             self._wait_started(conn, ids, "warm-up (workers joining)", WARMUP_TIMEOUT)
-            if worker_ids_of(conn, ids) >= WORKERS:
+            warmed += ids
+            if worker_ids_of(conn, warmed) >= expected:
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"warm-up: the {WORKERS} workers did not all get partitions")
+                raise RuntimeError(
+                    f"warm-up: fewer than {expected} of the {self.worker_count} workers ran "
+                    "jobs (the others got no partition)"
+                )
             time.sleep(1.0)
 
     def _capacity(self, conn: psycopg.Connection[Any]) -> tuple[float, str, dict[str, Any]]:
@@ -882,7 +997,7 @@ class Run:
         low, high = round(0.1 * (len(starts) - 1)), round(0.9 * (len(starts) - 1))
         span = starts[high] - starts[low]
         capacity = (high - low) / span if span > 0 else float("nan")
-        ideal = WORKERS * self.slots / (self.knobs.job_ms / 1000)
+        ideal = self.worker_count * self.slots / (self.knobs.job_ms / 1000)
         time.sleep(1.0)  # the last results written, the slots free again
         return (
             capacity,
@@ -941,6 +1056,7 @@ class Run:
         plans = [PhasePlan(p.name, p.seconds, p.cold_rate, p.hot_rate) for p in phases]
         t0_mono = time.monotonic() + 0.2
         t0 = time.time() + (t0_mono - time.monotonic())
+        shared = quiet_producer(self.settings) if self.options.single_producer else None
         pacers = [
             Pacer(
                 self.settings,
@@ -951,11 +1067,16 @@ class Run:
                 self.options.seed,
                 t0_mono,
                 stop,
+                shared,
             )  # fmt: skip
             for schedule in self._schedules(phases)
         ]
-        with collector_paused():
-            self._send(conn, phases, probes, pacers, stop, t0)
+        try:
+            with collector_paused():
+                self._send(conn, phases, probes, pacers, stop, t0)
+        finally:
+            if shared is not None:
+                shared.close()
         for pacer in pacers:
             if pacer.error:
                 self.problems.append(f"the {pacer.schedule.klass} producer failed: {pacer.error}")
@@ -1275,6 +1396,19 @@ def main(argv: list[str] | None = None) -> int:
         "; the report adds each run's ratio, the median (the verdict of --require-targets) "
         "and the pooled figures",
     )
+    parser.add_argument(
+        "--worker",
+        default="group",
+        help="the worker each scenario runs with: group (tenantq worker), share (the "
+        "share-group spike, a Kafka 4.2+ broker), or group,share for both, side by side",
+    )
+    parser.add_argument("--workers", type=int, default=WORKERS, help="worker processes")
+    parser.add_argument(
+        "--partitions", type=int, help="partitions of the run's queue (default: 12)"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, help="handler slots per worker process (default: 32)"
+    )
     parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
     parser.add_argument("--seed", type=int, default=7, help="seed of the tenants' choices")
     parser.add_argument("--capacity", type=float, help="jobs/s; default: measured by a burst")
@@ -1302,6 +1436,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="cross-check: handlers note when they start (a file per handler process), and "
         "the report shows how long after the claim (started_at) that was",
+    )
+    parser.add_argument(
+        "--single-producer",
+        action="store_true",
+        help="one tenantq.Producer sends every tenant class's jobs (the cold tenants' and the "
+        "flood), as one service enqueues for all its tenants; default: one per class",
     )
     parser.add_argument(
         "--require-targets",
@@ -1336,6 +1476,11 @@ def main(argv: list[str] | None = None) -> int:
             chosen += pair[::-1] if args.off_first else pair
         else:
             chosen.append(scenario)
+    kinds = [kind.strip() for kind in args.worker.split(",") if kind.strip()]
+    unknown = [kind for kind in kinds if kind not in WORKER_KINDS]
+    if unknown or not kinds:
+        parser.error(f"--worker: one or more of {', '.join(WORKER_KINDS)}, not {args.worker!r}")
+    chosen = [with_worker(scenario, kind) for scenario in chosen for kind in kinds]
     unique = {s.name: s for s in chosen}  # --compare of X and X-off: each once
     if args.repeat > 1:
         # Rounds, not runs of a scenario back to back: a machine that slows down for a while
@@ -1357,7 +1502,9 @@ def main(argv: list[str] | None = None) -> int:
         keep=args.keep,
         handler_starts=args.handler_starts,
         until_released=args.until_released,
+        single_producer=args.single_producer,
         report_dir=report_dir,
+        shape=Shape(args.workers, args.concurrency, args.partitions),
     )
     started = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     load_before = _load()
@@ -1375,6 +1522,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{os.cpu_count()} cores; load average {load_before} at the start, "
         f"{_load()} at the end.",
         "knobs": knobs.__dict__,
+        "producers": "one for every tenant class" if args.single_producer else "one per class",
         "failed_runs": failures,
     }
     # Pools every run's cold jobs: once, for the report, the table and the verdict.

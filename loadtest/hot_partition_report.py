@@ -141,8 +141,12 @@ class RunData:
     #: With ``--handler-starts``: seconds from the claim (``started_at``) to the handler's own
     #: start (jobs, min, p50, p99, max); None without.
     start_gap: dict[str, float] | None = None
+    #: Per phase, the cold batches' hand-over to acknowledgement (batches, p50, p99, max).
+    cold_acknowledged: dict[str, dict[str, float]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     worker_logs: list[str] = field(default_factory=list)
+    #: The command each worker process ran (the share-group spike's, or ``tenantq worker``).
+    worker_command: str = "tenantq worker"
 
     def tenant_class(self, tenant: str) -> str:
         return HOT if tenant == self.hot_tenant else COLD
@@ -368,8 +372,12 @@ def side_by_side_rows(runs: Sequence[RunFigures]) -> list[tuple[str, list[str]]]
 
     add("protection", (_protection_text(f.data) for f in runs))
     add(
-        "capacity (2 workers, 50 ms jobs)",
-        (f"{_rate(f.data.capacity)} ({f.data.capacity_method})" for f in runs),
+        "capacity (workers x slots, job length)",
+        (
+            f"{_rate(f.data.capacity)} ({f.data.capacity_method}; {f.data.workers} x "
+            f"{f.data.slots_per_worker}, {f.data.job_ms:g} ms)"
+            for f in runs
+        ),
     )
     add("producer asked / achieved", (_producer_text(f) for f in runs))
 
@@ -579,7 +587,7 @@ How the numbers are made:
 - **p50 / p90 / p99**: nearest rank over the class's jobs of the phase. Every cold job is
   waited for (up to `--drain-timeout`); one still not started counts as "until the end",
   shown as `>=`.
-- **capacity**: jobs per second the 2 workers start when saturated with 50 ms jobs of many
+- **capacity**: jobs per second the workers start when saturated with the run's jobs of many
   tenants spread evenly over the partitions, measured before the phases (starts between the
   10th and 90th percentile of a burst), unless given with `--capacity`.
 - **throughput** of a class in a phase: its jobs started inside the phase's window / window
@@ -613,7 +621,8 @@ def write_report(
         "# tenantq hot-partition load test",
         "",
         f"{meta['started']}; tenantq at `{meta['revision']}`; Kafka {meta['kafka']}; "
-        f"seed {meta['seed']}. {meta['machine']}",
+        f"seed {meta['seed']}; producers: {meta.get('producers', 'one per class')}. "
+        f"{meta['machine']}",
         "",
         "| | " + " | ".join(f.data.name for f in runs) + " |",
         "| --- |" + " ---: |" * len(runs),
@@ -639,7 +648,7 @@ def write_report(
             f"## {data.name}",
             "",
             f"{data.summary}. Topics `{data.prefix}.{data.queue}*`, {data.partitions} partitions, "
-            f"{data.workers} `tenantq worker` processes x {data.slots_per_worker} slots, "
+            f"{data.workers} `{data.worker_command}` processes x {data.slots_per_worker} slots, "
             f"{data.job_ms:g} ms jobs; hot tenant `{data.hot_tenant}` on partition "
             f"{data.hot_partition}, sharing it with {len(data.neighbours)} cold tenants "
             f"({', '.join(data.neighbours) or 'none'}). Clock offset database - tool "
@@ -675,6 +684,18 @@ def write_report(
                     f"{stay.reason or '-'} | {stay.updated_by or '-'} |"
                     for tenant, stay in data.lane_stays.items()
                 ),
+                "",
+            ]
+        if data.cold_acknowledged:
+            lines += [
+                "Cold batches from hand-over to Kafka's acknowledgement (the producer's and "
+                "the broker's part of the wait): "
+                + "; ".join(
+                    f"{phase} {ms(wait['p50'])} p50, {ms(wait['p99'])} p99, {ms(wait['max'])} "
+                    f"max ({wait['batches']:,.0f} batches)"
+                    for phase, wait in data.cold_acknowledged.items()
+                )
+                + ".",
                 "",
             ]
         if data.start_gap:
@@ -804,6 +825,7 @@ def facts(figures: RunFigures) -> dict[str, Any]:
             "tenants": {tenant: asdict(stay) for tenant, stay in data.lane_stays.items()},
         },
         "claim_to_handler_start_seconds": data.start_gap,
+        "cold_acknowledged_seconds": data.cold_acknowledged,
         "max_lag": figures.max_lag,
         "max_lane_lag": figures.max_lane_lag,
         "clock_offset_seconds": data.clock.offset,

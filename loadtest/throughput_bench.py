@@ -31,6 +31,12 @@ server (dropped at the end). Once, the raw confluent-kafka consumer reads the sa
     python loadtest/throughput_bench.py                     # make bench: defaults, one round
     python loadtest/throughput_bench.py --runs 3            # min and median of 3 rounds
     python loadtest/throughput_bench.py --tenantq 2048x2t --pgqueuer 500x2 --latency-seconds 0
+    python loadtest/throughput_bench.py --tenantq 512x1 --share 512x1 --pgqueuer ''  # spike
+
+With ``--share`` (a Kafka 4.2+ broker), the share-group spike (``bench_share``) runs the same
+jobs in every round, each share configuration next to the consumer-group one of the same
+position (alternating which goes first), and the footer gives each share configuration's
+rate over the consumer-group worker's of the same shape, same round.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ import psycopg
 from bench_pgqueuer import MISSING, PgqueuerConfig, PgqueuerSide
 from bench_report import background_text, best, round_ratios, summarize, table, write_report
 from bench_run import Measured, RunOptions, Servers, median
+from bench_share import ShareConfig, ShareSide
 from bench_tenantq import (
     TenantqConfig,
     TenantqSide,
@@ -110,6 +117,54 @@ def drop_database(servers: Servers, name: str) -> None:
         connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def round_order(
+    round_number: int, tenantq: list[TenantqConfig], share: list[ShareConfig]
+) -> list[tuple[int, TenantqConfig | ShareConfig]]:
+    """The runs of one round, as (index in its list, configuration): the k-th consumer-group
+    configuration and the k-th share configuration side by side, the group's first in odd
+    rounds and the share's first in even ones, so that a machine slowing down within a round
+    weighs on both alike; without share configurations, the group's in their order."""
+    order: list[tuple[int, TenantqConfig | ShareConfig]] = []
+    for index in range(max(len(tenantq), len(share))):
+        pair: list[tuple[int, TenantqConfig | ShareConfig]] = []
+        if index < len(tenantq):
+            pair.append((index, tenantq[index]))
+        if index < len(share):
+            pair.append((index, share[index]))
+        order.extend(pair if round_number % 2 else pair[::-1])
+    return order
+
+
+def share_ratios(
+    results: list[Measured], raw_rate: float | None, raw_share: float | None
+) -> list[str]:
+    """Per share configuration, its rate over the consumer-group worker's of the same slots,
+    processes and handlers in the same round (median and range over the rounds), and the
+    raw consumers' rates side by side."""
+
+    def shape(label: str) -> str:  # "c512 p2 threads" of "tenantq c512 p2 threads"
+        return label.split(" ", 1)[1].removesuffix(" (defaults)")
+
+    twins = {(run.round_number, shape(run.label)): run for run in results
+             if run.system == "tenantq"}  # fmt: skip
+    ratios: dict[str, list[float]] = {}
+    for run in results:
+        twin = twins.get((run.round_number, shape(run.label)))
+        if run.system == "share" and twin is not None and twin.rate > 0:
+            ratios.setdefault(f"{run.label} ÷ {twin.label}", []).append(run.rate / twin.rate)
+    lines = [
+        f"**{name}** (same round): median {median(values):.2f}, "
+        f"range {min(values):.2f}-{max(values):.2f} over {len(values)} round(s)."
+        for name, values in ratios.items()
+    ]
+    if raw_share:
+        ceiling = f"Raw ShareConsumer of the same topic (implicit acks): {raw_share:,.0f} msg/s"
+        if raw_rate:
+            ceiling += f", {raw_share / raw_rate:.2f} of the raw consumer-group consumer's"
+        lines.append(ceiling + ".")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -138,6 +193,14 @@ def main(argv: list[str] | None = None) -> int:
         "swept, 500 and 1000 tie, 100 is 20-25%% slower, a third process adds nothing), and "
         "its default batch of 10 is shown beside them",
     )
+    parser.add_argument(
+        "--share",
+        default="",
+        help="share-group spike configurations (python -m tenantq.consumer.share), "
+        "CONCURRENCYxPROCESSES[t][a] as for --tenantq, comma-separated; the k-th runs next to "
+        "the k-th --tenantq configuration in every round, after it in odd rounds and before "
+        "it in even ones (default: none; a broker of Kafka 4.2 or newer)",
+    )
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="0: no half load")
     parser.add_argument(
         "--latency-rate",
@@ -160,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
 
     tenantq_configs = [TenantqConfig.parse(text) for text in arguments.tenantq.split(",") if text]
     pgqueuer_configs = [PgqueuerConfig.parse(t) for t in arguments.pgqueuer.split(",") if t]
+    share_configs = [ShareConfig.parse(text) for text in arguments.share.split(",") if text]
     stamp = time.strftime("%Y%m%d-%H%M%S")
     report_dir = arguments.report_dir or Path("reports") / f"throughput-{stamp}"
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -184,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     pgqueuer_database = f"pgqbench_{suffix}"
     results: list[Measured] = []
     raw_rate: float | None = None
+    raw_share: float | None = None
     created: list[str] = []
     tenantq_side: TenantqSide | None = None
     try:
@@ -197,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             arguments.latency_rate,
         )
         tenantq_side = TenantqSide(servers, tenantq_database, options, arguments.partitions)
+        share_side = ShareSide(servers, tenantq_database, options, arguments.partitions)
         pgqueuer_side = None
         if pgqueuer_configs:
             with psycopg.connect(psycopg_url(servers.database_url), autocommit=True) as connection:
@@ -205,16 +271,27 @@ def main(argv: list[str] | None = None) -> int:
             pgqueuer_side = PgqueuerSide(servers, pgqueuer_database, options)
             pgqueuer_side.install()
         for round_number in range(1, arguments.runs + 1):
-            for index, config in enumerate(tenantq_configs):
-                concurrency = config.concurrency or "default"
-                tag = (
-                    f"r{round_number}-tenantq-c{concurrency}-p{config.processes}"
-                    f"{'t' if config.threads else ''}{'a' if config.asynchronous else ''}"
-                )
-                want_raw = round_number == 1 and index == 0 and not arguments.no_raw
-                measured, rate = tenantq_side.run(config, tag, raw=want_raw)
+            first_share = True
+            for index, config in round_order(round_number, tenantq_configs, share_configs):
+                if isinstance(config, ShareConfig):
+                    tag = (
+                        f"r{round_number}-share-c{config.concurrency}-p{config.processes}"
+                        f"{'t' if config.threads else ''}{'a' if config.asynchronous else ''}"
+                    )
+                    want_raw = round_number == 1 and first_share and not arguments.no_raw
+                    first_share = False
+                    measured, rate = share_side.run(config, tag, raw=want_raw)
+                    raw_share = rate if rate is not None else raw_share
+                else:
+                    concurrency = config.concurrency or "default"
+                    tag = (
+                        f"r{round_number}-tenantq-c{concurrency}-p{config.processes}"
+                        f"{'t' if config.threads else ''}{'a' if config.asynchronous else ''}"
+                    )
+                    want_raw = round_number == 1 and index == 0 and not arguments.no_raw
+                    measured, rate = tenantq_side.run(config, tag, raw=want_raw)
+                    raw_rate = rate if rate is not None else raw_rate
                 measured.round_number = round_number
-                raw_rate = rate if rate is not None else raw_rate
                 results.append(measured)
                 print(f"round {round_number} · {describe(measured)}", flush=True)
             for pgqueuer_config in pgqueuer_configs:
@@ -257,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             f"Raw confluent-kafka consumer of the same topic (no decoding, no database): "
             f"{raw_rate:,.0f} msg/s; {first.label} ÷ raw = {first.rate / raw_rate:.4f}."
         )
+    footer.extend(share_ratios(results, raw_rate, raw_share))
     background = [b for run in results if (b := run.kafka_background()) is not None]
     if background:
         footer.append(

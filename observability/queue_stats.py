@@ -22,6 +22,7 @@ from tenantq.errors import TenantqError
 from tenantq.observability import specs as names
 from tenantq.store import outbox as outbox_store
 from tenantq.store import placement as placement_store
+from tenantq.store import quotas as quota_store
 from tenantq.store import stats
 from tenantq.store.engine import DeploymentConnection
 
@@ -98,6 +99,7 @@ class QueueStatsCollector(Collector):
             )
             lag = outbox_store.outbox_lag(self._connection, self._queues)
             lanes = placement_store.lane_members(self._connection, self._queues)
+            limited = quota_store.tenant_running_limited(self._connection)
         except (psycopg.Error, TenantqError, OSError) as error:
             # Scrapes must keep working when Postgres does not: report it, retry next scrape.
             logger.warning("stats query failed: %s", type(error).__name__)
@@ -108,6 +110,7 @@ class QueueStatsCollector(Collector):
             + _worker_families(workers)
             + _outbox_families([queue.queue for queue in queue_stats], lag)
             + _lane_families([queue.queue for queue in queue_stats], lanes, self._top_tenants)
+            + _quota_families(limited, self._top_tenants)
         )
         return [*families, _gauge(names.STATS_UP, 1.0), _duration(started)]
 
@@ -132,6 +135,21 @@ def _lane_families(
         if len(tenants) > top_tenants:
             member.add_metric([queue, "other"], float(len(tenants) - top_tenants))
     return [count, member]
+
+
+def _quota_families(limited: list[quota_store.TenantRunning], top_tenants: int) -> list[Metric]:
+    """Running per tenant with limits of its own, busiest first: the top by name, the rest
+    summed as ``other`` (their caps are not summed: a sum of caps caps nothing)."""
+    running = _family(names.TENANT_RUNNING)
+    cap = _family(names.TENANT_MAX_RUNNING)
+    for tenant in limited[:top_tenants]:
+        running.add_metric([tenant.tenant_id], float(tenant.running))
+        if tenant.max_running is not None:
+            cap.add_metric([tenant.tenant_id], float(tenant.max_running))
+    rest = limited[top_tenants:]
+    if rest:
+        running.add_metric(["other"], float(sum(tenant.running for tenant in rest)))
+    return [running, cap]
 
 
 def _family(name: str) -> GaugeMetricFamily:

@@ -38,6 +38,8 @@ OUTBOX_LAG = "tenantq_outbox_lag_seconds"
 LANE_TENANTS = "tenantq_lane_tenants"
 TENANT_IN_LANE = "tenantq_tenant_in_lane"
 OUTBOX_UNSENT = "tenantq_outbox_unsent_entries"
+TENANT_RUNNING = "tenantq_tenant_running"
+TENANT_MAX_RUNNING = "tenantq_tenant_max_running"
 
 # -- from the worker (WorkerMetrics) ---------------------------------------------------------
 JOBS_STARTED = "tenantq_jobs_started"
@@ -62,6 +64,7 @@ COMMITTED_MESSAGE_AGE = "tenantq_committed_message_age_seconds"
 DATABASE_UP = "tenantq_database_up"
 LANE_MOVES = "tenantq_lane_moves"
 LANE_DIVERTED = "tenantq_lane_diverted"
+QUOTA_THROTTLED = "tenantq_quota_throttled"
 HANDLER_PROCESS_RESTARTS = "tenantq_handler_process_restarts"
 WORKER_RESULTS_WAITING = "tenantq_worker_results_waiting"
 
@@ -168,6 +171,18 @@ SPECS: tuple[MetricSpec, ...] = (
         "queue",
         "tenant",
     ),
+    _postgres(
+        TENANT_RUNNING,
+        "Attempts running now (live leases, any worker) of each tenant with limits of its own "
+        "(top N by running, else other: their sum).",
+        "tenant",
+    ),
+    _postgres(
+        TENANT_MAX_RUNNING,
+        "The tenant-wide cap of attempts running at once of each tenant listed in "
+        "tenantq_tenant_running that has one.",
+        "tenant",
+    ),
     MetricSpec(JOBS_STARTED, "counter", "Attempts started.", ("queue", "job_type", "tenant")),
     MetricSpec(
         JOBS_FINISHED,
@@ -268,6 +283,14 @@ SPECS: tuple[MetricSpec, ...] = (
         "counter",
         "Messages of hot-lane tenants this worker moved from the main topic to the lane.",
         ("queue",),
+    ),
+    MetricSpec(
+        QUOTA_THROTTLED,
+        "counter",
+        "Jobs the claim held back for a limit of their tenant, by reason (max_running, rate, "
+        "weight): not started, no attempt spent; each is asked for again (and counted again "
+        "if held back again).",
+        ("queue", "tenant", "reason"),
     ),
     MetricSpec(
         HANDLER_PROCESS_RESTARTS,

@@ -95,6 +95,11 @@ class WorkerEvents:
     def committed_message_age(self, queue: str, seconds: float) -> None:
         """The oldest message of ``queue`` not yet durably done was produced ``seconds`` ago."""
 
+    def quota_throttled(self, queue: str, tenant: str, reason: str, count: int) -> None:
+        """The claim held back ``count`` jobs of ``tenant`` in ``queue`` for its limit
+        ``reason`` (``tenantq.tenant_limits.ThrottleReason``: max_running, rate, weight);
+        they wait, untouched, and are asked for again."""
+
     def tenant_moved_to_lane(self, queue: str, tenant: str) -> None:
         """This worker moved ``tenant`` to the hot lane of ``queue``."""
 

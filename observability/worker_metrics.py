@@ -256,6 +256,12 @@ class WorkerMetrics(WorkerEvents):
         except KeyError:
             pass
 
+    def quota_throttled(self, queue: str, tenant: str, reason: str, count: int) -> None:
+        """The claim held back ``count`` jobs of a tenant for one of its limits."""
+        if count > 0:
+            label = self.tenants.label(tenant)
+            self._family(names.QUOTA_THROTTLED).labels(queue, label, reason).inc(count)
+
     def tenant_moved_to_lane(self, queue: str, tenant: str) -> None:
         """This worker moved a tenant to the queue's hot lane (the tenant is in the log line
         and the placement table, not a label)."""

@@ -26,12 +26,12 @@ import datetime as dt
 import hashlib
 import uuid
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, NamedTuple
 
 import psycopg
 
 from tenantq.app import App, resolve_max_attempts
+from tenantq.closing import ClosedOnExit
 from tenantq.errors import ConfigurationError, JobConflict
 from tenantq.job_ids import new_job_id_ints
 from tenantq.observability.tracing import Publication, job_tracer
@@ -69,7 +69,7 @@ def declared_partition_counts(settings: Settings) -> Callable[[str], int]:
     return partition_count
 
 
-class Outbox:
+class Outbox(ClosedOnExit):
     """Enqueue jobs atomically with the caller's own database writes.
 
     >>> outbox = tenantq.Outbox(app)
@@ -262,17 +262,6 @@ class Outbox:
         """Close the placement reader's connection."""
         if self._placement_reader is not None:
             self._placement_reader.close()
-
-    def __enter__(self) -> Outbox:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _start_creation(request: EnqueueRequest) -> Publication | None:

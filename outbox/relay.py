@@ -35,6 +35,7 @@ import confluent_kafka
 
 from tenantq.background import ServiceLoop
 from tenantq.errors import TenantqError
+from tenantq.kafka_access import ClientReport
 from tenantq.outbox.entry_encoder import EntryEncoder
 from tenantq.producer.config import producer_config
 from tenantq.producer.delivery import confirmed
@@ -64,13 +65,16 @@ class EntryPublisher:
         producer_factory: ProducerFactory = confluent_kafka.Producer,
     ) -> None:
         config = producer_config(settings, {"client.id": "tenantq-outbox-relay"})
-        self._producer = producer_factory(config)
+        #: What the client reports: a refused login ends a round at once, with its reason.
+        self.client = ClientReport(settings.require_bootstrap_servers())
+        self._producer = producer_factory({**config, **self.client.config()})
         self._timeout = settings.outbox.publish_timeout_seconds
 
     def publish(
         self, entries: Sequence[outbox_store.Entry], stopping: Callable[[], bool]
     ) -> list[int]:
-        """Produce ``entries`` in order; return the ids of those Kafka acknowledged."""
+        """Produce ``entries`` in order; return the ids of those Kafka acknowledged. Gives up
+        waiting as soon as the cluster refuses the client (``refusal`` says why)."""
         acknowledged: list[int] = []
         settled = 0
 
@@ -99,7 +103,12 @@ class EntryPublisher:
                 except BufferError:
                     self._producer.poll(0.05)
         deadline = time.monotonic() + self._timeout
-        while settled < len(entries) and time.monotonic() < deadline and not stopping():
+        while (
+            settled < len(entries)
+            and time.monotonic() < deadline
+            and not stopping()
+            and self.client.refused is None
+        ):
             self._producer.flush(0.2)
         if settled < len(entries):
             # Not sent yet: drop them from the local queue so that a Kafka back later does
@@ -174,6 +183,9 @@ class RelayService(ServiceLoop):
         outbox_store.outbox_delete(connection, acknowledged)
         self.published += len(acknowledged)
         if len(acknowledged) < len(entries):
+            refusal = publisher.client.refusal()
+            if refusal is not None:
+                raise refusal
             raise KafkaUnavailable(
                 f"{len(entries) - len(acknowledged)} of {len(entries)} outbox entries of "
                 f"{self.main_topics[topic]!r} not acknowledged"

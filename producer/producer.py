@@ -27,6 +27,7 @@ from tenantq import headers as header_names
 from tenantq.app import App
 from tenantq.errors import ConfigurationError, EnqueueFailed, QueueFull
 from tenantq.job_ids import new_job_id_block, new_job_id_ints
+from tenantq.kafka_access import ClientReport, is_refusal, read_metadata, refusal_line
 from tenantq.observability.tracing import Publication
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.admission import TenantAdmission
@@ -64,6 +65,8 @@ logger = logging.getLogger("tenantq.producer")
 
 #: Partition counts are re-read this often, so added partitions are used without a restart.
 PARTITION_COUNT_TTL_SECONDS = 60.0
+#: How long the first enqueue to a topic waits for its metadata (a refusal ends it sooner).
+METADATA_TIMEOUT_SECONDS = 10.0
 
 
 def positional_produce(client: Any) -> Produce:
@@ -140,9 +143,14 @@ class Producer:
             )
         self._latency_guard = latency_guard
         self._fatal_error: confluent_kafka.KafkaError | None = None
+        # What the client reports (served by the delivery thread): a refused login ends the
+        # next metadata wait at once, with the cluster's reason (``tenantq.kafka_access``).
+        self._client_report = ClientReport(self.settings.kafka_bootstrap_servers or "")
+        self._refusal_logged = False
         if kafka_client is None:
             config = producer_config(self.settings, kafka_overrides)
             config.setdefault("error_cb", self._on_client_error)
+            config.setdefault("logger", self._client_report)
             kafka_client = confluent_kafka.Producer(config)
         self._kafka = kafka_client
         self._produce = positional_produce(kafka_client)
@@ -190,7 +198,8 @@ class Producer:
 
         Raises at once (nothing published): ``InvalidJobError`` and its children for bad
         input, ``AdmissionRejected`` / ``LatencyBudgetExceeded`` / ``QueueFull`` for
-        backpressure.
+        backpressure, ``KafkaAccessRefused`` when the cluster refuses the client's credentials or
+        TLS (within a second or so of the refusal, naming the cluster).
 
         With database access, an ``idempotency_key`` that already names a job of the queue
         resolves at once to that job's ``JobRef`` with ``created=False`` (same job type,
@@ -344,7 +353,9 @@ class Producer:
         if cached is not None and now < cached[0]:
             return cached[1]
         try:
-            metadata = self._kafka.list_topics(topic, timeout=10.0)
+            metadata = read_metadata(
+                self._kafka, self._client_report, topic=topic, timeout=METADATA_TIMEOUT_SECONDS
+            )
         except confluent_kafka.KafkaException as error:
             if cached is not None:
                 return cached[1]  # the broker is briefly unreachable: the count rarely changes
@@ -607,8 +618,14 @@ class Producer:
         return deliver
 
     def _on_client_error(self, error: confluent_kafka.KafkaError) -> None:
+        self._client_report.on_error(error)
         if error.fatal():
             self._fatal_error = error
             logger.error("fatal Kafka producer error: %s", error.str())
+        elif is_refusal(error):
+            # librdkafka tries again every few hundred milliseconds: one line, not a flood.
+            if not self._refusal_logged:
+                self._refusal_logged = True
+                logger.error("%s", refusal_line(self._client_report.bootstrap_servers, error))
         else:
             logger.warning("Kafka producer: %s", error.str())

@@ -20,8 +20,9 @@ from sqlalchemy import URL, Engine, create_engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from tenantq.errors import ConfigurationError
+from tenantq.errors import ConfigurationError, DatabaseAccessRefused
 from tenantq.settings import Settings
+from tenantq.store.transient import is_access_refused, refused_access_line
 
 
 def parse_database_url(database_url: str) -> URL:
@@ -173,6 +174,25 @@ def connect(
         # Prepared at the first execution, not the fifth: the plan is made once per statement.
         connection.prepare_threshold = 0
     return connection
+
+
+def check_database_access(settings: Settings, *, timeout_seconds: int = 10) -> bool:
+    """Connect once, as a starting process does: raises ``DatabaseAccessRefused`` (one line naming
+    the server) when the server refuses the credentials, TLS or database name; returns True
+    when it let the client in, False when it could not be reached (weather: the process
+    starts and waits for it as it would for any outage)."""
+    try:
+        connection = connect(
+            settings,
+            application_name="tenantq-access-check",
+            connect_timeout_seconds=timeout_seconds,
+        )
+    except psycopg.OperationalError as error:
+        if is_access_refused(error):
+            raise DatabaseAccessRefused(refused_access_line(error)) from None
+        return False
+    connection.close()
+    return True
 
 
 class LazyConnection:

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 import psycopg
 from psycopg.types.json import Jsonb
 
-from tenantq.errors import DatabaseUnavailable
+from tenantq.errors import DatabaseAccessRefused, DatabaseUnavailable
 from tenantq.settings import Settings
 from tenantq.states import JobState
-from tenantq.store import placement, statements
+from tenantq.store import placement, quota_claim, statements
 from tenantq.store.binary_arrays import (
     BigintArray,
     BoolArray,
@@ -31,12 +31,16 @@ from tenantq.store.binary_arrays import (
     UuidArray,
 )
 from tenantq.store.engine import connect
+from tenantq.store.quota_claim import ClaimQuotas, Throttle
 from tenantq.store.transient import (
     TRANSIENT_RETRIES,
     backoff_seconds,
     describe_database_error,
+    is_access_refused,
     is_refusal,
+    refused_access_line,
 )
+from tenantq.tenant_limits import ThrottleReason
 
 if TYPE_CHECKING:
     from tenantq.schemas.envelope import Envelope
@@ -175,11 +179,22 @@ class JobStatus:
     lease_left_seconds: float
     crashes: int = 0
     of_another_deployment: bool = False
+    #: Another transaction holds the job's row (the claim skipped it rather than wait).
+    locked: bool = False
 
     @classmethod
     def in_another_deployment(cls, job_id: uuid.UUID) -> JobStatus:
         """A job id that another deployment on the database holds."""
         return cls(job_id, JobState.DEAD, None, 0, 1, False, False, None, 0.0, 0, True)
+
+
+class Completed(NamedTuple):
+    """What a result batch did: the jobs whose result was applied, and those set aside
+    because another transaction held their row (written nothing; to be written again). The
+    rest were stale and refused."""
+
+    applied: set[uuid.UUID]
+    locked: set[uuid.UUID]
 
 
 class Result(NamedTuple):
@@ -275,6 +290,9 @@ class JobStore:
             except psycopg.Error as error:
                 if is_refusal(error):
                     raise
+                if is_access_refused(error):
+                    self.close()
+                    raise DatabaseAccessRefused(refused_access_line(error)) from error
                 raise self._unavailable(describe_database_error(error)) from error
             except OSError as error:  # the socket itself failed before libpq could say so
                 raise self._unavailable(str(error)) from error
@@ -318,6 +336,46 @@ class JobStore:
 
         return self._run(work)
 
+    def claim_batch_limited(
+        self,
+        requests: Sequence[ClaimRequest],
+        quotas: ClaimQuotas,
+        lease_seconds: float,
+        stale_owner_seconds: float,
+        crash_budget: int,
+        adoptable: Sequence[uuid.UUID] = (),
+    ) -> tuple[dict[uuid.UUID, Lease], dict[uuid.UUID, Throttle]]:
+        """``claim_batch`` with the limits of ``quotas.limited_tenants`` applied
+        (``JOB_CLAIM_BATCH_LIMITED``): the leases taken, and the jobs left waiting with the
+        limit that held each."""
+        if not requests:
+            return {}, {}
+        parameters = {
+            **job_row_arrays(requests),
+            **quotas.parameters(requests),
+            "owner": self.owner,
+            "deployment": self.deployment,
+            "lease_seconds": lease_seconds,
+            "stale_owner_seconds": stale_owner_seconds,
+            "crash_budget": crash_budget,
+            "adoptable": UuidArray(list(adoptable)),
+        }
+
+        def work(
+            cursor: psycopg.Cursor[Any],
+        ) -> tuple[dict[uuid.UUID, Lease], dict[uuid.UUID, Throttle]]:
+            cursor.execute(quota_claim.JOB_CLAIM_BATCH_LIMITED, parameters, binary=True)
+            leases: dict[uuid.UUID, Lease] = {}
+            throttles: dict[uuid.UUID, Throttle] = {}
+            for row in cursor.fetchall():
+                if row[8] is None:
+                    leases[row[0]] = Lease._make(row[:8])
+                else:
+                    throttles[row[0]] = Throttle(ThrottleReason(row[8]), float(row[9]))
+            return leases, throttles
+
+        return self._run(work)
+
     def states_of(self, job_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, JobStatus]:
         ids = list(job_ids)
         if not ids:
@@ -344,6 +402,7 @@ class JobStore:
                     _error_message,
                     lease_left,
                     crashes,
+                    locked,
                     _ours,
                 ) = row
                 found[job_id] = JobStatus(
@@ -357,6 +416,7 @@ class JobStore:
                     digest,
                     float(lease_left or 0.0),
                     crashes,
+                    locked=bool(locked),
                 )
             return found
 
@@ -383,12 +443,13 @@ class JobStore:
 
     # -- results -----------------------------------------------------------------------------------
 
-    def complete_batch(self, results: Sequence[Result], *, again: bool = False) -> set[uuid.UUID]:
-        """Write results fenced; return the job ids whose result was applied (the rest were
-        stale and refused). ``again``: this batch may have been applied already by a try whose
-        connection dropped (``JOB_COMPLETE_BATCH_AGAIN``)."""
+    def complete_batch(self, results: Sequence[Result], *, again: bool = False) -> Completed:
+        """Write results fenced, never waiting for a row lock; return the jobs whose result
+        was applied and those set aside, locked (the rest were stale and refused). ``again``:
+        this batch may have been applied already by a try whose connection dropped
+        (``JOB_COMPLETE_BATCH_AGAIN``)."""
         if not results:
-            return set()
+            return Completed(set(), set())
         parameters = {
             "ids": UuidArray([r.job_id for r in results]),
             "attempts": BigintArray([r.attempt for r in results]),
@@ -406,9 +467,12 @@ class JobStore:
 
         statement = statements.JOB_COMPLETE_BATCH_AGAIN if again else statements.JOB_COMPLETE_BATCH
 
-        def work(cursor: psycopg.Cursor[Any]) -> set[uuid.UUID]:
+        def work(cursor: psycopg.Cursor[Any]) -> Completed:
             cursor.execute(statement, parameters)
-            return {row[0] for row in cursor.fetchall()}
+            done = Completed(set(), set())
+            for job_id, locked in cursor.fetchall():
+                (done.locked if locked else done.applied).add(job_id)
+            return done
 
         return self._run(work)
 
@@ -521,6 +585,21 @@ class JobStore:
         def work(cursor: psycopg.Cursor[Any]) -> int:
             cursor.execute(statements.WORKER_CRASHED, parameters)
             return len(cursor.fetchall())
+
+        return self._run(work)
+
+    def release_own_leases(self, reason: str) -> set[uuid.UUID]:
+        """Give back every lease this store's owner holds (``JOB_RELEASE_OWNER_LEASES``: after
+        a failover, leases of a history the worker no longer follows); the jobs released."""
+        parameters = {
+            "deployment": self.deployment,
+            "owner": self.owner,
+            "reason": printable(reason),
+        }
+
+        def work(cursor: psycopg.Cursor[Any]) -> set[uuid.UUID]:
+            cursor.execute(statements.JOB_RELEASE_OWNER_LEASES, parameters)
+            return {row[0] for row in cursor.fetchall()}
 
         return self._run(work)
 

@@ -20,6 +20,7 @@ from sqlalchemy import (
     CheckConstraint,
     Column,
     DateTime,
+    Double,
     Enum,
     ForeignKey,
     Index,
@@ -36,6 +37,16 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 
 from tenantq.states import TERMINAL_STATES, JobState, Outcome
+from tenantq.tenant_limits import (
+    JOB_TYPE_CHECK,
+    MOST_BURST,
+    MOST_RATE,
+    MOST_RUNNING,
+    MOST_WEIGHT,
+    QUEUE_NAME_CHECK,
+    TENANT_ID_CHECK,
+    ThrottleReason,
+)
 
 metadata = MetaData(
     naming_convention={
@@ -58,6 +69,7 @@ _terminal_list = ", ".join(f"'{state.value}'" for state in sorted(TERMINAL_STATE
 _leasable_list = "'pending', 'runnable', 'retrying'"
 #: Every attempt outcome, in declaration order (the order migration 0001 wrote them in).
 _outcome_list = ", ".join(f"'{outcome.value}'" for outcome in Outcome)
+_throttle_reasons = ", ".join(f"'{reason.value}'" for reason in ThrottleReason)
 
 jobs = Table(
     "tenantq_jobs",
@@ -137,10 +149,13 @@ jobs = Table(
         "run_after",
         postgresql_where=text(f"state IN ({_leasable_list})"),
     ),
-    # Heartbeats and release by owner; the leased jobs of the stats.
+    # The leased jobs: by tenant, what a tenant runs now (the quota claim counts them, and
+    # stats); by owner, what a crashed worker held (migration 0013: the owner after the
+    # tenant, so that one index serves both and a claim enters one, not two).
     Index(
-        "ix_tenantq_jobs_lease_owner",
+        "ix_tenantq_jobs_leased",
         "deployment",
+        "tenant_id",
         "lease_owner",
         postgresql_where=text("state = 'leased'"),
     ),
@@ -361,4 +376,103 @@ web_sessions = Table(
     CheckConstraint("expires_at > created_at", name="expires_after_start"),
     # Expired sign-ins of a deployment are deleted at the next sign-in.
     Index("ix_tenantq_web_sessions_deployment_expires_at", "deployment", "expires_at"),
+)
+
+#: A tenant's limits, set by operators (``tenantq tenants set``, ``tenantq.Tenants``, the
+#: console): the most it runs at once and starts per second, fleet-wide, and its weight when
+#: tenants compete for a queue. ``queue`` and ``job_type`` narrow a row ('*' = any); every
+#: row that applies to a job must hold. The claim enforces them (``tenantq.store.quotas``).
+tenants = Table(
+    "tenantq_tenants",
+    metadata,
+    Column("deployment", Text, nullable=False),
+    Column("tenant_id", Text, nullable=False),
+    Column("queue", Text, nullable=False),
+    Column("job_type", Text, nullable=False),
+    Column("max_running", Integer, nullable=True),
+    Column("rate", Double, nullable=True),
+    Column("burst", Integer, nullable=True),
+    Column("weight", Integer, nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("updated_by", Text, nullable=True),
+    PrimaryKeyConstraint("deployment", "tenant_id", "queue", "job_type"),
+    CheckConstraint(f"tenant_id ~ '{TENANT_ID_CHECK}'", name="tenant_id_valid"),
+    CheckConstraint(f"queue = '*' OR queue ~ '{QUEUE_NAME_CHECK}'", name="queue_valid"),
+    CheckConstraint(f"job_type = '*' OR job_type ~ '{JOB_TYPE_CHECK}'", name="job_type_valid"),
+    CheckConstraint(f"max_running BETWEEN 1 AND {MOST_RUNNING}", name="max_running_in_range"),
+    # NaN and infinity are refused too: NaN is above every number in PostgreSQL.
+    CheckConstraint(f"rate > 0 AND rate <= {MOST_RATE:.0f}", name="rate_in_range"),
+    CheckConstraint(f"burst BETWEEN 1 AND {MOST_BURST}", name="burst_in_range"),
+    CheckConstraint("burst IS NULL OR rate IS NOT NULL", name="burst_needs_a_rate"),
+    CheckConstraint(f"weight BETWEEN 1 AND {MOST_WEIGHT}", name="weight_in_range"),
+    # Weights share a queue between tenants; a job type has no share of its own.
+    CheckConstraint("weight IS NULL OR job_type = '*'", name="weight_per_queue"),
+    CheckConstraint(
+        "max_running IS NOT NULL OR rate IS NOT NULL OR weight IS NOT NULL",
+        name="limits_something",
+    ),
+)
+
+#: What the claim keeps of each cap's and rate's use (rows of workers, never of operators),
+#: one row per scope a cap or a rate applies to (a row of ``tenantq_tenants``, or the
+#: defaults' tenant-wide one): the limits the last claim applied, what it asked for and let
+#: start, and the state that carries from claim to claim. Every claim of a capped or paced
+#: tenant updates the rows of its scopes under their row locks
+#: (``tenantq.store.quota_claim``).
+tenant_usage = Table(
+    "tenantq_tenant_usage",
+    metadata,
+    Column("deployment", Text, nullable=False),
+    Column("queue", Text, nullable=False),
+    Column("tenant_id", Text, nullable=False),
+    Column("job_type", Text, nullable=False),
+    # Claims that wrote the row: a claim trusts a count it made only if none wrote since.
+    Column("claims", BigInteger, nullable=False, server_default=text("0")),
+    # What the last claim asked to start and let start.
+    Column("wanted", Integer, nullable=False, server_default=text("0")),
+    Column("granted", Integer, nullable=False, server_default=text("0")),
+    # The limits the last claim applied.
+    Column("max_running", Integer, nullable=True),
+    Column("rate", Double, nullable=True),
+    Column("burst", Integer, nullable=True),
+    # At least as many of the scope's jobs as run now: raised by every start let through,
+    # brought down to a count of the live leases when it leaves less room than wanted.
+    Column("running_bound", Integer, nullable=True),
+    # The live leases the last claim counted (NULL: it did not need to).
+    Column("counted", Integer, nullable=True),
+    # GCRA: when the scope's next start is due at the steady rate; up to burst - 1 intervals
+    # of it may be spent early.
+    Column("rate_tat", DateTime(timezone=True), nullable=True),
+    Column("throttled_at", DateTime(timezone=True), nullable=True),
+    Column("throttled_reason", Text, nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("deployment", "queue", "tenant_id", "job_type"),
+    CheckConstraint("claims >= 0", name="claims_not_negative"),
+    CheckConstraint("granted BETWEEN 0 AND wanted", name="granted_within_wanted"),
+    CheckConstraint("running_bound >= 0", name="running_bound_not_negative"),
+    CheckConstraint("counted >= 0", name="counted_not_negative"),
+    CheckConstraint(f"throttled_reason IN ({_throttle_reasons})", name="throttled_reason_known"),
+)
+
+#: Each tenant's share of a fair queue (a queue where some tenant has a weight of its own):
+#: its virtual time (its starts divided by its weight), which every worker adds its starts to
+#: and reads the others' from, every tenth of a second (``tenantq.quotas.shares``).
+tenant_shares = Table(
+    "tenantq_tenant_shares",
+    metadata,
+    Column("deployment", Text, nullable=False),
+    Column("queue", Text, nullable=False),
+    Column("tenant_id", Text, nullable=False),
+    # The weight the last claim applied.
+    Column("weight", Integer, nullable=False),
+    Column("virtual_time", Double, nullable=False, server_default=text("0")),
+    # The slowest backlogged competitor's virtual time, as the last worker to write saw it.
+    Column("floor_time", Double, nullable=True),
+    # When a worker last held more of the tenant than it could start (it competes).
+    Column("backlogged_at", DateTime(timezone=True), nullable=True),
+    # When its share last held one of its jobs back.
+    Column("throttled_at", DateTime(timezone=True), nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("deployment", "queue", "tenant_id"),
+    CheckConstraint(f"weight BETWEEN 1 AND {MOST_WEIGHT}", name="weight_in_range"),
 )

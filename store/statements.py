@@ -14,33 +14,45 @@ does not take it, and ``JOB_STATE_BATCH`` reports it as another deployment's (a 
 
 from __future__ import annotations
 
-#: Claim every job of a poll batch in one statement: insert the row on first sight (leased,
-#: attempt 1), or take the lease where the job is leasable and due, or leased by an owner whose
-#: lease expired or whose heartbeat went stale. Attempts are incremented here, at lease time, so
-#: a handler that kills its process still moves its job toward dead. The payload hash must
-#: match: the same job id with another payload is a conflict, never a takeover. A job that was
-#: running in ``crash_budget`` process deaths is not leased (the worker buries it).
-#:
-#: Two new jobs of one batch with one idempotency key: only the first (by position) is
-#: inserted, so the unique key is never violated by the batch itself. ``adoptable`` names jobs
-#: this owner may hold already because an earlier try of this very claim committed before the
-#: connection dropped: their lease is returned as it is, without another attempt. A job id of
-#: another deployment is never updated (its row is left, and the job not leased).
-JOB_CLAIM_BATCH = """
-WITH given AS (
+#: The deployment's rows of a batch's jobs (``ids``) as two sets, so that a statement never
+#: waits for a row lock: ``free``, the rows this statement now holds, and ``locked``, the rows
+#: that exist but another transaction holds. Both are found by primary key and ``NOT IN`` a
+#: set is a hash, so the plan stays linear in the batch: a semi-join to ``free`` is planned
+#: as a nested loop over the batch, and an ``EXISTS`` beside an ``OR`` as a hash of the whole
+#: table's keys. Another deployment's row is in neither (nor locked here).
+_LOCKED_ROWS = """free AS (
+    SELECT x.id FROM tenantq_jobs x
+    WHERE x.id = ANY(%(ids)b::uuid[]) AND x.deployment = %(deployment)b
+    FOR NO KEY UPDATE SKIP LOCKED
+),
+locked AS (
+    SELECT x.id FROM tenantq_jobs x
+    WHERE x.id = ANY(%(ids)b::uuid[]) AND x.deployment = %(deployment)b
+      AND x.id NOT IN (SELECT id FROM free)
+)"""
+
+#: The batch's rows (``given``), the rows another transaction holds (``_LOCKED_ROWS``), and
+#: those of the batch the claim may insert or take (``incoming``); ``{arrays}`` and
+#: ``{columns}``: more arrays of the batch, after the job's own.
+_CLAIM_GIVEN = """
+given AS (
     SELECT *
     FROM unnest(
         %(ids)b::uuid[], %(queues)b::text[], %(job_types)b::text[], %(tenant_ids)b::text[],
         %(partition_keys)b::text[], %(payloads)b::bytea[], %(payload_hashes)b::bytea[],
         %(max_attempts)b::int[], %(idempotency_keys)b::text[], %(origin_topics)b::text[],
-        %(origin_partitions)b::int[], %(origin_offsets)b::bigint[], %(enqueued_ats)b::timestamptz[]
+        %(origin_partitions)b::int[], %(origin_offsets)b::bigint[],
+        %(enqueued_ats)b::timestamptz[]{arrays}
     ) WITH ORDINALITY AS t(id, queue, job_type, tenant_id, partition_key, payload,
            payload_sha256, max_attempts, idempotency_key, origin_topic, origin_partition,
-           origin_offset, enqueued_at, position)
+           origin_offset, enqueued_at{columns}, position)
 ),
+"""
+_CLAIM_INCOMING = """,
 incoming AS (
     SELECT * FROM given g
-    WHERE g.idempotency_key IS NULL OR (
+    WHERE g.id NOT IN (SELECT id FROM locked)
+      AND (g.idempotency_key IS NULL OR (
         -- An earlier job of this batch has the key: the first one is the job.
         NOT EXISTS (
             SELECT 1 FROM given earlier
@@ -53,8 +65,13 @@ incoming AS (
             WHERE other.deployment = %(deployment)b AND other.queue = g.queue
               AND other.idempotency_key = g.idempotency_key AND other.id <> g.id
         )
-    )
-)
+    ))
+)"""
+_CLAIM_INPUT = _CLAIM_GIVEN + _LOCKED_ROWS + _CLAIM_INCOMING  # noqa: S608 (constant parts)
+
+#: The lease itself, of the rows of ``{rows}``: inserted on first sight, or taken where the
+#: job is leasable (see ``JOB_CLAIM_BATCH``).
+_CLAIM_LEASE = """
 INSERT INTO tenantq_jobs AS j (
     id, deployment, queue, job_type, tenant_id, partition_key, state, payload, payload_sha256,
     attempts, max_attempts, run_after, lease_owner, lease_until, heartbeat_at, idempotency_key,
@@ -64,7 +81,7 @@ SELECT id, %(deployment)b, queue, job_type, tenant_id, partition_key, 'leased', 
        payload_sha256, 1,
        max_attempts, now(), %(owner)b, now() + make_interval(secs => %(lease_seconds)b), now(),
        idempotency_key, origin_topic, origin_partition, origin_offset, enqueued_at, now()
-FROM incoming
+FROM {rows}
 ON CONFLICT (id) DO UPDATE SET
     state = 'leased',
     attempts = CASE WHEN j.state = 'leased' AND j.lease_owner = %(owner)b
@@ -98,17 +115,46 @@ WHERE j.deployment = %(deployment)b
         ))
   )
 RETURNING j.id, j.attempts, j.max_attempts, j.progress, j.replays,
-          (xmax = 0) AS inserted, j.lease_until, now() AS claimed_at
-"""
+          (xmax = 0) AS inserted, j.lease_until, now() AS claimed_at"""
 
-#: What became of the jobs the claim did not take (terminal, leased elsewhere, conflict, ...).
-#: A job id of another deployment comes back with ``ours`` false and nothing else of its row.
+#: Claim every job of a poll batch in one statement: insert the row on first sight (leased,
+#: attempt 1), or take the lease where the job is leasable and due, or leased by an owner whose
+#: lease expired or whose heartbeat went stale. Attempts are incremented here, at lease time, so
+#: a handler that kills its process still moves its job toward dead. The payload hash must
+#: match: the same job id with another payload is a conflict, never a takeover. A job that was
+#: running in ``crash_budget`` process deaths is not leased (the worker buries it).
+#:
+#: Two new jobs of one batch with one idempotency key: only the first (by position) is
+#: inserted, so the unique key is never violated by the batch itself. ``adoptable`` names jobs
+#: this owner may hold already because an earlier try of this very claim committed before the
+#: connection dropped: their lease is returned as it is, without another attempt. A job id of
+#: another deployment is never updated (its row is left, and the job not leased).
+#:
+#: It never waits for a row lock (``_LOCKED_ROWS``): a job whose row another transaction
+#: holds (an operator's ``SELECT ... FOR UPDATE``, a takeover being written) is not claimed,
+#: and ``JOB_STATE_BATCH`` reports it locked. Waiting, one locked row held the whole batch,
+#: and the claims lane behind it, for as long as the lock was held (a minute, seen).
+JOB_CLAIM_BATCH = (
+    "WITH"
+    + _CLAIM_INPUT.format(arrays="", columns="")
+    + _CLAIM_LEASE.format(rows="incoming")
+    + "\n"
+)
+
+#: What became of the jobs the claim did not take (terminal, leased elsewhere, conflict, ...),
+#: and whether another transaction holds the row (``locked``: the claim skipped it). A job id
+#: of another deployment comes back with ``ours`` false and nothing else of its row.
 JOB_STATE_BATCH = """
+WITH free AS (
+    SELECT x.id FROM tenantq_jobs x
+    WHERE x.id = ANY(%(ids)b::uuid[]) AND x.deployment = %(deployment)b
+    FOR NO KEY UPDATE SKIP LOCKED
+)
 SELECT x.id, j.state::text, j.lease_owner, j.lease_until, j.attempts, j.max_attempts,
        j.run_after <= now() AS due, j.cancel_requested, j.payload_sha256, j.last_error_class,
        j.last_error_message,
        GREATEST(0, EXTRACT(EPOCH FROM (j.lease_until - now())))::float8 AS lease_left_seconds,
-       j.crashes, j.id IS NOT NULL AS ours
+       j.crashes, j.id NOT IN (SELECT id FROM free) AS locked, j.id IS NOT NULL AS ours
 FROM tenantq_jobs x
 LEFT JOIN tenantq_jobs j ON j.id = x.id AND j.deployment = %(deployment)b
 WHERE x.id = ANY(%(ids)b::uuid[])
@@ -149,8 +195,8 @@ RETURNING id
 """
 
 #: The parts of ``JOB_COMPLETE_BATCH`` that ``JOB_COMPLETE_BATCH_AGAIN`` shares: the batch's
-#: results as rows, the fenced update of their jobs, and their attempt rows (which the retry
-#: narrows further).
+#: results as rows, the jobs whose row another transaction holds (``locked``), the fenced
+#: update of the others, and their attempt rows (which the retry narrows further).
 #:
 #: The fence (owner, state) is written with ``IS NOT DISTINCT FROM``, which no index serves:
 #: the rows can then only be found by primary key, one probe per result. With ``=`` the
@@ -169,6 +215,12 @@ WITH results AS (
            duration_ms, started_at)
 ),
 """
+#: A result never waits for a row lock: one whose job another transaction holds (an
+#: operator's ``SELECT ... FOR UPDATE``, a claim or a prune in flight) is set aside, written
+#: nothing, and reported ``locked`` for the worker to write again later. Waiting, one locked
+#: row held every result of the batch, and the results lane behind it, for as long as the
+#: lock was held (a minute, seen).
+_LOCKED = _LOCKED_ROWS + ",\n"
 _APPLIED = """applied AS (
     UPDATE tenantq_jobs j
     SET state = r.state,
@@ -190,6 +242,7 @@ _APPLIED = """applied AS (
     FROM results r
     WHERE j.id = r.id AND j.deployment = %(deployment)b AND j.attempts = r.attempt
       AND j.lease_owner IS NOT DISTINCT FROM %(owner)b AND j.state IS NOT DISTINCT FROM 'leased'
+      AND j.id NOT IN (SELECT id FROM locked)
     RETURNING j.id
 ),
 """
@@ -200,10 +253,12 @@ _ATTEMPT_ROWS = """attempt_rows AS (
            CASE WHEN r.id IN (SELECT id FROM applied) THEN r.outcome ELSE 'stale' END,
            r.error_class, r.error_message, r.started_at, r.duration_ms
     FROM results r
-    -- An applied success is recorded on its job row (``_APPLIED``): no row here. An applied
-    -- result's job is locked by its update; a stale one's job is locked here, so retention
-    -- cannot delete it under its new attempt row (there is no foreign key).
-    WHERE CASE WHEN r.id IN (SELECT id FROM applied) THEN r.outcome <> 'succeeded'
+    -- An applied success is recorded on its job row (``_APPLIED``): no row here. A result
+    -- set aside writes nothing. An applied result's job is locked by its update; a stale
+    -- one's job by ``free`` (or it is gone), so retention cannot delete it under its new
+    -- attempt row (there is no foreign key).
+    WHERE r.id NOT IN (SELECT id FROM locked)
+      AND CASE WHEN r.id IN (SELECT id FROM applied) THEN r.outcome <> 'succeeded'
                ELSE EXISTS (SELECT 1 FROM tenantq_jobs x
                             WHERE x.id = r.id AND x.deployment = %(deployment)b
                             FOR KEY SHARE) END
@@ -213,13 +268,16 @@ _ATTEMPT_ROWS = """attempt_rows AS (
 #: the attempt records in the same statement: a success on its job row (``success_*``), any
 #: other outcome as a row of ``tenantq_attempt_log``. ``give_back`` returns the attempt
 #: (shutdown, revoke, snooze: they never consume one). Results of stale attempts match no job
-#: row: they are refused, recorded as 'stale' attempt rows, and reported back.
+#: row: they are refused, recorded as 'stale' attempt rows. Returns (job id, locked): the
+#: results applied, and those set aside because their job's row was locked (``_LOCKED``).
 JOB_COMPLETE_BATCH = (
-    _RESULTS
+    _RESULTS  # noqa: S608 (constant parts, no input)
+    + _LOCKED
     + _APPLIED
     + _ATTEMPT_ROWS
     + """)
-SELECT id FROM applied
+SELECT id, false AS locked FROM applied
+UNION ALL SELECT id, true FROM locked
 """
 )
 
@@ -245,11 +303,13 @@ _ALREADY = """already AS (
 JOB_COMPLETE_BATCH_AGAIN = (
     _RESULTS  # noqa: S608 (constant parts, no input)
     + _ALREADY
+    + _LOCKED
     + _APPLIED
     + _ATTEMPT_ROWS
     + """      AND r.id NOT IN (SELECT id FROM already)
 )
-SELECT id FROM applied UNION SELECT id FROM already
+SELECT id, false AS locked FROM applied UNION SELECT id, false FROM already
+UNION ALL SELECT id, true FROM locked WHERE id NOT IN (SELECT id FROM already)
 """
 )
 
@@ -301,6 +361,25 @@ attempt_rows AS (
     INSERT INTO tenantq_attempt_log (job_id, attempt, worker_id, outcome, error_class,
                                      error_message)
     SELECT id, attempt, %(id)s, 'crashed', 'ProcessCrashed', %(reason)s FROM released
+)
+SELECT id FROM released
+"""
+
+#: The database failed over to a standby that lacked the end of the old primary's history:
+#: the leases this worker holds on the new primary are left from a history it no longer
+#: follows (it gave up every job it was running, and reads its partitions again), so each is
+#: given back at once, its attempt returned, with a 'released' attempt row that says why.
+JOB_RELEASE_OWNER_LEASES = """
+WITH released AS (
+    UPDATE tenantq_jobs
+    SET state = 'runnable', attempts = attempts - 1, lease_owner = NULL, lease_until = NULL,
+        updated_at = now()
+    WHERE deployment = %(deployment)s AND lease_owner = %(owner)s AND state = 'leased'
+    RETURNING id, attempts + 1 AS attempt
+),
+attempt_rows AS (
+    INSERT INTO tenantq_attempt_log (job_id, attempt, worker_id, outcome, error_message)
+    SELECT id, attempt, %(owner)s, 'released', %(reason)s FROM released
 )
 SELECT id FROM released
 """

@@ -65,3 +65,36 @@ def describe_database_error(error: BaseException) -> str:
     sqlstate = getattr(error, "sqlstate", None)
     first = (str(error).strip().splitlines() or [type(error).__name__])[0]
     return f"{type(error).__name__}{f' [{sqlstate}]' if sqlstate else ''}: {first}"
+
+
+#: What libpq and the server say when they refuse a client as configured (the server sends
+#: no SQLSTATE before a session exists, so the text is all there is): a wrong password or
+#: user, no ``pg_hba.conf`` entry, TLS the two ends cannot agree on, no such database.
+ACCESS_REFUSED_MARKERS = (
+    "authentication failed",
+    "no password supplied",
+    "pg_hba.conf",
+    "certificate verify failed",
+    "does not match host name",
+    "server does not support ssl",
+    "root certificate file",
+    "does not exist",
+)
+
+
+def is_access_refused(error: BaseException) -> bool:
+    """A connection the server (or libpq) refused for its credentials, TLS or database name:
+    trying again as configured gets the same answer."""
+    if not isinstance(error, psycopg.OperationalError) or error.sqlstate is not None:
+        return False
+    text = str(error).lower()
+    return any(marker in text for marker in ACCESS_REFUSED_MARKERS)
+
+
+def refused_access_line(error: BaseException) -> str:
+    """One line for a refused connection; libpq's text names the server (host and port)."""
+    said = " ".join(str(error).split())
+    return (
+        f"PostgreSQL refused tenantq's connection: {said} (check the user, password, database "
+        "and TLS options of TENANTQ_DATABASE_URL)"
+    )

@@ -20,10 +20,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, TypeVar
 
 from tenantq.app import App, JobType, resolve_max_attempts
+from tenantq.closing import ClosedOnExit
 from tenantq.consumer.context import JobContext
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.runner import HandlerRunner, Task
@@ -46,7 +46,7 @@ EXPIRY_CHECK_SECONDS = 0.01
 MAX_SNOOZES = 100
 
 
-class JobHarness:
+class JobHarness(ClosedOnExit):
     """Runs handlers of ``app`` as a worker would, without Kafka or Postgres.
 
     >>> with JobHarness(app) as harness:
@@ -245,17 +245,6 @@ class JobHarness:
         if self._runner is not None:
             self._runner.stop(timeout=5.0)
             self._runner = None
-
-    def __enter__(self) -> JobHarness:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     # -- internals -------------------------------------------------------------------------
 

@@ -26,3 +26,15 @@ def random_head(generator: random.Random) -> dict[str, Any]:
         "created_at": dt.datetime(1960, 1, 1, tzinfo=dt.UTC)
         + dt.timedelta(microseconds=generator.randrange(0, 10**17)),
     }
+
+
+def unset_tail() -> dict[str, Any]:
+    """The fields after ``created_at``, each at its unset value (a new dict every call)."""
+    return {
+        "run_after": None,
+        "max_attempts": None,
+        "idempotency_key": None,
+        "trace_context": {},
+        "replay_count": 0,
+        "attributes": {},
+    }

@@ -37,9 +37,13 @@ from confluent_kafka import KafkaError
 import tenantq
 from tenantq.consumer.intake import Polled
 from tenantq.consumer.retry_policy import RetryPolicy
+from tenantq.consumer.throttles import Throttles
 from tenantq.consumer.work import WorkItem
 from tenantq.observability.worker_events import WorkerEvents
+from tenantq.quotas.book import QuotaBook
+from tenantq.quotas.shares import ShareBook
 from tenantq.schemas.envelope import Envelope
+from tenantq.settings import TenantDefaults
 from tenantq.store.job_store import Lease
 from tenantq.store.placement import PlacementRecord
 
@@ -101,9 +105,14 @@ class FakeMessage:
         *,
         key: bytes = b"acme",
         timestamp_ms: int = 1_000,
+        delivery_count: int | None = None,
+        error: KafkaError | None = None,
     ) -> None:
         self._topic, self._partition, self._offset, self._value = topic, partition, offset, value
         self._key, self._timestamp_ms = key, timestamp_ms
+        #: A share consumer's record: how many times the broker has handed it out.
+        self._delivery_count = delivery_count
+        self._error = error
 
     def topic(self) -> str:
         return self._topic
@@ -126,8 +135,11 @@ class FakeMessage:
     def headers(self) -> None:
         return None
 
-    def error(self) -> None:
-        return None
+    def error(self) -> KafkaError | None:
+        return self._error
+
+    def delivery_count(self) -> int | None:
+        return self._delivery_count
 
 
 class FakeConsumer:
@@ -419,3 +431,21 @@ def seeded_retry_policy(jitter: float = 0.5) -> RetryPolicy:
     return RetryPolicy(
         base_delay=2, multiplier=3, max_delay=60, jitter=jitter, random_source=random.Random(1)
     )
+
+
+def quota_parts(push: Callable[[WorkItem], None]) -> dict[str, Any]:
+    """The tenant-limit parts ``Claims`` takes, with no limits known: a book of the default
+    limits, an empty view of shares, the held-back jobs going back through ``push``."""
+    book = QuotaBook(TenantDefaults())
+    book.replace([])
+    return {
+        "quotas": book,
+        "shares": ShareBook(book.weight),
+        "throttles": Throttles(
+            push=push,
+            held_back=lambda items, count: None,
+            events=WorkerEvents(),
+            worker_id="this-worker",
+        ),
+        "more_waiting": lambda queue, tenant: False,
+    }

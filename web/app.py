@@ -22,7 +22,7 @@ from fastapi.staticfiles import StaticFiles
 
 from tenantq.log import log_event
 from tenantq.settings import Settings
-from tenantq.web import api, dead_letters, errors, pages, sign_in
+from tenantq.web import api, dead_letters, errors, pages, sign_in, tenant_limits
 from tenantq.web.console import Console, console_of
 from tenantq.web.exposure import start_warnings
 from tenantq.web.gate import ConsoleGate
@@ -65,6 +65,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(pages.router)
     app.include_router(dead_letters.router)
     app.include_router(api.router)
+    app.include_router(tenant_limits.api_router)
     app.include_router(sign_in.router)
     app.add_api_route("/metrics", _metrics, methods=["GET"], include_in_schema=False)
     errors.install(app)

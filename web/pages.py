@@ -29,6 +29,7 @@ from tenantq.web import job_actions
 from tenantq.web.console import acting, console_of, declared_queue, job_id_of, render
 from tenantq.web.messages import shorten
 from tenantq.web.security import Actor
+from tenantq.web.tenant_limits import change_from_form, limits_context
 from tenantq.web.views import hot_lane_of
 
 router = APIRouter(include_in_schema=False)
@@ -91,7 +92,33 @@ def _tenants_context(request: Request, queue: str, sort: str, window: int) -> di
         "latency_top": max((item.p99 for item in latency), default=0.0),
         "partitions": console.settings.queue(queue).partitions,
         "describe": _describe,
+        **limits_context(request),
     }
+
+
+@router.post("/tenants/limits", response_class=HTMLResponse)
+def limits_action(
+    request: Request,
+    actor: Actor = Depends(acting),
+    page_queue: str = Form("default"),
+    action: str = Form("set"),
+    tenant: str = Form(...),
+    queue: str = Form(""),
+    job_type: str = Form(""),
+    max_running: str = Form(""),
+    rate: str = Form(""),
+    burst: str = Form(""),
+    weight: str = Form(""),
+) -> Response:
+    """Set (the row as the form states it: an empty field is no limit) or clear a tenant's
+    limits; every worker applies the change within a second."""
+    declared_queue(request, page_queue)
+    form = {"action": action, "tenant": tenant, "queue": queue, "job_type": job_type}
+    form.update(max_running=max_running, rate=rate, burst=burst, weight=weight)
+    flash, failed = change_from_form(request, actor, form)
+    context = _tenants_context(request, page_queue, "backlog", 60)
+    context.update(flash=flash, flash_failed=failed)
+    return render(request, "tenants.html", context, status=400 if failed else 200)
 
 
 def _describe(record: PlacementRecord | None) -> str:

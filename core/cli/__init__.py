@@ -16,6 +16,7 @@ from tenantq.cli import (
     placement,
     prune,
     stats,
+    tenants,
     web,
     worker,
 )
@@ -32,7 +33,19 @@ app = typer.Typer(
 app.add_typer(dev.dev_app, name="dev")
 app.add_typer(infra.db_app, name="db")
 app.add_typer(infra.topics_app, name="topics")
-for commands in (enqueue, placement, worker, dlq, stats, demo, web, outbox, periodic, prune):
+for commands in (
+    enqueue,
+    placement,
+    tenants,
+    worker,
+    dlq,
+    stats,
+    demo,
+    web,
+    outbox,
+    periodic,
+    prune,
+):
     commands.register(app)
 
 

@@ -39,16 +39,21 @@ def dev_up(
     kafka_version: str | None = typer.Option(
         None,
         "--kafka-version",
-        help=f"Apache Kafka version of the brokers (a new home: {DEFAULT_KAFKA_VERSION}).",
+        help=(
+            f"Apache Kafka version of the brokers, kept for this home (without it: "
+            f"{DEFAULT_KAFKA_VERSION}, and a home that never named one moves to it)."
+        ),
     ),
     timeout: float = typer.Option(120.0, help="Seconds to wait for each server."),
 ) -> None:
     """Start Kafka and PostgreSQL (unless TENANTQ_* names other servers). Idempotent: starts
     again whatever process of the topology is missing. Options change the home's topology
-    (recorded; a plain `dev up` keeps it); a new shape of brokers needs `dev down` first."""
+    (recorded; a plain `dev up` keeps it); a new shape of brokers needs `dev down` first.
+    A newer Kafka of the same major restarts the brokers on their storage."""
     kafka, database = external_endpoints()
     started = time.monotonic()
     stack = _stack()
+    before = stack.topology()
     with console.status("starting the dev stack (the first run downloads Kafka with mvn)"):
         timings = stack.up(
             external_kafka=kafka,
@@ -66,11 +71,15 @@ def dev_up(
         parts.append("postgres external")
     console.print(f"dev stack up in {time.monotonic() - started:.1f}s ({', '.join(parts)})")
     topology = stack.topology()
+    if before is not None and topology is not None and before.upgrades_in_place(topology):
+        console.print(
+            f"Kafka moved from {before.kafka_version} to {topology.kafka_version} on its storage"
+        )
     if topology is not None and topology.kafka_version != DEFAULT_KAFKA_VERSION:
         console.print(
-            f"Kafka {topology.kafka_version} (recorded for this home; the default is "
-            f"{DEFAULT_KAFKA_VERSION}: `tenantq dev down && tenantq dev up --kafka-version "
-            f"{DEFAULT_KAFKA_VERSION}` moves it, on new storage)"
+            f"Kafka {topology.kafka_version} (pinned for this home; the default is "
+            f"{DEFAULT_KAFKA_VERSION}: `tenantq dev up --kafka-version {DEFAULT_KAFKA_VERSION}` "
+            "moves a 4.x home on its storage, another needs `tenantq dev down` first)"
         )
     _print_table(_status(stack))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -63,24 +63,30 @@ UNTIL = typer.Option(None, "--until", metavar="TIME", help="Dead before (ISO or 
 JOB_ID = typer.Option(None, "--job-id", metavar="UUID", help="Only this job (repeatable).")
 
 
-def _actor(actor: str | None) -> str | None:
-    """``--actor``: a name for audit rows (``validate_actor``), or None for the OS user."""
-    if actor is None:
-        return None
-    try:
-        return validate_actor(actor)
-    except ConfigurationError as error:
-        raise typer.BadParameter(str(error)) from None
+Checked = TypeVar("Checked")
 
 
-def _rate(rate: float | None) -> float | None:
-    """``--rate``: publishes per second, finite and above 0 (``check_rate``)."""
-    if rate is None:
-        return None
-    try:
-        return check_rate(rate)
-    except ConfigurationError as error:
-        raise typer.BadParameter(str(error)) from None
+def _option_checked_by(
+    check: Callable[[Checked], Checked],
+) -> Callable[[Checked | None], Checked | None]:
+    """An option callback: the value as ``check`` returns it, its ``ConfigurationError`` as
+    the option's error, None (not given) as it is."""
+
+    def callback(value: Checked | None) -> Checked | None:
+        if value is None:
+            return None
+        try:
+            return check(value)
+        except ConfigurationError as error:
+            raise typer.BadParameter(str(error)) from None
+
+    return callback
+
+
+#: ``--actor``: a name for audit rows (``validate_actor``), or None for the OS user.
+_actor = _option_checked_by(validate_actor)
+#: ``--rate``: publishes per second, finite and above 0 (``check_rate``).
+_rate = _option_checked_by(check_rate)
 
 
 ACTOR = typer.Option(

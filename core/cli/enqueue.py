@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.progress import Progress
 
+from tenantq.cli.access import check_access
 from tenantq.errors import EnqueueFailed, InvalidJobError
 from tenantq.producer.producer import EnqueueRequest, JobRef, Producer
 from tenantq.settings import load_settings
@@ -59,7 +60,9 @@ def enqueue_command(
         max_attempts=max_attempts,
         idempotency_key=idempotency_key,
     )
-    with Producer(load_settings()) as producer:
+    settings = load_settings()
+    check_access(settings)  # refused credentials: one line, before a client retries for ever
+    with Producer(settings) as producer:
         if count <= PROGRESS_THRESHOLD:
             for future in producer.enqueue_many([request] * count):
                 console.print(_describe(future.result(timeout=60)), highlight=False)

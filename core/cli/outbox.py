@@ -9,6 +9,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from tenantq.cli.access import check_access
 from tenantq.log import configure_logging
 from tenantq.settings import load_settings
 
@@ -38,6 +39,7 @@ def relay_command(
 
     settings = load_settings()
     queues = queue or sorted(settings.queues)
+    check_access(settings)
     service = RelayService(settings, queues)
     if once:
         try:

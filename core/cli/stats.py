@@ -20,6 +20,7 @@ from tenantq.formatting import format_age
 from tenantq.settings import Settings, load_settings
 from tenantq.store import outbox as outbox_store
 from tenantq.store import placement as placement_store
+from tenantq.store import quotas as quota_store
 from tenantq.store import stats
 from tenantq.store.engine import DeploymentConnection, connect
 
@@ -103,6 +104,7 @@ def take_snapshot(
     )
     lag = outbox_store.outbox_lag(connection, queues)
     lanes = placement_store.lane_records(connection, queues)
+    quota_use = quota_store.tenant_limit_use(connection, limit=QUOTA_ROWS_SHOWN)
     return {
         "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "deployment": connection.deployment,
@@ -129,6 +131,11 @@ def take_snapshot(
             }
             for queue in queues
         },
+        # Tenants' limits (tenantq tenants) and what is in use of each now, fleet-wide.
+        "quotas": {
+            "defaults": settings.tenant_defaults.model_dump(),
+            "limits": [_quota_use(use) for use in quota_use],
+        },
         "top_tenants": top_tenants,
         "workers": {
             "alive": workers.alive,
@@ -153,6 +160,27 @@ def take_snapshot(
             }
             for item in queue_stats
         ],
+    }
+
+
+#: The most limit rows ``tenantq stats`` lists (``tenantq tenants show`` lists them all).
+QUOTA_ROWS_SHOWN = 200
+
+
+def _quota_use(use: quota_store.LimitUse) -> dict[str, Any]:
+    limit = use.limit
+    return {
+        "tenant": limit.tenant_id,
+        "queue": limit.queue,
+        "job_type": limit.job_type,
+        "running": use.running,
+        "max_running": limit.max_running,
+        "rate": limit.rate,
+        "burst": limit.burst,
+        "burst_left": use.burst_left,
+        "weight": limit.weight,
+        "throttled_reason": use.throttled_reason,
+        "throttled_seconds_ago": use.throttled_seconds_ago,
     }
 
 
@@ -193,6 +221,9 @@ def render(snapshot: dict[str, Any]) -> Group:
         table.add_section()
         table.add_row("[bold]total[/]", *_cells(item))
         tables.append(table)
+    quotas = _quota_table(snapshot.get("quotas", {}).get("limits", []))
+    if quotas is not None:
+        tables.append(quotas)
     tables.append(_outbox_line(snapshot.get("outbox", {})))
     tables.append(_lane_line(snapshot.get("hot_lane", {})))
     workers = snapshot["workers"]
@@ -223,3 +254,35 @@ def _outbox_line(outbox: dict[str, Any]) -> str:
         if item["unsent"]
     ]
     return "outbox: " + ("; ".join(waiting) if waiting else "nothing waiting for the relay")
+
+
+def _quota_table(limits: list[dict[str, Any]]) -> Table | None:
+    """Tenants' limits and their use now (running against the cap, the rate's burst left,
+    the last time a claim held one of their jobs back); None when no tenant has limits."""
+    if not limits:
+        return None
+    table = Table(title="tenant quotas (fleet-wide)", title_justify="left")
+    for column in ("tenant", "queue", "job type", "running / max", "rate", "weight"):
+        table.add_column(column)
+    table.add_column("last held back")
+    for row in limits:
+        cap = row["max_running"]
+        rate = "-"
+        if row["rate"] is not None:
+            left = row["burst_left"]
+            rate = f"{row['rate']:g}/s" + (
+                f" ({left:.0f} of {row['burst'] or 1} left)" if left is not None else ""
+            )
+        held = "-"
+        if row["throttled_reason"] and row["throttled_seconds_ago"] is not None:
+            held = f"{row['throttled_reason']}, {format_age(row['throttled_seconds_ago'])} ago"
+        table.add_row(
+            row["tenant"],
+            row["queue"],
+            row["job_type"],
+            f"{row['running']} / {cap if cap is not None else '-'}",
+            rate,
+            "-" if row["weight"] is None else str(row["weight"]),
+            held,
+        )
+    return table

@@ -72,6 +72,7 @@ def worker_command(
         finally:
             tracing.shutdown()
         raise typer.Exit(worker.exit_code)
+    from tenantq.cli.access import check_access
     from tenantq.consumer.supervisor import Supervisor
     from tenantq.services.worker_services import background_services
 
@@ -82,6 +83,7 @@ def worker_command(
         arguments += ["--concurrency", str(concurrency)]
     if strict_priority:
         arguments.append("--strict-priority")
+    check_access(settings)
     served = queue_list or app.queues() or ["default"]
     services = background_services(app, settings, served)
     try:

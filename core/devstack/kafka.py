@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -162,12 +162,18 @@ def format_storage(
         raise DevStackError(f"formatting Kafka storage failed: {output}")
 
 
-def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding."""
+def new_cluster_id(random_bytes: Callable[[], bytes] | None = None) -> str:
+    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding, drawn again
+    when it begins with '-' (as Kafka's own ``Uuid.randomUuid`` does): ``kafka-storage
+    format -t -x...`` reads such an id as an option and fails, one start in 64."""
     import base64
     import uuid
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        raw = random_bytes() if random_bytes is not None else uuid.uuid4().bytes
+        cluster_id = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def start_broker(java: str, libs: Path, paths: KafkaNodePaths, heap: str) -> int:

@@ -78,8 +78,19 @@ class KafkaCluster:
         client = security.client_config() if security is not None else None
         nodes = kafka_nodes(state)
         pids = kafka_pids(state)
+        upgrade = (
+            recorded is not None
+            and recorded.upgrades_in_place(topology)
+            and len(nodes) == topology.brokers
+        )
         reshaped = recorded is None or recorded.kafka_differs(topology)
-        if reshaped or len(nodes) != topology.brokers:
+        if upgrade:
+            # Every node restarts on the new jars over the storage it has.
+            for running_pid in pids.values():
+                if pid_alive(running_pid):
+                    stop_pid(running_pid)
+            pids = {}
+        elif reshaped or len(nodes) != topology.brokers:
             running = [node_id for node_id, pid in pids.items() if pid_alive(pid)]
             if running and recorded is not None:
                 raise DevStackError(

@@ -8,7 +8,7 @@ bound to 127.0.0.1. What differs:
 | 1 broker | PLAINTEXT, CONTROLLER | replication 1, min ISR 1 |
 | 3 (or 5) brokers | PLAINTEXT, CONTROLLER | replication 3, min ISR 2 |
 | ``secure`` | SASL_SSL (SCRAM-SHA-512, PEM keystore), CONTROLLER | as above |
-| Kafka 3.9 | as above | no share-coordinator keys; the classic group protocol only |
+| Kafka 3.9 | as above | no share-group keys; the classic group protocol only |
 
 The controller listener stays PLAINTEXT on the loopback address even on a secure stack:
 SCRAM credentials live in the metadata log the controllers serve, so they cannot guard it.
@@ -123,7 +123,27 @@ def broker_properties(
                 "group.consumer.session.timeout.ms": "6000",
                 "group.consumer.min.heartbeat.interval.ms": "500",
                 "group.consumer.heartbeat.interval.ms": "500",
+                # Share groups (KIP-932; on by default from Kafka 4.2: the share.version feature
+                # is finalized at format time, nothing to enable). The same 6 s to notice a
+                # dead member (the broker's floor is 45 s), and a floor of 1 s for the record
+                # lock a group may set (share.record.lock.duration.ms), so that a test sees a
+                # lock expire in seconds; the default lock stays the broker's 30 s.
+                "group.share.min.session.timeout.ms": "6000",
+                "group.share.session.timeout.ms": "6000",
+                "group.share.min.heartbeat.interval.ms": "500",
+                "group.share.heartbeat.interval.ms": "500",
+                "group.share.min.record.lock.duration.ms": "1000",
             }
+        )
+    if len(cluster) > 1:
+        # A node killed with -9 keeps its leaderships, its groups, and its place in every ISR
+        # (so acks=all writes to every partition wait) until the active controller fences it,
+        # broker.session.timeout.ms after its last heartbeat: 9 s by default. The fault
+        # suite's leader kill stalled partitions 15 s and more then; at 5 s, 9-13 s on a
+        # loaded two-core machine. (A shorter controller.quorum.fetch.timeout.ms, to replace
+        # a dead controller sooner, made the loaded controllers elect one another for nothing.)
+        properties.update(
+            {"broker.heartbeat.interval.ms": "1000", "broker.session.timeout.ms": "5000"}
         )
     if tls is not None:
         properties.update(_sasl_ssl_properties(tls))

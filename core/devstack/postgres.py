@@ -161,7 +161,7 @@ def init_cluster(paths: PostgresPaths, password: str | None = None) -> None:
         _write_owned(password_file, password + "\n", user)
         command += ["--auth=scram-sha-256", f"--pwfile={password_file}"]
     try:
-        result = subprocess.run(command, capture_output=True, text=True, user=user, check=False)
+        result = _run_tool(command, user, timeout=None)
     finally:
         password_file.unlink(missing_ok=True)
     if result.returncode != 0:
@@ -251,15 +251,7 @@ def start_server(paths: PostgresPaths, options: str) -> int:
     ]
     if user is not None:
         _own(paths.log.parent, user)
-    result = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        user=user,
-        check=False,
-        timeout=90,
-        stdin=subprocess.DEVNULL,
-    )
+    result = _run_tool(command, user, timeout=90, stdin=subprocess.DEVNULL)
     if result.returncode != 0:
         tail = paths.log.read_text(errors="replace")[-2000:] if paths.log.exists() else ""
         raise DevStackError(f"PostgreSQL did not start: {result.stderr.strip()}\n{tail}")
@@ -313,15 +305,8 @@ def clone_standby(
         # the connection it used, password included, into the standby's primary_conninfo
         # (postgresql.auto.conf, in the owner-only data directory): it needs it to reconnect.
         environment["PGPASSWORD"] = password
-    result = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        user=user,
-        env=environment,
-        check=False,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
+    result = _run_tool(
+        command, user, timeout=600, environment=environment, stdin=subprocess.DEVNULL
     )
     if result.returncode != 0:
         raise DevStackError(f"pg_basebackup failed: {result.stderr.strip()}")
@@ -330,9 +315,7 @@ def clone_standby(
 def promote(paths: PostgresPaths) -> None:
     """End recovery: the standby becomes a primary (``pg_ctl promote -w`` waits for it)."""
     command = [_bin(paths, "pg_ctl"), "-D", str(paths.data), "-w", "-t", "60", "promote"]
-    result = subprocess.run(
-        command, capture_output=True, text=True, user=_run_as(), check=False, timeout=90
-    )
+    result = _run_tool(command, _run_as(), timeout=90)
     if result.returncode != 0:
         raise DevStackError(f"promoting the standby failed: {result.stderr.strip()}")
 
@@ -408,4 +391,26 @@ def stop_server(paths: PostgresPaths, mode: str = "fast") -> None:
     if not (paths.data / "postmaster.pid").exists():
         return
     command = [_bin(paths, "pg_ctl"), "-D", str(paths.data), "-m", mode, "-w", "-t", "60", "stop"]
-    subprocess.run(command, capture_output=True, text=True, user=_run_as(), check=False, timeout=90)
+    _run_tool(command, _run_as(), timeout=90)
+
+
+def _run_tool(
+    command: list[str],
+    user: str | None,
+    *,
+    timeout: float | None,
+    environment: dict[str, str] | None = None,
+    stdin: int | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run a PostgreSQL tool as ``user`` (None: this process's user), its output captured as
+    text; the caller reads the exit status."""
+    return subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        user=user,
+        env=environment,
+        check=False,
+        timeout=timeout,
+        stdin=stdin,
+    )

@@ -97,6 +97,8 @@ class DevStack:
         topology = (recorded or Topology()).with_changes(
             brokers=brokers, standby=standby, secure=secure, kafka_version=kafka_version
         )
+        if kafka_version is None:
+            topology = topology.following_default()
         credentials = self._credentials(state, topology)
         tls = ensure_tls(self.home) if topology.secure else None
         timings: dict[str, float] = {}

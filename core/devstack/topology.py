@@ -2,8 +2,10 @@
 a streaming standby, and whether both servers ask for TLS and passwords.
 
 A home's topology is recorded in its state file and kept: a plain ``tenantq dev up`` starts
-what the home already is, and only an explicit option changes it. A home made before
-topologies existed reads as one broker of the version its state file names.
+what the home already is, and only an explicit option changes it. The one exception is the
+Kafka version of a home that never asked for one: it follows the default, moved on its own
+storage as a real cluster is upgraded, so a home made by an older tenantq runs today's broker.
+A home made before topologies existed reads as one broker of the version its state file names.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ class Topology:
     standby: bool = False
     secure: bool = False
     kafka_version: str = DEFAULT_KAFKA_VERSION
+    #: True once ``--kafka-version`` named the version: the home keeps it until told otherwise.
+    kafka_version_pinned: bool = False
 
     def __post_init__(self) -> None:
         if self.brokers not in BROKER_COUNTS:
@@ -75,7 +79,25 @@ class Topology:
             )
             if value is not None
         }
+        if kafka_version is not None:
+            changes["kafka_version_pinned"] = True
         return replace(self, **changes)
+
+    def following_default(self) -> Topology:
+        """This topology on the default Kafka version, unless the version was pinned."""
+        if self.kafka_version_pinned or self.kafka_version == DEFAULT_KAFKA_VERSION:
+            return self
+        return replace(self, kafka_version=DEFAULT_KAFKA_VERSION)
+
+    def upgrades_in_place(self, other: Topology) -> bool:
+        """True when ``other`` is this cluster on a newer version of the same major: Kafka's
+        brokers start on the older storage (its metadata version stays until finalised), so
+        the nodes restart on the new jars and keep their topics."""
+        return (
+            (self.brokers, self.secure) == (other.brokers, other.secure)
+            and self.kafka_major == other.kafka_major
+            and kafka_version_tuple(other.kafka_version) > kafka_version_tuple(self.kafka_version)
+        )
 
     def kafka_differs(self, other: Topology) -> bool:
         """True when the brokers of ``other`` need storage formatted anew: a quorum of another
@@ -98,6 +120,7 @@ class Topology:
             "standby": self.standby,
             "secure": self.secure,
             "kafka_version": self.kafka_version,
+            "kafka_version_pinned": self.kafka_version_pinned,
         }
 
     @classmethod
@@ -110,6 +133,7 @@ class Topology:
                 standby=bool(recorded.get("standby", False)),
                 secure=bool(recorded.get("secure", False)),
                 kafka_version=str(recorded.get("kafka_version", DEFAULT_KAFKA_VERSION)),
+                kafka_version_pinned=bool(recorded.get("kafka_version_pinned", False)),
             )
         if "kafka_ports" in state or "postgres_port" in state:
             # A home of the single-broker stack, before topologies were recorded.

@@ -1,27 +1,29 @@
 """job schema: jobs, attempts, workers, placement, replay audit
 
-Revision ID: 0001
-Revises: (none)
 Create Date: 2026-11-29 09:15:42.591590
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
+from tenantq.migrations.building_blocks import (
+    JOBS,
+    WAITING,
+    create_partial_index,
+    job_foreign_key,
+    stamped_column,
+)
+
 revision: str = "0001"
 down_revision: str | None = None
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
     op.create_table(
-        "tenantq_jobs",
+        JOBS,
         sa.Column("id", sa.UUID(), nullable=False),
         sa.Column("queue", sa.Text(), nullable=False),
         sa.Column("job_type", sa.Text(), nullable=False),
@@ -46,9 +48,7 @@ def upgrade() -> None:
         sa.Column("attempts", sa.Integer(), server_default=sa.text("0"), nullable=False),
         sa.Column("max_attempts", sa.Integer(), nullable=False),
         sa.Column("replays", sa.Integer(), server_default=sa.text("0"), nullable=False),
-        sa.Column(
-            "run_after", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False
-        ),
+        stamped_column("run_after"),
         sa.Column("lease_owner", sa.Text(), nullable=True),
         sa.Column("lease_until", sa.DateTime(timezone=True), nullable=True),
         sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=True),
@@ -62,19 +62,9 @@ def upgrade() -> None:
         sa.Column("origin_partition", sa.Integer(), nullable=True),
         sa.Column("origin_offset", sa.BigInteger(), nullable=True),
         sa.Column("idempotency_key", sa.Text(), nullable=True),
-        sa.Column(
-            "created_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("now()"),
-            nullable=False,
-        ),
+        stamped_column("created_at"),
         sa.Column("enqueued_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column(
-            "updated_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("now()"),
-            nullable=False,
-        ),
+        stamped_column("updated_at"),
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
         sa.CheckConstraint(
@@ -103,40 +93,19 @@ def upgrade() -> None:
         "ALTER TABLE tenantq_jobs SET (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.02, "
         "autovacuum_analyze_scale_factor = 0.02)"
     )
-    op.create_index(
-        "ix_tenantq_jobs_finished_at",
-        "tenantq_jobs",
-        ["finished_at"],
-        unique=False,
-        postgresql_where=sa.text("finished_at IS NOT NULL"),
+    create_partial_index(
+        "ix_tenantq_jobs_finished_at", JOBS, ["finished_at"], "finished_at IS NOT NULL"
     )
+    create_partial_index("ix_tenantq_jobs_lease_owner", JOBS, ["lease_owner"], "state = 'leased'")
     op.create_index(
-        "ix_tenantq_jobs_lease_owner",
-        "tenantq_jobs",
-        ["lease_owner"],
-        unique=False,
-        postgresql_where=sa.text("state = 'leased'"),
+        "ix_tenantq_jobs_queue_tenant_state", JOBS, ["queue", "tenant_id", "state"], unique=False
     )
-    op.create_index(
-        "ix_tenantq_jobs_queue_tenant_state",
-        "tenantq_jobs",
-        ["queue", "tenant_id", "state"],
-        unique=False,
-    )
-    op.create_index(
-        "ix_tenantq_jobs_waiting",
-        "tenantq_jobs",
-        ["queue", "run_after"],
-        unique=False,
-        postgresql_where=sa.text("state IN ('pending', 'runnable', 'retrying')"),
-    )
+    create_partial_index("ix_tenantq_jobs_waiting", JOBS, ["queue", "run_after"], WAITING)
     op.create_table(
         "tenantq_replay_audit",
         sa.Column("id", sa.BigInteger(), autoincrement=True, nullable=False),
         sa.Column("actor", sa.Text(), nullable=False),
-        sa.Column(
-            "at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False
-        ),
+        stamped_column("at"),
         sa.Column("queue", sa.Text(), nullable=False),
         sa.Column("action", sa.String(length=16), nullable=False),
         sa.Column("filter", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
@@ -156,12 +125,7 @@ def upgrade() -> None:
         sa.Column("mode", sa.String(length=16), nullable=False),
         sa.Column("shards", sa.Integer(), nullable=True),
         sa.Column("partitions", postgresql.ARRAY(sa.Integer()), nullable=True),
-        sa.Column(
-            "updated_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("now()"),
-            nullable=False,
-        ),
+        stamped_column("updated_at"),
         sa.Column("updated_by", sa.Text(), nullable=True),
         sa.CheckConstraint(
             "(mode = 'pinned') = (partitions IS NOT NULL AND cardinality(partitions) >= 1)",
@@ -183,18 +147,8 @@ def upgrade() -> None:
         sa.Column("hostname", sa.Text(), nullable=False),
         sa.Column("pid", sa.Integer(), nullable=False),
         sa.Column("queues", postgresql.ARRAY(sa.Text()), nullable=False),
-        sa.Column(
-            "started_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("now()"),
-            nullable=False,
-        ),
-        sa.Column(
-            "heartbeat_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("now()"),
-            nullable=False,
-        ),
+        stamped_column("started_at"),
+        stamped_column("heartbeat_at"),
         sa.Column("stopped_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("running_jobs", sa.Integer(), server_default=sa.text("0"), nullable=False),
         sa.Column("slots", sa.Integer(), server_default=sa.text("0"), nullable=False),
@@ -210,23 +164,13 @@ def upgrade() -> None:
         sa.Column("error_class", sa.Text(), nullable=True),
         sa.Column("error_message", sa.Text(), nullable=True),
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column(
-            "finished_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("now()"),
-            nullable=False,
-        ),
+        stamped_column("finished_at"),
         sa.Column("duration_ms", sa.Integer(), nullable=True),
         sa.CheckConstraint(
             "outcome IN ('succeeded', 'retrying', 'dead', 'canceled', 'released', 'snoozed', 'timeout', 'stale')",
             name=op.f("ck_tenantq_job_attempts_outcome_known"),
         ),
-        sa.ForeignKeyConstraint(
-            ["job_id"],
-            ["tenantq_jobs.id"],
-            name=op.f("fk_tenantq_job_attempts_job_id_tenantq_jobs"),
-            ondelete="CASCADE",
-        ),
+        job_foreign_key("tenantq_job_attempts"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_tenantq_job_attempts")),
     )
     op.create_index(
@@ -243,21 +187,9 @@ def downgrade() -> None:
     op.drop_table("tenantq_workers")
     op.drop_table("tenantq_tenant_placement")
     op.drop_table("tenantq_replay_audit")
-    op.drop_index(
-        "ix_tenantq_jobs_waiting",
-        table_name="tenantq_jobs",
-        postgresql_where=sa.text("state IN ('pending', 'runnable', 'retrying')"),
-    )
-    op.drop_index("ix_tenantq_jobs_queue_tenant_state", table_name="tenantq_jobs")
-    op.drop_index(
-        "ix_tenantq_jobs_lease_owner",
-        table_name="tenantq_jobs",
-        postgresql_where=sa.text("state = 'leased'"),
-    )
-    op.drop_index(
-        "ix_tenantq_jobs_finished_at",
-        table_name="tenantq_jobs",
-        postgresql_where=sa.text("finished_at IS NOT NULL"),
-    )
-    op.drop_table("tenantq_jobs")
+    op.drop_index("ix_tenantq_jobs_waiting", table_name=JOBS)
+    op.drop_index("ix_tenantq_jobs_queue_tenant_state", table_name=JOBS)
+    op.drop_index("ix_tenantq_jobs_lease_owner", table_name=JOBS)
+    op.drop_index("ix_tenantq_jobs_finished_at", table_name=JOBS)
+    op.drop_table(JOBS)
     sa.Enum(name="job_state").drop(op.get_bind(), checkfirst=True)

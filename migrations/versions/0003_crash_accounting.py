@@ -1,21 +1,15 @@
 """crash accounting: jobs count the process deaths they were part of; attempts may end crashed
 
-Revision ID: 0003
-Revises: 0002
 Create Date: 2026-12-01 09:00:00
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0003"
 down_revision: str | None = "0002"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 OUTCOMES_BEFORE = (
     "'succeeded', 'retrying', 'dead', 'canceled', 'released', 'snoozed', 'timeout', 'stale'"

@@ -1,22 +1,18 @@
 """outbox and periodic schedules: tenantq_outbox (transactional enqueue), tenantq_periodic
 
-Revision ID: 0004
-Revises: 0003
 Create Date: 2026-12-03 09:00:00
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
+from tenantq.migrations.building_blocks import job_foreign_key, stamped_column
+
 revision: str = "0004"
 down_revision: str | None = "0003"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
@@ -33,19 +29,9 @@ def upgrade() -> None:
         sa.Column("value", sa.LargeBinary(), nullable=False),
         sa.Column("headers", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
         sa.Column("generation", sa.BigInteger(), nullable=True),
-        sa.Column(
-            "created_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("clock_timestamp()"),
-            nullable=False,
-        ),
+        stamped_column("created_at", "clock_timestamp()"),
         sa.CheckConstraint("partition >= 0", name=op.f("ck_tenantq_outbox_partition_not_negative")),
-        sa.ForeignKeyConstraint(
-            ["job_id"],
-            ["tenantq_jobs.id"],
-            name=op.f("fk_tenantq_outbox_job_id_tenantq_jobs"),
-            ondelete="CASCADE",
-        ),
+        job_foreign_key("tenantq_outbox"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_tenantq_outbox")),
     )
     op.create_index(
@@ -66,18 +52,8 @@ def upgrade() -> None:
         sa.Column("next_tick", sa.DateTime(timezone=True), nullable=False),
         sa.Column("last_tick", sa.DateTime(timezone=True), nullable=True),
         sa.Column("last_job_id", sa.UUID(), nullable=True),
-        sa.Column(
-            "created_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("now()"),
-            nullable=False,
-        ),
-        sa.Column(
-            "updated_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("now()"),
-            nullable=False,
-        ),
+        stamped_column("created_at"),
+        stamped_column("updated_at"),
         sa.PrimaryKeyConstraint("name", name=op.f("pk_tenantq_periodic")),
     )
 

@@ -1,21 +1,15 @@
 """hot lane: a placement mode 'lane', why a tenant is there, and whether a worker put it there
 
-Revision ID: 0005
-Revises: 0004
 Create Date: 2026-12-01 12:00:00
 """
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0005"
 down_revision: str | None = "0004"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 TABLE = "tenantq_tenant_placement"
 #: Used through op.f() inside the steps: ``op`` only exists while Alembic runs a migration.

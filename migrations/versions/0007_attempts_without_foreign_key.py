@@ -9,21 +9,15 @@ stale result locks its job ``FOR KEY SHARE`` itself, the one row the key had to 
 Retention deletes the attempt rows with their jobs (``JOB_PRUNE_BATCH``), which the key's
 ``ON DELETE CASCADE`` did besides.
 
-Revision ID: 0007
-Revises: 0006
 Create Date: 2026-12-05 01:00:00
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from alembic import op
 
 revision: str = "0007"
 down_revision: str | None = "0006"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 TABLE = "tenantq_job_attempts"
 #: Used through op.f() inside the steps: ``op`` only exists while Alembic runs a migration.

@@ -17,24 +17,19 @@ view go to the log (an ``INSTEAD OF`` trigger), so a worker of the previous rele
 running during a rolling upgrade keeps writing its attempts where they belong; its successes
 land in the log with the job's ``success_*`` left NULL, and the view shows each once.
 
-Revision ID: 0008
-Revises: 0007
 Create Date: 2026-12-06 20:00:00
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
+from tenantq.migrations.building_blocks import JOBS
+
 revision: str = "0008"
 down_revision: str | None = "0007"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
-JOBS = "tenantq_jobs"
 OLD = "tenantq_job_attempts"
 LOG = "tenantq_attempt_log"
 #: Used through op.f() inside the steps: ``op`` only exists while Alembic runs a migration.

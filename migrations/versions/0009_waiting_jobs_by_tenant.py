@@ -7,34 +7,24 @@ the console, the busiest tenants a worker labels first); their leased jobs, a wo
 worth at most, are found through ``ix_tenantq_jobs_lease_owner`` (leased rows only), as the
 statement's leased branch already reads them.
 
-Revision ID: 0009
-Revises: 0008
 Create Date: 2026-12-06 22:00:00
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import sqlalchemy as sa
 from alembic import op
+
+from tenantq.migrations.building_blocks import JOBS, UNFINISHED, WAITING, create_partial_index
 
 revision: str = "0009"
 down_revision: str | None = "0008"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
-TABLE = "tenantq_jobs"
 INDEX = "ix_tenantq_jobs_queue_tenant_state"
-WAITING = "state IN ('pending', 'runnable', 'retrying')"
-UNFINISHED = "state IN ('pending', 'runnable', 'leased', 'retrying')"
 
 
 def _index_on(predicate: str) -> None:
-    op.drop_index(INDEX, table_name=TABLE)
-    op.create_index(
-        INDEX, TABLE, ["queue", "tenant_id", "state"], postgresql_where=sa.text(predicate)
-    )
+    op.drop_index(INDEX, table_name=JOBS)
+    create_partial_index(INDEX, JOBS, ["queue", "tenant_id", "state"], predicate)
 
 
 def upgrade() -> None:

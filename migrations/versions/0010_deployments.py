@@ -30,26 +30,20 @@ oldest job for an idempotency key (the later jobs keep their rows without the ke
 Stop the previous release's workers and producers before this upgrade: their statements name
 no deployment and are refused once it runs.
 
-Revision ID: 0010
-Revises: 0009
 Create Date: 2026-12-08 10:00:00
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
+from tenantq.migrations.building_blocks import JOBS, WAITING, create_partial_index
+
 revision: str = "0010"
 down_revision: str | None = "0009"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 DEFAULT = "tenantq"
-JOBS = "tenantq_jobs"
-WAITING = "state IN ('pending', 'runnable', 'retrying')"
 
 #: (name, columns after the deployment, predicate) of the job indexes that gain the deployment
 #: as their first column. The idempotency key's unique index is renamed with it.
@@ -189,7 +183,7 @@ def upgrade() -> None:
     )
     for name, columns, predicate in JOB_INDEXES:
         op.drop_index(name, table_name=JOBS)
-        op.create_index(name, JOBS, ["deployment", *columns], postgresql_where=sa.text(predicate))
+        create_partial_index(name, JOBS, ["deployment", *columns], predicate)
     op.drop_index(OLD_OUTBOX_INDEX, table_name="tenantq_outbox")
     op.create_index(
         OUTBOX_INDEX, "tenantq_outbox", ["deployment", "main_topic", "generation", "id"]
@@ -238,7 +232,7 @@ def downgrade() -> None:
     op.create_index(OLD_OUTBOX_INDEX, "tenantq_outbox", ["main_topic", "generation", "id"])
     for name, columns, predicate in JOB_INDEXES:
         op.drop_index(name, table_name=JOBS)
-        op.create_index(name, JOBS, columns, postgresql_where=sa.text(predicate))
+        create_partial_index(name, JOBS, columns, predicate)
     op.drop_index(KEY_INDEX, table_name=JOBS)
     op.execute(MERGE_IDEMPOTENCY_KEYS)
     op.create_index(

@@ -7,22 +7,18 @@ holds a usable cookie); a request acts only while the row is there and unexpired
 out deletes it, for every console process at once. Rows belong to a deployment (its topic
 prefix), like everything a deployment keeps in a shared database.
 
-Revision ID: 0011
-Revises: 0010
 Create Date: 2026-12-07 02:00:00
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
+from tenantq.migrations.building_blocks import stamped_column
+
 revision: str = "0011"
 down_revision: str | None = "0010"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 TABLE = "tenantq_web_sessions"
 
@@ -33,12 +29,7 @@ def upgrade() -> None:
         sa.Column("id_sha256", sa.LargeBinary(), nullable=False),
         sa.Column("deployment", sa.Text(), nullable=False),
         sa.Column("user_name", sa.Text(), nullable=False),
-        sa.Column(
-            "created_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("now()"),
-            nullable=False,
-        ),
+        stamped_column("created_at"),
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
         sa.CheckConstraint(
             "octet_length(id_sha256) = 32", name=op.f("ck_tenantq_web_sessions_id_is_a_sha256")

@@ -18,22 +18,18 @@ can encode these entries registers, so none is written before one runs.
 The downgrade drops both, and refuses while entries wait for their record (the previous
 release's relays could not publish them): run ``tenantq outbox relay --once`` first.
 
-Revision ID: 0012
-Revises: 0011
 Create Date: 2026-12-09 10:00:00
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
+from tenantq.migrations.building_blocks import stamped_column
+
 revision: str = "0012"
 down_revision: str | None = "0011"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 QUEUES = "tenantq_outbox_queues"
 OUTBOX = "tenantq_outbox"
@@ -302,12 +298,7 @@ def upgrade() -> None:
         sa.Column("max_payload_bytes", sa.Integer(), nullable=False),
         sa.Column("max_message_bytes", sa.Integer(), nullable=False),
         sa.Column("default_max_attempts", sa.Integer(), nullable=False),
-        sa.Column(
-            "registered_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("now()"),
-            nullable=False,
-        ),
+        stamped_column("registered_at"),
         sa.CheckConstraint(
             "max_payload_bytes > 0 AND max_message_bytes > 0",
             name=op.f("ck_tenantq_outbox_queues_limits_positive"),

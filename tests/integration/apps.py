@@ -24,7 +24,15 @@ class Work(BaseModel):
 
 
 def record(ctx: tenantq.JobContext, note: str = "") -> None:
-    url = os.environ.get("TENANTQ_DATABASE_URL") or RECORD_URL
+    # A worker in the test's process records where its settings point (the environment may
+    # name the server's own database); a worker process is given its database by variable.
+    # ``TEST_RECORD_DATABASE_URL``: the database itself, for a worker whose own connections
+    # go through a proxy that holds or cuts them.
+    url = (
+        os.environ.get("TEST_RECORD_DATABASE_URL")
+        or RECORD_URL
+        or os.environ.get("TENANTQ_DATABASE_URL")
+    )
     assert url, "no database to record executions in"
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
@@ -97,6 +105,13 @@ def poison_after(ctx: tenantq.JobContext, payload: Work) -> None:
     time.sleep(payload.seconds)
     record(ctx, "exit")
     os._exit(1)
+
+
+@APP.job("refused", max_attempts=3, timeout=30)
+def refused(ctx: tenantq.JobContext, payload: Work) -> None:
+    """Fails permanently: dead at its first attempt, in the DLQ with this reason."""
+    record(ctx, "refused")
+    raise tenantq.PermanentError("refused on purpose")
 
 
 #: A downstream dependency whose breaker opens after two failed calls, for one second.

@@ -14,9 +14,9 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import psycopg
 
@@ -133,6 +133,33 @@ def _high_watermark(consumer: Any, partition: Any) -> int:
             time.sleep(0.2)
 
 
+def start_worker_command(
+    environment: dict[str, str],
+    app: str,
+    extra: tuple[str, ...],
+    log: IO[bytes],
+    *,
+    new_session: bool,
+    stdin: int | None = None,
+    runner: tuple[str, ...] = ("tenantq.cli", "worker"),
+) -> subprocess.Popen[bytes]:
+    """``tenantq worker app *extra`` (or another ``runner``: the module, and its command, run
+    with ``python -m``) in a process of its own, with ``environment`` (this folder first on
+    its ``PYTHONPATH``, for the apps), its output into ``log``."""
+    environment = {
+        **environment,
+        "PYTHONPATH": str(HERE) + os.pathsep + environment.get("PYTHONPATH", ""),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", *runner, app, *extra],
+        env=environment,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=stdin,
+        start_new_session=new_session,
+    )
+
+
 class WorkerProcess:
     """A worker in its own process (``tests/integration/apps.py:APP``), for kill -9, SIGSTOP
     and graceful-shutdown scenarios. Settings travel as ``TENANTQ_*`` variables.
@@ -142,21 +169,23 @@ class WorkerProcess:
     freezes, or dies), SIGTERM and SIGINT to the supervisor, which passes them on."""
 
     def __init__(
-        self, settings: tenantq.Settings, app: str, *extra: str, env: dict[str, str] | None = None
+        self,
+        settings: tenantq.Settings,
+        app: str,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        runner: tuple[str, ...] = ("tenantq.cli", "worker"),
     ) -> None:
+        """``runner``: the module (and its command) run with ``python -m``; the share-group
+        spike's member is ``("tenantq.consumer.share",)``."""
         environment = dict(os.environ)
         environment.update(settings_environment(settings))
         environment.update(env or {})
-        environment["PYTHONPATH"] = str(HERE) + os.pathsep + environment.get("PYTHONPATH", "")
         # A file, not a pipe: nobody reads a pipe while the worker runs, and a full one would
         # block the worker's logging.
         self._log = tempfile.TemporaryFile()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tenantq.cli", "worker", app, *extra],
-            env=environment,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+        self.process = start_worker_command(
+            environment, app, extra, self._log, new_session=True, runner=runner
         )
 
     @property
@@ -238,6 +267,8 @@ def run_tool(
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TENANTQ_")}
     environment["TENANTQ_KAFKA_BOOTSTRAP_SERVERS"] = servers[0]
     environment["TENANTQ_DATABASE_URL"] = database_url
+    if "TENANTQ_KAFKA_CONFIG" in os.environ:  # the servers' client security (a secure stack)
+        environment["TENANTQ_KAFKA_CONFIG"] = os.environ["TENANTQ_KAFKA_CONFIG"]
     completed = subprocess.run(
         command, env=environment, capture_output=True, text=True, timeout=timeout
     )
@@ -278,6 +309,9 @@ def settings_environment(settings: tenantq.Settings) -> dict[str, str]:
         "TENANTQ_TENANT_ISOLATION": json.dumps(data["tenant_isolation"]),
         "TENANTQ_METRICS_PORT": str(settings.metrics_port),
     }
+    if settings.kafka_config:
+        # The client's security settings as they are (a dump masks the password).
+        environment["TENANTQ_KAFKA_CONFIG"] = json.dumps(settings.kafka_config)
     return environment
 
 
@@ -338,16 +372,10 @@ class LoggedWorkerProcess:
         merged.update(environment)
         for name in unset:
             merged.pop(name, None)
-        merged["PYTHONPATH"] = str(HERE) + os.pathsep + merged.get("PYTHONPATH", "")
         self.log_path = log_path
         self._log = log_path.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tenantq.cli", "worker", app, *extra],
-            env=merged,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=new_session,
+        self.process = start_worker_command(
+            merged, app, extra, self._log, new_session=new_session, stdin=subprocess.DEVNULL
         )
 
     @property
@@ -430,3 +458,82 @@ def while_alive(predicate: Callable[[], bool], *workers: LoggedWorkerProcess) ->
         return predicate()
 
     return check
+
+
+def migrate_to(url: str, revision: str, *, down: bool = False) -> None:
+    """Upgrade (or with ``down``, downgrade) the database of ``url`` to ``revision``, in one
+    transaction."""
+    from alembic import command
+
+    from tenantq.store import migrate
+    from tenantq.store.engine import create_sqlalchemy_engine
+
+    engine = create_sqlalchemy_engine(tenantq.Settings(database_url=url))
+    config = migrate.alembic_config()
+    try:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            (command.downgrade if down else command.upgrade)(config, revision)
+    finally:
+        engine.dispose()
+
+
+def count_of(db: psycopg.Connection[Any], sql: str, parameters: Any = None) -> int:
+    """The number a ``SELECT count(*)`` statement answers."""
+    row = db.execute(sql, parameters).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def topic_records(settings: tenantq.Settings, topic: str, group: str) -> list[Any]:
+    """Every record of ``topic`` from the start of each partition (the client's messages), read
+    until none came for six polls of half a second."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(settings.kafka_client_config(**{"group.id": group}))
+    records = []
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, partition, 0) for partition in partitions])
+        idle = 0
+        while idle < 6:
+            message = consumer.poll(0.5)
+            if message is None or message.error():
+                idle += 1
+                continue
+            records.append(message)
+    finally:
+        consumer.close()
+    return records
+
+
+def hot_lane_settings(
+    make_settings: Callable[..., tenantq.Settings], release_after_seconds: float, **more: Any
+) -> tenantq.Settings:
+    """Settings of a hot-lane scenario: the queue ``default`` of two partitions (retries after
+    1 s and 3 s), a tenant moved to the lane past a backlog of 50 and back after
+    ``release_after_seconds``, placements read again every half second; ``more`` as keywords
+    of ``make_settings``."""
+    return make_settings(
+        queues={"default": tenantq.QueueSettings(partitions=2, retry_delays_seconds=(1.0, 3.0))},
+        tenant_isolation={"hot_backlog": 50, "release_after_seconds": release_after_seconds},
+        producer={"placement_ttl_seconds": 0.5},
+        **more,
+    )
+
+
+def flood(
+    producer: tenantq.Producer, whale: str, jobs: int, cold: Iterable[str]
+) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+    """``jobs`` jobs ``work`` of ``whale`` in one batch, then one of each ``cold`` tenant;
+    their job ids (the whale's, the cold tenants')."""
+    flooded = [
+        ref.job_id
+        for ref in producer.enqueue_batch(
+            [{"job_type": "work", "tenant": whale, "payload": {"n": n}} for n in range(jobs)]
+        ).result(60)
+    ]
+    quiet = [
+        producer.enqueue("work", tenant=tenant, payload={}).result(30).job_id for tenant in cold
+    ]
+    return flooded, quiet

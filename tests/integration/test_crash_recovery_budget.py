@@ -202,9 +202,9 @@ def _all_started_after(
 def _recovery_delays(
     crashes: list[dt.datetime], rows: dict[uuid.UUID, list[tuple[dt.datetime, str]]]
 ) -> list[tuple[float, float]]:
-    """Per crash: (seconds until every job it interrupted, started and not done when it came,
-    had started again, ``inf`` for one that has not; seconds until the first job of the
-    partition started after it). A crash after which no job started had nothing waiting
+    """Per crash: (seconds until every job it interrupted, started and not done when it came
+    nor done next, had started again, ``inf`` for one that has not; seconds until the first
+    job of the partition started after it). A crash after which no job started had nothing waiting
     behind it (every job ends succeeded): 0 for that."""
     delays = []
     for crash in crashes:
@@ -212,9 +212,13 @@ def _recovery_delays(
         first_after = float("inf")
         for events in rows.values():
             before = [note for at, note in events if at <= crash]
+            after = [note for at, note in events if at > crash]
             again = [at for at, note in events if at > crash and note == "start"]
             wait = (again[0] - crash).total_seconds() if again else float("inf")
-            if before and before[-1] == "start":
+            # Started before the crash and done after it without starting again: it ran
+            # elsewhere (the database clock orders the notes by their transactions' start).
+            interrupted = bool(before) and before[-1] == "start" and after[:1] != ["done"]
+            if interrupted:
                 waits.append(wait)
             first_after = min(first_after, wait)
         if first_after == float("inf"):

@@ -13,6 +13,7 @@ from support import (
     LoggedWorkerProcess,
     all_in,
     assert_alive,
+    count_of,
     settings_environment,
     short_leases,
     wait_for,
@@ -81,7 +82,8 @@ def test_a_handler_that_exits_does_not_end_the_default_worker(
 
 
 def _runs(db: psycopg.Connection[Any], job_id: Any, note: str) -> int:
-    row = db.execute(
-        "SELECT count(*) FROM test_executions WHERE job_id = %s AND note = %s", (job_id, note)
-    ).fetchone()
-    return int(row[0]) if row else 0
+    return count_of(
+        db,
+        "SELECT count(*) FROM test_executions WHERE job_id = %s AND note = %s",
+        (job_id, note),
+    )

@@ -12,26 +12,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from alembic import command
-from support import migrated_database
+from support import migrate_to, migrated_database
 
-import tenantq
-from tenantq.store import migrate
-from tenantq.store.engine import create_sqlalchemy_engine, psycopg_url
+from tenantq.store.engine import psycopg_url
 
 BEFORE = "0009"
 AFTER = "0010"
-
-
-def migrate_to(url: str, revision: str, *, down: bool = False) -> None:
-    engine = create_sqlalchemy_engine(tenantq.Settings(database_url=url))
-    config = migrate.alembic_config()
-    try:
-        with engine.begin() as connection:
-            config.attributes["connection"] = connection
-            (command.downgrade if down else command.upgrade)(config, revision)
-    finally:
-        engine.dispose()
 
 
 @pytest.fixture

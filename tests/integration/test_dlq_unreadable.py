@@ -68,7 +68,7 @@ def write_bad_letters(
             ],
         ),
     }
-    producer = Producer({"bootstrap.servers": settings.require_bootstrap_servers()})
+    producer = Producer(settings.kafka_client_config())
     placed: dict[str, tuple[int, int]] = {}
 
     def delivered(name: str) -> Any:

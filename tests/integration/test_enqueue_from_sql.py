@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from support import WorkerProcess, all_in, wait_for
+from support import WorkerProcess, all_in, count_of, wait_for
 
 import tenantq
 from tenantq.settings import QueueSettings
@@ -103,11 +103,11 @@ def enqueue(
 
 
 def runs(db: psycopg.Connection[Any], job_id: uuid.UUID) -> int:
-    row = db.execute(
-        "SELECT count(*) FROM test_executions WHERE job_id = %s AND note = 'done'", (job_id,)
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
+    return count_of(
+        db,
+        "SELECT count(*) FROM test_executions WHERE job_id = %s AND note = 'done'",
+        (job_id,),
+    )
 
 
 def exists(db: psycopg.Connection[Any], job_id: uuid.UUID) -> bool:

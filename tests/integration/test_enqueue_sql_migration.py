@@ -9,27 +9,13 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from alembic import command
 from sqlalchemy.exc import DBAPIError
-from support import migrated_database
+from support import migrate_to, migrated_database
 
-import tenantq
-from tenantq.store import migrate
-from tenantq.store.engine import create_sqlalchemy_engine, psycopg_url
+from tenantq.store.engine import psycopg_url
 
 BEFORE = "0011"
 FUNCTION = "tenantq_enqueue(text, text, text, jsonb, text, timestamptz, text)"
-
-
-def migrate_to(url: str, revision: str, *, down: bool = False) -> None:
-    engine = create_sqlalchemy_engine(tenantq.Settings(database_url=url))
-    config = migrate.alembic_config()
-    try:
-        with engine.begin() as connection:
-            config.attributes["connection"] = connection
-            (command.downgrade if down else command.upgrade)(config, revision)
-    finally:
-        engine.dispose()
 
 
 @pytest.fixture

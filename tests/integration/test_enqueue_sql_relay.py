@@ -7,13 +7,15 @@ limits refuse is dead with the reason, and the entries behind it are still publi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from support import topic_records
 
 import tenantq
 from tenantq import headers as header_names
@@ -41,26 +43,25 @@ def sql_enqueue(
     return uuid.UUID(str(row[0]))
 
 
+@contextlib.contextmanager
+def relaying(settings: tenantq.Settings) -> Iterator[RelayService]:
+    """A relay of the queue ``default``, closed on leaving the block."""
+    relay = RelayService(settings, ["default"])
+    try:
+        yield relay
+    finally:
+        relay.close()
+
+
 def published(settings: tenantq.Settings, topic: str) -> dict[uuid.UUID, Any]:
     """Every record of ``topic`` by job id: (partition, offset, key, value, headers)."""
-    consumer = Consumer(settings.kafka_client_config(**{"group.id": f"reader-{uuid.uuid4()}"}))
     records: dict[uuid.UUID, Any] = {}
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, partition, 0) for partition in partitions])
-        idle = 0
-        while idle < 6:
-            message = consumer.poll(0.5)
-            if message is None or message.error():
-                idle += 1
-                continue
-            headers = {name: value.decode() for name, value in message.headers() or []}
-            job_id = uuid.UUID(headers[header_names.JOB_ID])
-            records[job_id] = (
-                message.partition(), message.offset(), message.key(), message.value(), headers
-            )  # fmt: skip
-    finally:
-        consumer.close()
+    for message in topic_records(settings, topic, f"reader-{uuid.uuid4()}"):
+        headers = {name: value.decode() for name, value in message.headers() or []}
+        job_id = uuid.UUID(headers[header_names.JOB_ID])
+        records[job_id] = (
+            message.partition(), message.offset(), message.key(), message.value(), headers
+        )  # fmt: skip
     return records
 
 
@@ -79,8 +80,7 @@ def test_sql_jobs_are_published_as_the_producer_would(
     settings: tenantq.Settings, db: psycopg.Connection[Any]
 ) -> None:
     topic = main_topic(settings.topic_prefix, "default")
-    relay = RelayService(settings, ["default"])
-    try:
+    with relaying(settings) as relay:
         assert relay.drain() == 0  # connected: its queue is registered
         with connect(settings) as connection:
             placement_upsert(
@@ -97,8 +97,6 @@ def test_sql_jobs_are_published_as_the_producer_would(
         whale = sql_enqueue(settings, "whale", '{"order": 3}')
         later = sql_enqueue(settings, "acme", '{"order": 4}', run_after="1 hour")
         assert relay.drain() == 4
-    finally:
-        relay.close()
 
     records = published(settings, topic)
     assert set(records) == {acme, python_job, whale}
@@ -129,8 +127,7 @@ def test_a_record_is_committed_before_it_is_published(
     settings: tenantq.Settings, db: psycopg.Connection[Any]
 ) -> None:
     topic = main_topic(settings.topic_prefix, "default")
-    relay = RelayService(settings, ["default"])
-    try:
+    with relaying(settings) as relay:
         relay.drain()
         job_id = sql_enqueue(settings, "acme", '{"order": 5}')
         # A relay's round up to its encoding, then nothing: as if it died before publishing.
@@ -142,8 +139,6 @@ def test_a_record_is_committed_before_it_is_published(
         encoder.close()
         assert stored == encoded
         assert relay.drain() == 1
-    finally:
-        relay.close()
     assert published(settings, topic)[job_id][3] == encoded.value
 
 
@@ -151,18 +146,14 @@ def test_a_job_the_relays_limits_refuse_is_dead_and_the_rest_is_published(
     settings: tenantq.Settings, db: psycopg.Connection[Any]
 ) -> None:
     topic = main_topic(settings.topic_prefix, "default")
-    relay = RelayService(settings, ["default"])
-    relay.drain()
-    relay.close()
+    with relaying(settings) as relay:
+        relay.drain()
     # Accepted under the registered limit of 1 MB, then relayed by a relay whose limit is
     # 2 kB (a rolling change of the settings).
     too_big = sql_enqueue(settings, "acme", '"' + "x" * 3000 + '"')
     behind = sql_enqueue(settings, "acme", '{"order": 6}')
-    strict = RelayService(settings.model_copy(update={"max_message_bytes": 2048}), ["default"])
-    try:
+    with relaying(settings.model_copy(update={"max_message_bytes": 2048})) as strict:
         assert strict.drain() == 1
-    finally:
-        strict.close()
     state, *_, error_class, error_message = job_row(db, too_big)
     assert (state, error_class) == ("dead", "tenantq.errors.InvalidJobError")
     assert "the limit (max_message_bytes) is 2048" in error_message

@@ -9,9 +9,8 @@ import time
 from typing import Any
 
 import psycopg
-from confluent_kafka import Consumer, TopicPartition
 from pydantic import BaseModel
-from support import all_in, running_worker, wait_for
+from support import all_in, running_worker, topic_records, wait_for
 
 import tenantq
 from tenantq import headers
@@ -24,23 +23,10 @@ class Order(BaseModel):
 
 def dlq_records(settings: tenantq.Settings) -> list[dict[str, str]]:
     topic = dlq_topic(settings.topic_prefix, "default")
-    consumer = Consumer(settings.kafka_client_config(**{"group.id": "dlq-reader"}))
-    records = []
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        idle = 0
-        while idle < 6:
-            message = consumer.poll(0.5)
-            if message is None or message.error():
-                idle += 1
-                continue
-            records.append(
-                {k: (v or b"").decode(errors="replace") for k, v in message.headers() or []}
-            )
-    finally:
-        consumer.close()
-    return records
+    return [
+        {k: (v or b"").decode(errors="replace") for k, v in message.headers() or []}
+        for message in topic_records(settings, topic, "dlq-reader")
+    ]
 
 
 def test_permanent_retryable_ratelimited_snooze_unknown(

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 import psycopg
-from support import all_in, counting_app, running_worker, wait_for
+from support import all_in, counting_app, flood, hot_lane_settings, running_worker, wait_for
 
 import tenantq
 from tenantq.consumer.lane_keeper import LaneKeeper
@@ -26,11 +26,7 @@ def lane_rows(db: psycopg.Connection[Any], tenant: str) -> list[tuple[Any, ...]]
 def test_a_flooding_tenant_goes_to_the_lane_and_comes_back(
     make_settings: Any, db: psycopg.Connection[Any]
 ) -> None:
-    settings = make_settings(
-        queues={"default": tenantq.QueueSettings(partitions=2, retry_delays_seconds=(1.0, 3.0))},
-        tenant_isolation={"hot_backlog": 50, "release_after_seconds": 2.0},
-        producer={"placement_ttl_seconds": 0.5},
-    )
+    settings = hot_lane_settings(make_settings, 2.0)
     whale = f"whale-{uuid.uuid4().hex[:6]}"
     # Cold tenants that hash to the whale's partition: the ones it would hold up.
     cold = [f"cold{n}" for n in range(200)]
@@ -38,15 +34,7 @@ def test_a_flooding_tenant_goes_to_the_lane_and_comes_back(
     app, runs = counting_app(settings, "work", seconds=0.01)
 
     with tenantq.Producer(settings, app) as producer:
-        flood = [
-            ref.job_id
-            for ref in producer.enqueue_batch(
-                [{"job_type": "work", "tenant": whale, "payload": {"n": n}} for n in range(600)]
-            ).result(60)
-        ]
-        quiet = [
-            producer.enqueue("work", tenant=tenant, payload={}).result(30).job_id for tenant in cold
-        ]
+        flooded, quiet = flood(producer, whale, 600, cold)
     keeper = LaneKeeper(settings, ["default"])
     keeper.start()
     try:
@@ -59,7 +47,7 @@ def test_a_flooding_tenant_goes_to_the_lane_and_comes_back(
             with tenantq.Producer(settings, app) as producer:
                 late = producer.enqueue("work", tenant=whale, payload={}).result(30)
             assert late.topic == f"{settings.topic_prefix}.default.lane"
-            everything = [*flood, *quiet, late.job_id]
+            everything = [*flooded, *quiet, late.job_id]
             wait_for(lambda: all_in(db, everything, {"succeeded"}), timeout=120, what="all done")
             wait_for(lambda: not lane_rows(db, whale), timeout=60, what="the whale back")
             diverted = worker.observability.registry.get_sample_value(

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 import psycopg
-from support import WorkerProcess, all_in, short_leases, wait_for
+from support import WorkerProcess, all_in, hot_lane_settings, short_leases, wait_for
 
 import tenantq
 
@@ -16,12 +16,7 @@ import tenantq
 def test_a_worker_killed_while_a_tenant_is_in_the_lane_loses_nothing(
     make_settings: Any, db: psycopg.Connection[Any]
 ) -> None:
-    settings = make_settings(
-        queues={"default": tenantq.QueueSettings(partitions=2, retry_delays_seconds=(1.0, 3.0))},
-        tenant_isolation={"hot_backlog": 50, "release_after_seconds": 600.0},
-        producer={"placement_ttl_seconds": 0.5},
-        worker=short_leases(),
-    )
+    settings = hot_lane_settings(make_settings, 600.0, worker=short_leases())
     whale = f"whale-{uuid.uuid4().hex[:6]}"
     with tenantq.Producer(settings) as producer:
         jobs = [

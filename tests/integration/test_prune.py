@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 import psycopg
-from support import all_in, running_worker, settings_environment, states, wait_for
+from support import all_in, count_of, running_worker, settings_environment, states, wait_for
 from typer.testing import CliRunner
 
 import tenantq
@@ -20,11 +20,11 @@ from tenantq.store.job_admin import cancel_job
 
 
 def attempt_count(db: psycopg.Connection[Any], job_ids: list[uuid.UUID]) -> int:
-    row = db.execute(
-        "SELECT count(*) FROM tenantq_job_attempts WHERE job_id = ANY(%s)", (job_ids,)
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
+    return count_of(
+        db,
+        "SELECT count(*) FROM tenantq_job_attempts WHERE job_id = ANY(%s)",
+        (job_ids,),
+    )
 
 
 def test_prune_removes_only_old_finished_jobs(

@@ -15,13 +15,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from alembic import command
-from support import migrated_database
+from support import count_of, migrate_to, migrated_database
 
 import tenantq
 from tenantq.states import JobState
-from tenantq.store import migrate
-from tenantq.store.engine import connect, create_sqlalchemy_engine, psycopg_url
+from tenantq.store.engine import connect, psycopg_url
 from tenantq.store.job_admin import list_attempts
 from tenantq.store.job_store import ClaimRequest, JobStore, Lease, Result
 
@@ -50,20 +48,27 @@ def _succeed(store: JobStore, lease: Lease, *, again: bool = False) -> set[uuid.
         lease.job_id, lease.attempt, "succeeded", JobState.SUCCEEDED,
         duration_ms=7, started_at=lease.claimed_at,
     )  # fmt: skip
-    return store.complete_batch([result], again=again)
+    return store.complete_batch([result], again=again).applied
 
 
-def _fail_then_succeed(store: JobStore, job_id: uuid.UUID) -> None:
-    """Attempt 1 fails (retrying, ``Boom``), attempt 2 succeeds."""
-    first = _claim(store, job_id)
-    failed = Result(
-        job_id, first.attempt, "retrying", JobState.RETRYING, "Boom", "first try",
-        delay_seconds=0.0, duration_ms=3, started_at=first.claimed_at,
-    )  # fmt: skip
-    assert store.complete_batch([failed]) == {job_id}
-    second = _claim(store, job_id)
-    assert second.attempt == 2
-    assert _succeed(store, second) == {job_id}
+def _fail_then_succeed(url: str, worker_id: str) -> uuid.UUID:
+    """A new job whose attempt 1 fails (retrying, ``Boom``) and attempt 2 succeeds, both run
+    by ``worker_id``."""
+    job_id = uuid.uuid4()
+    store = JobStore.open(tenantq.Settings(database_url=url), worker_id)
+    try:
+        first = _claim(store, job_id)
+        failed = Result(
+            job_id, first.attempt, "retrying", JobState.RETRYING, "Boom", "first try",
+            delay_seconds=0.0, duration_ms=3, started_at=first.claimed_at,
+        )  # fmt: skip
+        assert store.complete_batch([failed]).applied == {job_id}
+        second = _claim(store, job_id)
+        assert second.attempt == 2
+        assert _succeed(store, second) == {job_id}
+    finally:
+        store.close()
+    return job_id
 
 
 def _history(db: psycopg.Connection[Any], job_id: uuid.UUID) -> list[tuple[Any, ...]]:
@@ -75,11 +80,11 @@ def _history(db: psycopg.Connection[Any], job_id: uuid.UUID) -> list[tuple[Any, 
 
 
 def _log_rows(db: psycopg.Connection[Any], job_id: uuid.UUID) -> int:
-    row = db.execute(
-        "SELECT count(*) FROM tenantq_attempt_log WHERE job_id = %s", (job_id,)
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
+    return count_of(
+        db,
+        "SELECT count(*) FROM tenantq_attempt_log WHERE job_id = %s",
+        (job_id,),
+    )
 
 
 def test_a_success_is_written_on_its_job_row_and_read_through_the_view(ledger: str) -> None:
@@ -110,24 +115,18 @@ def test_a_success_is_written_on_its_job_row_and_read_through_the_view(ledger: s
 
 
 def test_a_failed_attempt_is_a_log_row_and_the_success_comes_last(ledger: str) -> None:
-    settings = tenantq.Settings(database_url=ledger)
-    store = JobStore.open(settings, "w-retry")
-    try:
-        job_id = uuid.uuid4()
-        _fail_then_succeed(store, job_id)
-        with connect(settings, autocommit=True) as db:
-            assert _log_rows(db, job_id) == 1
-            assert _history(db, job_id) == [
-                (1, "w-retry", "retrying"),
-                (2, "w-retry", "succeeded"),
-            ]
-            assert [a["outcome"] for a in list_attempts(db, job_id)] == ["retrying", "succeeded"]
-            last_error = db.execute(
-                "SELECT last_error_class FROM tenantq_jobs WHERE id = %s", (job_id,)
-            ).fetchone()
-            assert last_error == ("Boom",)
-    finally:
-        store.close()
+    job_id = _fail_then_succeed(ledger, "w-retry")
+    with connect(tenantq.Settings(database_url=ledger), autocommit=True) as db:
+        assert _log_rows(db, job_id) == 1
+        assert _history(db, job_id) == [
+            (1, "w-retry", "retrying"),
+            (2, "w-retry", "succeeded"),
+        ]
+        assert [a["outcome"] for a in list_attempts(db, job_id)] == ["retrying", "succeeded"]
+        last_error = db.execute(
+            "SELECT last_error_class FROM tenantq_jobs WHERE id = %s", (job_id,)
+        ).fetchone()
+        assert last_error == ("Boom",)
 
 
 def test_a_success_written_again_is_recognised_by_its_record_on_the_row(ledger: str) -> None:
@@ -201,34 +200,17 @@ def test_writes_through_the_view_go_to_the_log(ledger: str) -> None:
         store.close()
 
 
-def _alembic(url: str, step: str, revision: str) -> None:
-    engine = create_sqlalchemy_engine(tenantq.Settings(database_url=url))
-    try:
-        with engine.begin() as connection:
-            config = migrate.alembic_config()
-            config.attributes["connection"] = connection
-            getattr(command, step)(config, revision)
-    finally:
-        engine.dispose()
-
-
 def test_a_downgrade_turns_recorded_successes_back_into_rows(ledger: str) -> None:
-    settings = tenantq.Settings(database_url=ledger)
-    store = JobStore.open(settings, "w-down")
-    try:
-        job_id = uuid.uuid4()
-        _fail_then_succeed(store, job_id)
-    finally:
-        store.close()
+    job_id = _fail_then_succeed(ledger, "w-down")
     wanted = [(1, "w-down", "retrying"), (2, "w-down", "succeeded")]
-    _alembic(ledger, "downgrade", "0007")
+    migrate_to(ledger, "0007", down=True)
     with psycopg.connect(psycopg_url(ledger), autocommit=True) as db:
         kind = db.execute(
             "SELECT relkind::text FROM pg_class WHERE relname = 'tenantq_job_attempts'"
         ).fetchone()
         assert kind == ("r",)  # a table again
         assert _history(db, job_id) == wanted
-    _alembic(ledger, "upgrade", "head")
+    migrate_to(ledger, "head")
     with psycopg.connect(psycopg_url(ledger), autocommit=True) as db:
         assert _history(db, job_id) == wanted
         assert _log_rows(db, job_id) == 2

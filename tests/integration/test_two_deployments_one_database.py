@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 from fastapi.testclient import TestClient
-from support import all_in, counting_app, running_worker, wait_for
+from support import all_in, count_of, counting_app, flood, running_worker, wait_for
 from typer.testing import CliRunner
 from web_console import console_settings
 
@@ -103,15 +103,7 @@ def test_two_deployments_share_a_database_and_nothing_else(
 
     # The same tenants in both; only the flooded deployment's whale floods.
     with tenantq.Producer(flooded, flooded_app) as producer:
-        flood = [
-            ref.job_id
-            for ref in producer.enqueue_batch(
-                [{"job_type": "work", "tenant": WHALE, "payload": {"n": n}} for n in range(400)]
-            ).result(60)
-        ]
-        flooded_cold = [
-            producer.enqueue("work", tenant=tenant, payload={}).result(30).job_id for tenant in COLD
-        ]
+        whale_jobs, flooded_cold = flood(producer, WHALE, 400, COLD)
         flooded_waiting = waiting_jobs(producer)
     with tenantq.Producer(quiet, quiet_app) as producer:
         quiet_jobs = [
@@ -146,7 +138,7 @@ def test_two_deployments_share_a_database_and_nothing_else(
         )
         everything_quiet = [*quiet_jobs, outboxed[quiet.topic_prefix]]
         wait_for(lambda: all_in(db, everything_quiet, {"succeeded"}), timeout=60, what="quiet")
-        everything_flooded = [*flood, *flooded_cold, outboxed[flooded.topic_prefix]]
+        everything_flooded = [*whale_jobs, *flooded_cold, outboxed[flooded.topic_prefix]]
         wait_for(lambda: all_in(db, everything_flooded, {"succeeded"}), timeout=120, what="flooded")
         wait_for(
             lambda: ticks(db, flooded) >= 2 and ticks(db, quiet) >= 2, timeout=30, what="ticks"
@@ -272,25 +264,23 @@ def lane_tenants(db: psycopg.Connection[Any], settings: tenantq.Settings) -> set
         return {record.tenant_id for record in placement_list(connection) if record.mode == "lane"}
 
 
-def unfinished_ticks(db: psycopg.Connection[Any], settings: tenantq.Settings) -> int:
-    row = db.execute(
+def _schedule_jobs(db: psycopg.Connection[Any], settings: tenantq.Settings, condition: str) -> int:
+    """Periodic jobs of the deployment's schedule that meet ``condition``."""
+    return count_of(
+        db,
         "SELECT count(*) FROM tenantq_jobs WHERE deployment = %s AND idempotency_key LIKE %s"
-        " AND finished_at IS NULL",
+        f" AND {condition}",
         (settings.topic_prefix, f"periodic:{SCHEDULE}:%"),
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
+    )
+
+
+def unfinished_ticks(db: psycopg.Connection[Any], settings: tenantq.Settings) -> int:
+    return _schedule_jobs(db, settings, "finished_at IS NULL")
 
 
 def ticks(db: psycopg.Connection[Any], settings: tenantq.Settings) -> int:
     """Periodic jobs of the deployment's schedule that ran."""
-    row = db.execute(
-        "SELECT count(*) FROM tenantq_jobs WHERE deployment = %s AND idempotency_key LIKE %s"
-        " AND state = 'succeeded'",
-        (settings.topic_prefix, f"periodic:{SCHEDULE}:%"),
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
+    return _schedule_jobs(db, settings, "state = 'succeeded'")
 
 
 def check_console(

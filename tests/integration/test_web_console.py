@@ -131,10 +131,12 @@ def test_find_why_a_job_died_replay_it_and_see_it_succeed(
             timeout=20,
             what="two refreshes of the overview",
         )
-        # The session's database is shared by every test's queue "default": count directly.
+        # The session's database holds every test's queue "default"; the console counts its
+        # own deployment's (this test's topic prefix): count those directly.
         dead = db.execute(
             "SELECT count(*) FROM tenantq_jobs WHERE queue = 'default' AND state = 'dead' "
-            "AND finished_at > now() - interval '1 hour'"
+            "AND finished_at > now() - interval '1 hour' AND deployment = %s",
+            (settings.topic_prefix,),
         ).fetchone()
         assert dead is not None and dead[0] >= 1
         dead_cell = driver.find_element(By.CSS_SELECTOR, 'tr[data-queue="default"] a.bad')

@@ -26,11 +26,10 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from support import free_port, sample_value
-from web_console import csrf_of, serving, sign_in
+from web_console import consoles, csrf_of, serving, sign_in
 
 import tenantq
 from tenantq.settings import WebSettings
-from tenantq.web.app import create_app
 from tenantq.web.errors import SECURITY_HEADERS
 
 TOKEN = "hardening-token-for-tests"
@@ -45,16 +44,8 @@ PROXY = "10.255.0.1"
 @pytest.fixture
 def console() -> Iterator[Callable[..., FastAPI]]:
     """Makes consoles on a settings' servers (web settings as keywords), closed afterwards."""
-    made: list[FastAPI] = []
-
-    def make(settings: tenantq.Settings, **web: Any) -> FastAPI:
-        configured = settings.model_copy(update={"web": WebSettings(**{"token": TOKEN, **web})})
-        made.append(create_app(configured))
-        return made[-1]
-
-    yield make
-    for app in made:
-        app.state.console.close()
+    with consoles(TOKEN) as make:
+        yield make
 
 
 def assert_secured(response: Any) -> None:

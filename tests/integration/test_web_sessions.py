@@ -16,12 +16,10 @@ import psycopg
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from support import all_in, wait_for
-from web_console import csrf_of, sign_in
+from support import all_in, count_of, wait_for
+from web_console import consoles, csrf_of, sign_in
 
 import tenantq
-from tenantq.settings import WebSettings
-from tenantq.web.app import create_app
 
 TOKEN = "session-token-for-tests"
 BASE = "http://127.0.0.1:8765"
@@ -32,16 +30,8 @@ TENANT = f"sessions-{uuid.uuid4().hex[:8]}"
 def console() -> Iterator[Callable[..., FastAPI]]:
     """Makes console processes of their own on a settings' database and prefix (web settings
     as keywords); their connections are closed after the test."""
-    made: list[FastAPI] = []
-
-    def make(settings: tenantq.Settings, **web: Any) -> FastAPI:
-        configured = settings.model_copy(update={"web": WebSettings(**{"token": TOKEN, **web})})
-        made.append(create_app(configured))
-        return made[-1]
-
-    yield make
-    for app in made:
-        app.state.console.close()
+    with consoles(TOKEN) as make:
+        yield make
 
 
 def browser(app: FastAPI, cookies: dict[str, str] | None = None) -> TestClient:
@@ -68,11 +58,11 @@ def signed_in_as(app: FastAPI, cookies: dict[str, str]) -> str | None:
 
 
 def sessions_of(db: psycopg.Connection[Any], prefix: str) -> int:
-    row = db.execute(
-        "SELECT count(*) FROM tenantq_web_sessions WHERE deployment = %s", (prefix,)
-    ).fetchone()
-    assert row is not None
-    return int(row[0])
+    return count_of(
+        db,
+        "SELECT count(*) FROM tenantq_web_sessions WHERE deployment = %s",
+        (prefix,),
+    )
 
 
 def test_signing_out_ends_the_session_in_every_console_process(

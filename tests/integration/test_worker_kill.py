@@ -8,16 +8,17 @@ import time
 from typing import Any
 
 import psycopg
-from support import WorkerProcess, all_in, short_leases, wait_for
+from support import WorkerProcess, all_in, count_of, short_leases, wait_for
 
 import tenantq
 
 
 def _succeeded(db: psycopg.Connection[Any], job_ids: list[Any]) -> int:
-    row = db.execute(
-        "SELECT count(*) FROM tenantq_jobs WHERE id = ANY(%s) AND state = 'succeeded'", (job_ids,)
-    ).fetchone()
-    return int(row[0]) if row else 0
+    return count_of(
+        db,
+        "SELECT count(*) FROM tenantq_jobs WHERE id = ANY(%s) AND state = 'succeeded'",
+        (job_ids,),
+    )
 
 
 def test_kill_9_mid_batch_every_job_still_succeeds(

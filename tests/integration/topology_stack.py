@@ -32,6 +32,7 @@ import tenantq
 from tenantq.devstack import kafka
 from tenantq.devstack.processes import pid_alive, wait_until
 from tenantq.devstack.stack import DevStack
+from tenantq.devstack.state import PRIMARY, STANDBY, postgres_nodes
 from tenantq.devstack.topology import DEFAULT_KAFKA_VERSION
 from tenantq.settings import QueueSettings
 
@@ -42,8 +43,10 @@ TENANTQ = str(Path(sys.executable).with_name("tenantq"))
 class TopologyStack:
     """A ``DevStack`` under a temporary home, started with ``topology`` options."""
 
-    def __init__(self, **topology: Any) -> None:
-        self.home = Path(tempfile.mkdtemp(prefix="tenantq-topology-"))
+    def __init__(self, home: Path | None = None, **topology: Any) -> None:
+        #: A stack in a home it did not make (``home``) is someone else's to take down.
+        self._owned = home is None
+        self.home = home or Path(tempfile.mkdtemp(prefix="tenantq-topology-"))
         self.stack = DevStack(self.home)
         self.topology = topology
         self.timings: dict[str, float] = {}
@@ -56,6 +59,8 @@ class TopologyStack:
         return time.monotonic() - started
 
     def down(self) -> None:
+        if not self._owned:
+            return
         # A closed producer's client lingers in a reference cycle until the collector runs,
         # retrying the stopped brokers and writing a line to stderr every 50 ms meanwhile.
         gc.collect()
@@ -65,16 +70,7 @@ class TopologyStack:
             shutil.rmtree(self.home, ignore_errors=True)
 
     def _link_jars(self, version: str | None) -> None:
-        version = version or DEFAULT_KAFKA_VERSION
-        own = kafka.jar_cache(self.home, version)
-        if own.exists():
-            return
-        source = kafka.jar_cache(shared_home(), version)
-        if not (source / ".resolved").exists():
-            source = kafka.jar_cache(JAR_CACHE, version)
-            kafka.resolve_jars(source, version, JAR_CACHE / "mvn.log")
-        own.parent.mkdir(parents=True, exist_ok=True)
-        own.symlink_to(source, target_is_directory=True)
+        link_jars(self.home, version)
 
     # -- what the stack says --------------------------------------------------------------
 
@@ -127,6 +123,60 @@ class TopologyStack:
             raise RuntimeError(f"pid {pid} belongs to the shared dev stack; refusing to kill it")
         os.kill(pid, signal.SIGKILL)
         assert wait_until(lambda: not pid_alive(pid), timeout=15, interval=0.05)
+
+
+def link_jars(home: Path, version: str | None) -> None:
+    """Link ``home``'s jar cache of broker ``version`` (the default when None) to the shared
+    home's, or to one resolved once in the system's temporary directory."""
+    version = version or DEFAULT_KAFKA_VERSION
+    own = kafka.jar_cache(home, version)
+    if own.exists():
+        return
+    source = kafka.jar_cache(shared_home(), version)
+    if not (source / ".resolved").exists():
+        source = kafka.jar_cache(JAR_CACHE, version)
+        kafka.resolve_jars(source, version, JAR_CACHE / "mvn.log")
+    own.parent.mkdir(parents=True, exist_ok=True)
+    own.symlink_to(source, target_is_directory=True)
+
+
+def node_url(stack: DevStack, role: str, database: str = "postgres") -> str:
+    """The URL of the PostgreSQL node of ``stack`` that is ``role`` (``primary`` or
+    ``standby``) now, alone: no two-host failover."""
+    state = stack.read_state()
+    node = next(n for n in postgres_nodes(state) if n.role == role)
+    return stack.postgres.node_url(node, None, database)
+
+
+def cut_replication(stack: DevStack) -> None:
+    """The standby of ``stack`` stops receiving WAL, as if the network between it and the
+    primary had gone: its ``primary_conninfo`` is emptied and reloaded, so its WAL receiver
+    ends (what the primary writes from now on is lost in a failover)."""
+    import psycopg
+
+    with psycopg.connect(node_url(stack, STANDBY), autocommit=True) as standby:
+        standby.execute("ALTER SYSTEM SET primary_conninfo = ''")
+        standby.execute("SELECT pg_reload_conf()")
+
+        def receiving() -> bool:
+            row = standby.execute("SELECT count(*) FROM pg_stat_wal_receiver").fetchone()
+            return bool(row and row[0])
+
+        if not wait_until(lambda: not receiving(), timeout=30, interval=0.05):
+            raise RuntimeError("the standby's WAL receiver did not stop")
+
+
+def fail_over_after_cut(stack: DevStack) -> float:
+    """``tenantq dev failover --immediate`` (the primary stopped as a crash, the standby
+    promoted), then the new primary forgets the cut (a standby cloned from it streams
+    again); the seconds until the new primary took writes."""
+    import psycopg
+
+    seconds = stack.failover(immediate=True)
+    with psycopg.connect(node_url(stack, PRIMARY), autocommit=True) as primary:
+        primary.execute("ALTER SYSTEM RESET primary_conninfo")
+        primary.execute("SELECT pg_reload_conf()")
+    return seconds
 
 
 @contextlib.contextmanager

@@ -9,12 +9,13 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import uvicorn
+from fastapi import FastAPI
 from support import free_port, wait_for
 
 import tenantq
@@ -38,6 +39,24 @@ CHROMIUM_FLAGS = (
     "--disable-dev-shm-usage",
     "--window-size=1440,1000",
 )
+
+
+@contextlib.contextmanager
+def consoles(token: str) -> Iterator[Callable[..., FastAPI]]:
+    """Makes console processes of their own on a settings' database and prefix (web settings
+    as keywords, ``token`` unless one is given); their connections are closed on exit."""
+    made: list[FastAPI] = []
+
+    def make(settings: tenantq.Settings, **web: Any) -> FastAPI:
+        configured = settings.model_copy(update={"web": WebSettings(**{"token": token, **web})})
+        made.append(create_app(configured))
+        return made[-1]
+
+    try:
+        yield make
+    finally:
+        for app in made:
+            app.state.console.close()
 
 
 def console_settings(settings: tenantq.Settings, token: str | None) -> tenantq.Settings:

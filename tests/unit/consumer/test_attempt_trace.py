@@ -5,6 +5,7 @@ and the spans the member makes itself (a crashed handler process, a stale result
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import pickle
 import threading
@@ -251,6 +252,23 @@ def test_a_replayed_copy_links_to_the_replay_and_stays_in_the_jobs_trace(
     assert [link.context.span_id for link in process.links] == [replay_span.context.span_id]
 
 
+@contextlib.contextmanager
+def _run_in_handler_process(
+    app: tenantq.App, spec: TaskSpec
+) -> Iterator[tuple[Task, threading.Event]]:
+    """The handler process's task of ``spec`` (leases always renewed) run by a runner of one
+    slot: yields the task and an event set when it finished; the runner stops on exit."""
+    leases = SimpleNamespace(renew_one=lambda job_id: True, checkpoint=lambda *a: True)
+    task = handler_process._task(app, spec, leases)  # type: ignore[arg-type]
+    finished = threading.Event()
+    runner = HandlerRunner(1, lambda done: finished.set())
+    try:
+        runner.submit_many([task])
+        yield task, finished
+    finally:
+        runner.stop(timeout=2)
+
+
 def test_the_handler_process_gets_the_origin_and_makes_the_span(spans: SpanRecorder) -> None:
     send, context = _published(spans)
     app = tenantq.App(tenantq.Settings())
@@ -265,15 +283,8 @@ def test_the_handler_process_gets_the_origin_and_makes_the_span(spans: SpanRecor
     row = pickle.loads(pickle.dumps(_spec(member_task, job_tracer())))
     spec = TaskSpec._make(row)
     assert spec.trace is not None and spec.trace[0] == context
-    leases = SimpleNamespace(renew_one=lambda job_id: True, checkpoint=lambda *a: True)
-    task = handler_process._task(app, spec, leases)  # type: ignore[arg-type]
-    finished = threading.Event()
-    runner = HandlerRunner(1, lambda done: finished.set())
-    try:
-        runner.submit_many([task])
+    with _run_in_handler_process(app, spec) as (_, finished):
         assert finished.wait(10)
-    finally:
-        runner.stop(timeout=2)
     process = spans.only("process")
     assert process.parent is not None and process.parent.span_id == send.context.span_id
     assert process.attributes is not None
@@ -296,17 +307,10 @@ def test_a_handler_process_attempt_the_member_timed_out_ends_timeout_there(
         ctx.raise_if_cancelled()
 
     spec = TaskSpec._make(_spec(_task(_item(context), work), job_tracer()))
-    leases = SimpleNamespace(renew_one=lambda job_id: True, checkpoint=lambda *a: True)
-    task = handler_process._task(app, spec, leases)  # type: ignore[arg-type]
-    finished = threading.Event()
-    runner = HandlerRunner(1, lambda done: finished.set())
-    try:
-        runner.submit_many([task])
+    with _run_in_handler_process(app, spec) as (task, finished):
         time.sleep(0.05)
         handler_process._cancel(task, "timeout")
         assert finished.wait(10)
-    finally:
-        runner.stop(timeout=2)
     process = spans.only("process")
     assert process.attributes is not None
     # Judged here as released (the handler stopped when asked), but the member applied a

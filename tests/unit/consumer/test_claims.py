@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from fakes import DoneOffsets, FakeLane, work_item
+from fakes import DoneOffsets, FakeLane, quota_parts, work_item
 
 import tenantq
 from tenantq import headers
@@ -40,6 +40,7 @@ class Rig:
             push=self.pushed.append,
             unclaimed=lambda item: None,
             publish=self.published.extend,
+            **quota_parts(self.pushed.append),
         )
 
 

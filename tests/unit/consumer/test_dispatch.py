@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fakes import DoneOffsets, FakeExecutor, FakeLane, FakeLeaseKeeper, work_item
+from fakes import DoneOffsets, FakeExecutor, FakeLane, FakeLeaseKeeper, quota_parts, work_item
 
 import tenantq
 from tenantq.consumer.claim_ahead import ClaimAhead
@@ -61,6 +61,7 @@ class Rig:
             push=self.dispatcher.push,
             unclaimed=self.slots.unclaimed,
             publish=lambda outgoing: None,
+            **quota_parts(self.dispatcher.push),
         )
         self.starter = Starter(
             settings=self.settings,

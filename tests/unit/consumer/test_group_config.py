@@ -4,6 +4,7 @@ user's librdkafka keys over them, and what correctness needs over both."""
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import Consumer
 
 from tenantq import Settings
 from tenantq.consumer.group_config import consumer_config
@@ -47,3 +48,17 @@ def test_the_users_keys_win_over_the_defaults_but_not_over_correctness(
     assert config["max.partition.fetch.bytes"] == "1048576"
     assert config["enable.auto.offset.store"] is False
     assert "ignoring enable.auto.offset.store in kafka_config" in caplog.text
+
+
+def test_a_classic_session_fits_in_the_poll_interval_the_user_chose() -> None:
+    def classic(**kafka_config: str) -> dict[str, object]:
+        made = settings(**kafka_config)
+        made.worker.group_protocol = "classic"
+        return consumer_config(made, "g", "w")
+
+    assert classic()["session.timeout.ms"] == 10000
+    short = classic(**{"max.poll.interval.ms": "7000"})
+    assert short["session.timeout.ms"] == 7000 and short["heartbeat.interval.ms"] == 1000
+    # librdkafka makes the consumer (it refuses max.poll.interval.ms < session.timeout.ms).
+    Consumer(short).close()
+    assert classic(**{"session.timeout.ms": "6000"})["session.timeout.ms"] == "6000"

@@ -19,6 +19,7 @@ from tenantq.consumer.runner import HandlerRunner, Task
 def test_a_stopped_runner_leaves_no_event_loop_for_the_collector() -> None:
     # A loop left to the collector is closed in its ``__del__``, where its self-pipe may
     # already be gone: an error pytest reports at exit, after every test has passed.
+    gc.collect()  # what earlier tests left is theirs, not this runner's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         runner = HandlerRunner(2, lambda task: None)

@@ -4,11 +4,11 @@ setting is on the page with a description."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from docs_scripts import docs_script
 from pydantic import BaseModel
 
 from tenantq.settings import Settings
@@ -18,12 +18,7 @@ PAGE = ROOT / "docs" / "settings.md"
 
 
 def _generator() -> ModuleType:
-    path = ROOT / "docs" / "generate_settings.py"
-    spec = importlib.util.spec_from_file_location("generate_settings", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return docs_script("generate_settings")
 
 
 def test_the_page_is_current() -> None:

@@ -77,8 +77,13 @@ def test_a_3_9_broker_gets_no_keys_of_kafka_4() -> None:
     properties = broker_properties(node, [node], Topology(kafka_version="3.9.1"), DATA)
     assert not any(key.startswith(("share.", "group.consumer.")) for key in properties)
     assert properties["controller.quorum.voters"] == "1@127.0.0.1:21002"
+    assert not any(key.startswith("group.share.") for key in properties)
     newer = broker_properties(node, [node], Topology(kafka_version="4.4.0"), DATA)
     assert newer["group.consumer.session.timeout.ms"] == "6000"
+    assert newer["group.share.session.timeout.ms"] == "6000"
+    # A group may ask for a lock of a second (the share-group tests do); the default stays.
+    assert newer["group.share.min.record.lock.duration.ms"] == "1000"
+    assert "group.share.record.lock.duration.ms" not in newer
 
 
 def test_properties_are_rendered_as_java_reads_them() -> None:

@@ -64,3 +64,31 @@ def test_the_brokers_are_described_in_one_phrase() -> None:
     assert Topology().describe_kafka() == "1 broker of Kafka 4.4.0 over PLAINTEXT"
     secure = Topology(brokers=3, secure=True, kafka_version="3.9.1")
     assert secure.describe_kafka() == "3 brokers of Kafka 3.9.1 over SASL_SSL"
+
+
+def test_a_home_that_never_named_a_version_follows_the_default() -> None:
+    old_home = {"kafka_ports": [19092, 19093], "postgres_port": 15432, "kafka_version": "4.1.1"}
+    recorded = Topology.from_state(old_home)
+    assert recorded is not None and not recorded.kafka_version_pinned
+    moved = recorded.with_changes().following_default()
+    assert moved.kafka_version == DEFAULT_KAFKA_VERSION
+    assert recorded.upgrades_in_place(moved)
+    assert not recorded.kafka_differs(moved.with_changes(kafka_version="4.1.1"))
+
+
+def test_a_version_named_once_is_kept() -> None:
+    pinned = Topology().with_changes(kafka_version="4.1.1")
+    assert pinned.kafka_version_pinned
+    again = Topology.from_state({"topology": pinned.to_state()})
+    assert again == pinned
+    assert again.with_changes(brokers=3).following_default().kafka_version == "4.1.1"
+
+
+def test_only_a_newer_version_of_the_same_shape_and_major_upgrades_in_place() -> None:
+    old = Topology(kafka_version="4.1.1")
+    assert old.upgrades_in_place(Topology(kafka_version="4.4.0"))
+    assert not Topology(kafka_version="4.4.0").upgrades_in_place(old)
+    assert not old.upgrades_in_place(Topology(kafka_version="4.1.1"))
+    assert not old.upgrades_in_place(Topology(brokers=3, kafka_version="4.4.0"))
+    assert not old.upgrades_in_place(Topology(secure=True, kafka_version="4.4.0"))
+    assert not Topology(kafka_version="3.9.1").upgrades_in_place(old)

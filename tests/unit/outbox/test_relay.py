@@ -3,6 +3,7 @@ up on the rest within its timeout (they stay in the outbox for the next round)."
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
@@ -62,3 +63,25 @@ def test_kafka_away_ends_the_round_within_the_timeout(tmp_path: Path) -> None:
     kafka.acknowledge = False
     assert publisher(tmp_path, kafka).publish(entries(3), lambda: False) == []
     assert kafka.pending == []  # purged: this round's copies are not sent later
+
+
+def test_a_refused_login_ends_the_round_at_once_and_says_why(tmp_path: Path) -> None:
+    kafka = fakes.FakeKafkaProducer()
+    kafka.acknowledge = False
+    settings = fakes.make_settings(tmp_path, outbox=OutboxSettings(publish_timeout_seconds=30))
+    configs: list[dict[str, object]] = []
+
+    def factory(config: dict[str, object]) -> fakes.FakeKafkaProducer:
+        configs.append(config)
+        return kafka
+
+    relay_publisher = EntryPublisher(settings, producer_factory=factory)
+    # librdkafka's error event, as the client's poll would serve it
+    error_cb = configs[0]["error_cb"]
+    assert callable(error_cb)
+    error_cb(KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error: invalid"))
+    started = time.monotonic()
+    assert relay_publisher.publish(entries(3), lambda: False) == []
+    assert time.monotonic() - started < 5  # not the 30 s publish timeout
+    refusal = relay_publisher.client.refusal()
+    assert refusal is not None and "SASL authentication error" in str(refusal)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError
+from fakes import FakeMessage
 
 from tenantq.errors import EnqueueFailed
 from tenantq.producer.delivery import (
@@ -25,22 +26,9 @@ from tenantq.producer.delivery import (
 from tenantq.producer.request import Destination, EncodedJob
 
 
-class Report:
+def report(offset: int | None, topic: str = "q.main", value: bytes = b"") -> FakeMessage:
     """What a delivery report's message answers."""
-
-    def __init__(self, offset: int | None, topic: str = "q.main", value: bytes = b"") -> None:
-        self._offset = offset
-        self._topic = topic
-        self._value = value
-
-    def offset(self) -> int | None:
-        return self._offset
-
-    def topic(self) -> str:
-        return self._topic
-
-    def value(self) -> bytes:
-        return self._value
+    return FakeMessage(topic, 0, offset, value)
 
 
 JOB = uuid.UUID("01890a5d-ac96-7abc-8def-0123456789ab")
@@ -48,7 +36,7 @@ JOB = uuid.UUID("01890a5d-ac96-7abc-8def-0123456789ab")
 
 def test_result_is_the_job_ref_of_the_delivery() -> None:
     future = DeliveryFuture(JOB.int, topic="q.main", partition=7)
-    future(None, Report(41))
+    future(None, report(41))
     ref = future.result(0)
     assert ref == JobRef(JOB, "q.main", 7, 41)
     assert ref.job_id == JOB and type(ref.job_id) is uuid.UUID
@@ -59,7 +47,7 @@ def test_result_is_the_job_ref_of_the_delivery() -> None:
 
 def test_a_delivered_future_keeps_no_job_ref_until_read() -> None:
     future = DeliveryFuture(JOB.int, topic="q.main", partition=0)
-    future(None, Report(3))
+    future(None, report(3))
     # Until result() is called it refers to no tuple or UUID the GC would track.
     tracked = {type(p).__name__ for p in gc.get_referents(future) if gc.is_tracked(p)}
     assert "JobRef" not in tracked and "UUID" not in tracked
@@ -69,7 +57,7 @@ def test_a_delivered_future_keeps_no_job_ref_until_read() -> None:
 
 def test_a_failed_delivery_raises_enqueue_failed() -> None:
     future = DeliveryFuture(JOB.int, topic="q.main", partition=0)
-    future(KafkaError(KafkaError._MSG_TIMED_OUT, "timed out"), Report(None))
+    future(KafkaError(KafkaError._MSG_TIMED_OUT, "timed out"), report(None))
     with pytest.raises(EnqueueFailed, match=str(JOB)) as raised:
         future.result(0)
     assert raised.value.possibly_persisted and raised.value.retriable
@@ -78,11 +66,11 @@ def test_a_failed_delivery_raises_enqueue_failed() -> None:
 def test_the_first_outcome_stands() -> None:
     cancelled = DeliveryFuture(JOB.int, topic="q.main", partition=0)
     assert cancelled.cancel()
-    cancelled(None, Report(5))
+    cancelled(None, report(5))
     assert cancelled.cancelled()
     delivered = DeliveryFuture(JOB.int, topic="q.main", partition=0)
-    delivered(None, Report(5))
-    delivered(KafkaError(KafkaError._PURGE_INFLIGHT, "purged"), Report(None))
+    delivered(None, report(5))
+    delivered(KafkaError(KafkaError._PURGE_INFLIGHT, "purged"), report(None))
     assert delivered.result(0).offset == 5
 
 
@@ -104,7 +92,7 @@ def test_futures_sharing_a_lock_are_waited_for_from_several_threads() -> None:
     futures[3].add_done_callback(lambda f: called.append(f.result().partition))
     # Resolved in reverse order, from a thread that is none of the waiters.
     for n in reversed(range(4)):
-        futures[n](None, Report(100 + n))
+        futures[n](None, report(100 + n))
         done, _ = wait(futures, timeout=0, return_when=FIRST_COMPLETED)
         assert futures[n] in done
     for thread in threads:
@@ -139,8 +127,8 @@ def test_futures_made_in_bulk_are_those_the_constructor_makes() -> None:
     for future, offset in zip(made, (7, 8), strict=True):
         waited = wait([future], timeout=0)
         assert not waited.done
-        future(None, Report(offset))
-    built(None, Report(8))
+        future(None, report(offset))
+    built(None, report(8))
     second = JobRef(uuid.UUID(int=JOB.int + 1), "q.main", 3, 8)
     assert made[1].result(0) == built.result(0) == second
     assert made[0].result(0) == JobRef(JOB, "q.main", 3, 7)
@@ -159,14 +147,14 @@ def test_a_job_acknowledged_without_an_offset_is_sent_again_then_fails() -> None
     destination = Destination("q", "t", "q.main", 2, b"t", ())
     futures = delivery_futures([other.job_int, job.job_int], [destination] * 2, resends)
     for round_number in range(UNCONFIRMED_RESENDS):
-        futures[1](None, Report(None, value=b"envelope"))
+        futures[1](None, report(None, value=b"envelope"))
         assert len(sent) == round_number + 1 and sent[-1] == (b"envelope", futures[1])
         assert not futures[1].done()
-    futures[1](None, Report(None, value=b"envelope"))
+    futures[1](None, report(None, value=b"envelope"))
     with pytest.raises(EnqueueFailed, match="without an offset") as raised:
         futures[1].result(0)
     assert raised.value.possibly_persisted
-    futures[0](None, Report(None, value=b"other"))  # its own count
+    futures[0](None, report(None, value=b"other"))  # its own count
     assert sent[-1] == (b"other", futures[0]) and not futures[0].done()
-    futures[0](None, Report(12, value=b"other"))
+    futures[0](None, report(12, value=b"other"))
     assert futures[0].result(0) == JobRef(uuid.UUID(int=JOB.int + 1), "q.main", 2, 12)

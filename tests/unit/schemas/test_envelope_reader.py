@@ -13,7 +13,7 @@ from typing import Any
 
 import fastavro
 import pytest
-from envelope_records import random_head, random_text
+from envelope_records import random_head, random_text, unset_tail
 
 from tenantq.errors import EnvelopeError
 from tenantq.schemas import envelope_reader
@@ -26,14 +26,7 @@ MAX_BYTES = 10**6
 def random_record(generator: random.Random, *, plain: bool) -> dict[str, Any]:
     record = random_head(generator)
     created = record["created_at"]
-    record |= {
-        "run_after": None,
-        "max_attempts": None,
-        "idempotency_key": None,
-        "trace_context": {},
-        "replay_count": 0,
-        "attributes": {},
-    }
+    record |= unset_tail()
     if not plain:
         field = generator.choice(
             ["run_after", "max_attempts", "idempotency_key", "trace", "replay", "attributes"]
@@ -298,12 +291,7 @@ def edge_records(generator: random.Random) -> list[dict[str, Any]]:
             "partition_key": "acme",
             "payload": b'{"to":"a@example.com"}',
             "created_at": generator.choice(created_times),
-            "run_after": None,
-            "max_attempts": None,
-            "idempotency_key": None,
-            "trace_context": {},
-            "replay_count": 0,
-            "attributes": {},
+            **unset_tail(),
         }
 
     records = []

@@ -1,6 +1,7 @@
 """One rule for transient database errors (a deadlock, a serialisation failure), wrapped or
 chained: recognised the same way, and retried in place the same number of times by the store
-(its own transactions) and by the runner (a handler's database work)."""
+(its own transactions) and by the runner (a handler's database work). A connection refused
+for its credentials, TLS or database name is told apart from weather, in one line."""
 
 from __future__ import annotations
 
@@ -18,7 +19,12 @@ from tenantq.consumer.context import JobContext
 from tenantq.consumer.runner import HandlerRunner, Task
 from tenantq.errors import DatabaseUnavailable
 from tenantq.store.job_store import JobStore
-from tenantq.store.transient import TRANSIENT_RETRIES, is_transient_database_error
+from tenantq.store.transient import (
+    TRANSIENT_RETRIES,
+    is_access_refused,
+    is_transient_database_error,
+    refused_access_line,
+)
 
 
 def test_transient_database_errors_are_recognised() -> None:
@@ -99,3 +105,37 @@ def test_the_store_retries_its_transactions_the_same_number_of_times(
     with pytest.raises(DatabaseUnavailable):
         store.stop_worker()
     assert connection.transactions == TRANSIENT_RETRIES + 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'connection to server at "db", port 5432 failed: FATAL:  password authentication '
+        'failed for user "app"',
+        'connection to server at "db", port 5432 failed: fe_sendauth: no password supplied',
+        'connection to server at "db", port 5432 failed: FATAL:  no pg_hba.conf entry for host '
+        '"10.0.0.9", user "app", database "jobs", no encryption',
+        'connection to server at "db", port 5432 failed: SSL error: certificate verify failed',
+        'connection to server at "db", port 5432 failed: FATAL:  database "jobz" does not exist',
+    ],
+)
+def test_a_connection_refused_as_configured_is_an_access_refusal(text: str) -> None:
+    assert is_access_refused(psycopg.OperationalError(text))
+    line = refused_access_line(psycopg.OperationalError(text + "\nDETAIL: more"))
+    assert line.startswith("PostgreSQL refused tenantq's connection: connection to server at")
+    assert "\n" not in line and "TENANTQ_DATABASE_URL" in line
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        psycopg.OperationalError(
+            'connection to server at "db", port 5432 failed: Connection refused'
+        ),
+        psycopg.OperationalError("server closed the connection unexpectedly"),
+        psycopg.errors.UndefinedTable('relation "tenantq_jobs" does not exist'),
+        ValueError("password authentication failed"),
+    ],
+)
+def test_weather_and_other_errors_are_not_access_refusals(error: Exception) -> None:
+    assert not is_access_refused(error)

@@ -1,0 +1,248 @@
+"""The share-group spike's side of the throughput benchmark: the same no-op jobs through
+``python -m tenantq.consumer.share`` (``ShareWorker``, one share-group member per process,
+the same Postgres ledger), so that its rate stands beside the consumer-group worker's in one
+sitting (``throughput_bench.py --share 512x1``).
+
+A run is ``bench_tenantq``'s with two differences. P member processes are started side by
+side (there is no supervisor: the spike has none). The completion check cannot read
+committed offsets (a share group commits none, and the preview client has no share-group
+admin calls), so it counts the succeeded rows of the run's queue every 0.5 s on the
+benchmark's own connection (its backend is left out of PostgreSQL's CPU, not its I/O). Once, the raw
+``ShareConsumer`` (implicit acknowledgement, no decoding, no database) reads the same topic:
+the ceiling a share-group worker can reach on this broker.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from bench_run import (
+    Measured,
+    RunOptions,
+    Servers,
+    add_workers,
+    background,
+    latency_of,
+    monitor_connection,
+    server_sampler,
+    start_process,
+    wait_until,
+)
+from bench_tenantq import HERE, enqueue, url_of
+from bench_topics import bench_settings
+from confluent_kafka import ShareConsumer
+from pydantic import SecretStr
+from throughput_app import ASYNC_HANDLER_VARIABLE, QUEUE
+
+import tenantq
+from tenantq.consumer.share.group import ShareGroupOptions, configure_share_group
+from tenantq.demo.pool import stop_process, worker_environment
+from tenantq.store.engine import psycopg_url
+from tenantq.store.statements import QUEUE_JOBS_DELETE
+
+#: The system name of these runs in the report (the Kafka broker's CPU counts, as tenantq's).
+SYSTEM = "share"
+
+
+@dataclass(frozen=True)
+class ShareConfig:
+    """``--concurrency`` of each member and how many member processes; ``t``: handlers in
+    threads (``TENANTQ_WORKER__HANDLER_PROCESS=false``); ``a``: an async no-op."""
+
+    concurrency: int
+    processes: int
+    threads: bool = False
+    asynchronous: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> ShareConfig:
+        """``512x1``, ``512x2t``, ``512x2ta`` (as ``TenantqConfig.parse``, without
+        ``default``)."""
+        asynchronous = text.endswith("a")
+        text = text.removesuffix("a")
+        threads = text.endswith("t")
+        concurrency, _, processes = text.removesuffix("t").partition("x")
+        return cls(int(concurrency), int(processes or 1), threads, asynchronous)
+
+    @property
+    def label(self) -> str:
+        label = f"share c{self.concurrency} p{self.processes}"
+        if self.threads:
+            label += " threads"
+        return label + (", async handler" if self.asynchronous else "")
+
+    def arguments(self) -> list[str]:
+        return ["--concurrency", str(self.concurrency)]
+
+
+def succeeded(connection: psycopg.Connection[Any]) -> int:
+    row = connection.execute(
+        "SELECT count(*) FROM tenantq_jobs WHERE queue = %s AND state = 'succeeded'", (QUEUE,)
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def raw_share_rate(settings: tenantq.Settings, topic: str, count: int) -> float:
+    """Messages/s of a bare ``ShareConsumer`` (implicit acknowledgement) reading ``count``
+    messages of ``topic`` in a fresh share group: no decoding, no database."""
+    group = f"bench-raw-share-{uuid.uuid4().hex[:8]}"
+    configure_share_group(settings, group, ShareGroupOptions())
+    consumer = ShareConsumer(settings.kafka_client_config(**{"group.id": group}))
+    consumer.subscribe([topic])
+    seen, first = 0, None
+    deadline = time.monotonic() + 180
+    try:
+        while seen < count and time.monotonic() < deadline:
+            messages = consumer.poll(0.5)
+            if len(messages) and first is None:
+                first = time.perf_counter()
+            seen += sum(1 for message in messages if message.error() is None)
+        elapsed = time.perf_counter() - (first or time.perf_counter())
+    finally:
+        consumer.close()
+    return seen / elapsed if seen >= count and elapsed > 0 else 0.0
+
+
+class ShareSide:
+    """Runs share-worker configurations against the benchmark's own database."""
+
+    def __init__(
+        self, servers: Servers, database: str, options: RunOptions, partitions: int
+    ) -> None:
+        self.servers = servers
+        self.database = database
+        self.url = url_of(servers, database)
+        self.options = options
+        self.partitions = partitions
+
+    def run(self, config: ShareConfig, tag: str, *, raw: bool) -> tuple[Measured, float | None]:
+        """One measured run; with ``raw``, the raw share consumer's rate on the same topic."""
+        with psycopg.connect(psycopg_url(self.url), autocommit=True) as connection:
+            connection.execute("DELETE FROM tenantq_workers")
+            connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_attempt_log")
+        user_kafka_config = tenantq.load_settings().kafka_config
+        with bench_settings(
+            "tshare",
+            QUEUE,
+            self.partitions,
+            keep_topics=False,
+            database_url=SecretStr(self.url),
+            kafka_config={**user_kafka_config, "log_level": "4"},
+        ) as settings:
+            topic = f"{settings.topic_prefix}.{QUEUE}"
+            enqueue(settings, self.options.jobs)
+            try:
+                measured = self._measure(config, settings, tag, user_kafka_config)
+            finally:
+                with psycopg.connect(psycopg_url(self.url), autocommit=True) as connection:
+                    connection.execute(
+                        QUEUE_JOBS_DELETE, {"deployment": settings.topic_prefix, "queue": QUEUE}
+                    )
+            rate = raw_share_rate(settings, topic, self.options.jobs) if raw else None
+        return measured, rate
+
+    def _measure(
+        self,
+        config: ShareConfig,
+        settings: tenantq.Settings,
+        tag: str,
+        kafka_config: dict[str, str],
+    ) -> Measured:
+        options = self.options
+        environment = worker_environment(settings, dict(kafka_config))
+        environment["PYTHONPATH"] = str(HERE)
+        if config.threads:
+            environment["TENANTQ_WORKER__HANDLER_PROCESS"] = "false"
+        if config.asynchronous:
+            environment[ASYNC_HANDLER_VARIABLE] = "1"
+        command = [
+            sys.executable,
+            "-m",
+            "tenantq.consumer.share",
+            "throughput_app:APP",
+            *config.arguments(),
+        ]
+        monitor = monitor_connection(psycopg_url(self.url))
+        sampler = server_sampler(self.servers, self.database, options.sample_interval, monitor)
+        sampler.start()
+        idle = background(sampler)
+        launched = time.time()
+        members = [
+            start_process(command, environment, options.report_dir / f"{tag}-m{index}.log")
+            for index in range(config.processes)
+        ]
+        add_workers(sampler, [member.pid for member in members], _member_labeler)
+        try:
+            wait_until(
+                lambda: succeeded(monitor) >= options.jobs, members, 600, "all jobs succeeded"
+            )
+            rows = monitor.execute(
+                "SELECT extract(epoch FROM started_at)::float8,"
+                " extract(epoch FROM finished_at)::float8"
+                " FROM tenantq_jobs WHERE queue = %s AND state = 'succeeded'",
+                (QUEUE,),
+            ).fetchall()
+            measured = Measured.of_window(
+                sampler,
+                system=SYSTEM,
+                label=config.label,
+                command=" ".join(
+                    ["python -m tenantq.consumer.share throughput_app:APP", *config.arguments()]
+                )
+                + (f" (x{config.processes} processes)" if config.processes > 1 else ""),
+                first_start=min(row[0] for row in rows),
+                finishes=sorted(row[1] for row in rows),
+                launched=launched,
+                background=idle,
+            )
+            if options.latency_seconds > 0:
+                self._half_load(measured, settings, monitor, members, sampler)
+        finally:
+            sampler.stop()
+            statuses = [stop_process(member) for member in members]
+            monitor.close()
+        if any(status not in (0, None) for status in statuses):
+            measured.notes.append(f"member exit statuses when stopped: {statuses}")
+        return measured
+
+    def _half_load(
+        self,
+        measured: Measured,
+        settings: tenantq.Settings,
+        monitor: psycopg.Connection[Any],
+        members: list[Any],
+        sampler: Any,
+    ) -> None:
+        """As ``TenantqSide._half_load``: enqueue at half the measured rate, enqueue-to-start
+        from the rows."""
+        rate, count = self.options.half_load(measured.rate)
+        before = succeeded(monitor)
+        phase_start = enqueue(settings, count, rate)
+        wait_until(
+            lambda: succeeded(monitor) >= before + count, members, 300, "half-load jobs done"
+        )
+        rows = monitor.execute(
+            "SELECT extract(epoch FROM started_at - enqueued_at)::float8,"
+            " extract(epoch FROM finished_at)::float8"
+            " FROM tenantq_jobs WHERE queue = %s AND enqueued_at >= to_timestamp(%s)",
+            (QUEUE, phase_start),
+        ).fetchall()
+        measured.latency = latency_of(rate, [row[0] for row in rows])
+        finishes = sorted(row[1] for row in rows if row[1] is not None)
+        measured.sample_half_load(sampler, phase_start, finishes)
+
+
+def _member_labeler(pid: int, cmdline: str) -> str:
+    """Role in a share member's tree: the member, its handler process, the resource tracker."""
+    if "tenantq.consumer.share" in cmdline:
+        return "member"
+    if "resource_tracker" in cmdline:
+        return "resource tracker"
+    if "spawn_main" in cmdline:
+        return "handler process"
+    return "other"

@@ -1,0 +1,392 @@
+"""The claim of a batch with jobs of limited tenants, in one statement: ``JOB_CLAIM_BATCH``
+with the tenants' limits applied where the leases are taken, so that they hold across every
+worker of the fleet at once.
+
+The limits of a job (tenant, queue, job type) are every row of ``tenantq_tenants`` of its
+tenant whose queue and job type match it ('*' matches any) and caps or paces it, the
+tenant-wide row taking the settings' defaults for what it leaves unset (a tenant without one
+has the defaults as its row).
+
+Caps and rates are exact. Each scope with one has a row in ``tenantq_tenant_usage``, which the
+claim upserts first, in one fixed order (tenant, queue, job type; two claims never deadlock),
+each under its row lock: a claim that waited for another's lock computes from the row that
+claim left, never from what its own snapshot saw. Per scope it lets start:
+
+- ``max_running``: the cap, less what runs: ``running_bound``, or a count of the scope's live
+  leases (leased with ``lease_until`` ahead, whoever holds them: a dead worker's leases
+  count until they are released or expire);
+- ``rate`` and ``burst``: GCRA, ``burst`` less the starts still owed at ``rate`` by the
+  scope's theoretical arrival time ``rate_tat``.
+
+``running_bound`` is never below what runs: every start the claim lets through raises it, and
+nothing else lowers it than a count. The count is made only where the bound leaves less room
+than the batch wants (or there is no bound yet), so a tenant far from its cap costs no count.
+A count reads the statement's snapshot, taken before the row lock was granted: it is trusted
+only if no claim wrote the row in between (``claims`` unchanged), else the bound stands and
+the jobs it leaves out are asked for again shortly. A tenant under its cap thus costs one row
+update per claim; one at its cap, a count more. The locks are held to the end of the claim:
+the claims of one capped or paced tenant take turns across the fleet (each waits for the one
+before it to commit).
+
+Shares by weight are not applied here: they are proportions, not limits, decided by each
+worker before it claims (``tenantq.quotas.shares``).
+
+A batch's demand keys (tenant, queue, job type) share a limit's grant in the order of the
+keys, and a job starts if every limit of its key lets it (its place among the key's jobs is
+within the least of them). A cap or rate that granted more than its keys could take is
+charged all the same (its bound and rate run ahead, never behind). A job left out is not
+touched (no row, no attempt spent): it comes back with the limit that held it most and when to
+ask again (``retry_after``): until its next start is due for a rate, ``running_retry_seconds``
+for a cap (the worker asks sooner when a job of the tenant ends on it).
+
+Every time is the statement's own (``statement_timestamp()``), never ``now()``: a rate's time
+set from a transaction's start would let the next claim start early.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from tenantq.store.binary_arrays import BigintArray, TextArray
+from tenantq.store.statements import _CLAIM_INPUT, _CLAIM_LEASE
+from tenantq.tenant_limits import ThrottleReason
+
+if TYPE_CHECKING:
+    from tenantq.store.job_store import ClaimRequest
+
+#: The batch's arrays of the limited claim: per job, its demand key (``demand_*``, 1-based;
+#: NULL for a job of a tenant without limits) and its place among that key's jobs.
+_LIMITED_INPUT = _CLAIM_INPUT.format(
+    arrays=", %(demand_nos)b::int[], %(demand_ranks)b::int[]",
+    columns=", demand_no, demand_rank",
+)
+
+_DEMAND = """,
+clock AS MATERIALIZED (SELECT statement_timestamp() AS now),
+-- The batch's (tenant, queue, job type) of limited tenants, and how many jobs each has.
+demand AS (
+    SELECT *
+    FROM unnest(%(demand_tenants)b::text[], %(demand_queues)b::text[],
+                %(demand_job_types)b::text[], %(demand_counts)b::int[])
+        WITH ORDINALITY AS d(tenant_id, queue, job_type, wanted, demand_no)
+),
+-- Rows are looked up by the whole key of their index, each in a subquery the planner may not
+-- fold into a join (OFFSET 0): a plan made while the tables were small joined them on the
+-- deployment alone and read its every row per lookup (measured: 101 rows read per scope, on
+-- a table of 200 tenants).
+tenant_rows AS MATERIALIZED (
+    SELECT r.*
+    FROM (SELECT DISTINCT tenant_id FROM demand) AS t
+    CROSS JOIN LATERAL (
+        SELECT x.tenant_id, x.queue, x.job_type, x.max_running, x.rate, x.burst
+        FROM tenantq_tenants x
+        WHERE x.deployment = %(deployment)b AND x.tenant_id = t.tenant_id
+        OFFSET 0
+    ) AS r
+),"""
+
+_CAPS_AND_RATES = """
+-- Caps and rates: the tenant-wide row (its unset limits, or all of them without a row, are
+-- the defaults) and the narrower rows.
+limiting AS (
+    SELECT t.tenant_id, '*'::text AS queue, '*'::text AS job_type,
+           coalesce(r.max_running, %(default_max_running)b::int) AS max_running,
+           coalesce(r.rate, %(default_rate)b::float8) AS rate,
+           CASE WHEN r.rate IS NOT NULL THEN coalesce(r.burst, 1)
+                ELSE coalesce(%(default_burst)b::int, 1) END AS burst
+    FROM (SELECT DISTINCT tenant_id FROM demand) AS t
+    LEFT JOIN tenant_rows r ON r.tenant_id = t.tenant_id AND r.queue = '*' AND r.job_type = '*'
+    UNION ALL
+    SELECT r.tenant_id, r.queue, r.job_type, r.max_running, r.rate, coalesce(r.burst, 1)
+    FROM tenant_rows r
+    WHERE (r.queue <> '*' OR r.job_type <> '*')
+      AND (r.max_running IS NOT NULL OR r.rate IS NOT NULL)
+),
+wanting AS (
+    SELECT l.tenant_id, l.queue, l.job_type, l.max_running, l.rate, l.burst,
+           sum(d.wanted)::int AS wanted
+    FROM limiting l
+    JOIN demand d
+      ON d.tenant_id = l.tenant_id AND l.queue IN ('*', d.queue)
+     AND l.job_type IN ('*', d.job_type)
+    WHERE l.max_running IS NOT NULL OR l.rate IS NOT NULL
+    GROUP BY 1, 2, 3, 4, 5, 6
+),
+-- Each cap's and rate's row as this statement's snapshot has it (read without a lock), and
+-- the live leases counted where its bound leaves less room than wanted: the usage row each
+-- would be given if it had none. The upsert reads them again as ``excluded`` when it has.
+proposed AS (
+    SELECT w.*, coalesce(u.claims, 0) + 1 AS claims,
+           CASE WHEN w.max_running IS NOT NULL
+                     AND (u.running_bound IS NULL OR u.running_bound + w.wanted > w.max_running)
+           THEN (
+               -- Up to the cap, in the leased index's order: a plain index scan, which marks
+               -- the entries of leases ended since as dead for the next count.
+               SELECT count(*) FROM (
+                   SELECT 1 FROM tenantq_jobs j
+                   WHERE j.deployment = %(deployment)b AND j.tenant_id = w.tenant_id
+                     AND j.state = 'leased' AND j.lease_until > c.now
+                     AND (w.queue = '*' OR j.queue = w.queue)
+                     AND (w.job_type = '*' OR j.job_type = w.job_type)
+                   ORDER BY j.tenant_id, j.lease_owner
+                   LIMIT w.max_running) AS live)
+           END AS counted
+    FROM wanting w
+    CROSS JOIN clock c
+    LEFT JOIN LATERAL (
+        SELECT x.claims, x.running_bound FROM tenantq_tenant_usage x
+        WHERE x.deployment = %(deployment)b AND x.queue = w.queue AND x.tenant_id = w.tenant_id
+          AND x.job_type = w.job_type
+        OFFSET 0
+    ) AS u ON true
+),"""
+
+_USAGE_COLUMNS = (
+    "claims",
+    "wanted",
+    "granted",
+    "max_running",
+    "rate",
+    "burst",
+    "running_bound",
+    "counted",
+    "rate_tat",
+    "throttled_at",
+    "throttled_reason",
+    "updated_at",
+)
+
+
+def _usage_after(given: str, was: dict[str, str]) -> list[str]:
+    """The expressions of a scope's usage row after this claim (in ``_USAGE_COLUMNS`` order),
+    from its inputs (the columns of ``given``: ``proposed`` for a new row, ``excluded`` for
+    the row under its lock) and what the row was (``was``: the row's columns, or NULL for a
+    new one). Written once for both: the insert and the update compute alike."""
+    now = "statement_timestamp()"
+    running_now = f"least({was['running_bound']}, {was['trusted_count']})"
+    cap_room = (
+        f"CASE WHEN {given}.max_running IS NOT NULL THEN greatest({given}.max_running"
+        f" - coalesce({running_now}, {given}.max_running), 0) END"
+    )
+    # A rate or burst changed since the last claim: a time owed further ahead than a full
+    # burst of the new one (left by a slower rate) is brought back to one. Never otherwise:
+    # this claim's clock may be older than the claim that set the time (it waited for the
+    # lock), and bringing the time back by its clock would hand out starts twice.
+    rate_tat = (
+        f"CASE WHEN {was['rate_tat']} IS NOT NULL AND ({was['rate']} IS DISTINCT FROM"
+        f" {given}.rate OR {was['burst']} IS DISTINCT FROM {given}.burst)"
+        f" THEN least({was['rate_tat']}, {now} + make_interval(secs => {given}.burst"
+        f" / {given}.rate)) ELSE {was['rate_tat']} END"
+    )
+    rate_room = (
+        f"CASE WHEN {given}.rate IS NOT NULL THEN floor({given}.burst - least(coalesce("
+        f"greatest(extract(epoch FROM {rate_tat} - {now})::float8, 0), 0)"
+        f" * {given}.rate, {given}.burst) + 1e-9) END"
+    )
+    granted = f"least({given}.wanted, {cap_room}, {rate_room})::int"
+    held = f"{granted} < {given}.wanted"
+    reason = (
+        f"CASE WHEN ({cap_room}) <= coalesce({rate_room}, {cap_room}) THEN 'max_running'"
+        f" ELSE 'rate' END"
+    )
+    return [
+        was["claims_after"],
+        f"{given}.wanted",
+        granted,
+        f"{given}.max_running",
+        f"{given}.rate",
+        f"{given}.burst",
+        f"CASE WHEN {given}.max_running IS NOT NULL THEN {running_now} + {granted} END",
+        f"{given}.counted",
+        f"CASE WHEN {given}.rate IS NOT NULL THEN greatest({rate_tat}, {now})"
+        f" + make_interval(secs => {granted} / {given}.rate) END",
+        f"CASE WHEN {held} THEN {now} ELSE {was['throttled_at']} END",
+        f"CASE WHEN {held} THEN {reason} ELSE {was['throttled_reason']} END",
+        now,
+    ]
+
+
+#: A new row: nothing was; a count made without a row to lock is trusted (no claim of the
+#: scope has written one, or the insert would meet it and update it instead).
+_NEW_ROW = {
+    "claims_after": "p.claims",
+    "rate": "NULL::float8",
+    "burst": "NULL::int",
+    "running_bound": "NULL::int",
+    "trusted_count": "p.counted",
+    "rate_tat": "NULL::timestamptz",
+    "throttled_at": "NULL::timestamptz",
+    "throttled_reason": "NULL::text",
+}
+
+#: The row under its lock. The count is trusted only if no claim wrote the row since this
+#: statement's snapshot was taken (``excluded.claims`` is the claims the snapshot saw, plus
+#: one).
+_LOCKED_ROW = {
+    "claims_after": "u.claims + 1",
+    "rate": "u.rate",
+    "burst": "u.burst",
+    "running_bound": "u.running_bound",
+    "trusted_count": "CASE WHEN u.claims + 1 = excluded.claims THEN excluded.counted END",
+    "rate_tat": "u.rate_tat",
+    "throttled_at": "u.throttled_at",
+    "throttled_reason": "u.throttled_reason",
+}
+
+_UPSERT = """
+usage AS (
+    INSERT INTO tenantq_tenant_usage AS u (deployment, queue, tenant_id, job_type, """
+
+_CHARGE = (
+    _UPSERT  # noqa: S608 (constant parts, no input)
+    + ", ".join(_USAGE_COLUMNS)
+    + """)
+    SELECT %(deployment)b, p.queue, p.tenant_id, p.job_type,
+           """
+    + ",\n           ".join(_usage_after("p", _NEW_ROW))
+    + """
+    FROM proposed p
+    -- One order for every claim: rows are locked as they are upserted.
+    ORDER BY p.tenant_id COLLATE "C", p.queue COLLATE "C", p.job_type COLLATE "C"
+    ON CONFLICT (deployment, queue, tenant_id, job_type) DO UPDATE SET
+        """
+    + ",\n        ".join(
+        f"{column} = {expression}"
+        for column, expression in zip(
+            _USAGE_COLUMNS, _usage_after("excluded", _LOCKED_ROW), strict=True
+        )
+    )
+    + """
+    RETURNING u.queue, u.tenant_id, u.job_type, u.wanted, u.granted, u.throttled_reason,
+              u.rate, u.burst, u.rate_tat
+),"""
+)
+
+_GRANTS = """
+-- What each cap or rate lets each demand key it covers start: its grant (its row under its
+-- lock), less what the keys before it take.
+portions AS (
+    SELECT d.demand_no, l.throttled_reason AS reason, l.rate, l.burst, l.rate_tat,
+           greatest(l.granted - (sum(d.wanted) OVER (
+               PARTITION BY l.queue COLLATE "C", l.tenant_id COLLATE "C",
+                            l.job_type COLLATE "C"
+               ORDER BY d.demand_no) - d.wanted), 0) AS room_left
+    FROM usage l
+    JOIN demand d
+      ON d.tenant_id = l.tenant_id AND l.queue IN ('*', d.queue)
+     AND l.job_type IN ('*', d.job_type)
+),
+allowed AS (
+    SELECT d.demand_no, d.wanted, least(d.wanted, min(p.room_left))::int AS admit
+    FROM demand d LEFT JOIN portions p USING (demand_no)
+    GROUP BY d.demand_no, d.wanted
+),
+admits AS MATERIALIZED (
+    SELECT array_agg(admit ORDER BY demand_no) AS admit FROM allowed
+),
+admitted AS (
+    SELECT * FROM incoming i
+    WHERE i.demand_no IS NULL OR i.demand_rank <= (SELECT admit FROM admits)[i.demand_no]
+),
+leased AS ("""
+
+_ANSWER = """
+-- How long each held-back demand key waits: the longest of the limits that hold it back.
+waits AS (
+    SELECT a.demand_no, a.admit,
+           (array_agg(p.reason ORDER BY p.room_left, p.reason))[1] AS reason,
+           max(CASE p.reason
+                   WHEN 'rate' THEN greatest(extract(epoch FROM p.rate_tat - c.now)::float8
+                                             - (p.burst - 1) / p.rate, 0)
+                   ELSE %(running_retry_seconds)b::float8 END) AS retry_after
+    FROM allowed a
+    CROSS JOIN clock c
+    JOIN portions p ON p.demand_no = a.demand_no AND p.room_left < a.wanted
+    WHERE a.admit < a.wanted
+    GROUP BY a.demand_no, a.admit
+)
+SELECT id, attempts, max_attempts, progress, replays, inserted, lease_until, claimed_at,
+       NULL::text AS reason, NULL::float8 AS retry_after
+FROM leased
+UNION ALL
+SELECT g.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, w.reason, w.retry_after
+FROM given g
+JOIN waits w ON w.demand_no = g.demand_no AND g.demand_rank > w.admit
+"""
+
+#: ``JOB_CLAIM_BATCH`` of a batch with jobs of limited tenants, their limits applied (see the
+#: module docstring). Rows of leases as ``JOB_CLAIM_BATCH`` returns them, then a row per job
+#: left waiting: its id, the limit that held it (``reason``) and ``retry_after`` seconds, the
+#: rest NULL.
+JOB_CLAIM_BATCH_LIMITED = (
+    "WITH"
+    + _LIMITED_INPUT
+    + _DEMAND
+    + _CAPS_AND_RATES
+    + _CHARGE
+    + _GRANTS
+    + _CLAIM_LEASE.format(rows="admitted")
+    + "\n),"
+    + _ANSWER
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimQuotas:
+    """What a claim needs to apply the caps and rates (``JOB_CLAIM_BATCH_LIMITED``'s
+    parameters): the tenants they apply to (the worker's copy of the table says which: every
+    tenant with a row that caps or paces it, every tenant when the defaults do), and the
+    settings' ``tenant_defaults``."""
+
+    limited_tenants: frozenset[str] | set[str]
+    default_max_running: int | None = None
+    default_rate: float | None = None
+    default_burst: int | None = None
+    #: When to ask again for a job left waiting by a cap.
+    running_retry_seconds: float = 0.25
+
+    def parameters(self, requests: Sequence[ClaimRequest]) -> dict[str, Any]:
+        """The statement's parameters for the batch ``requests`` (the job rows' own arrays
+        aside): each job of a limited tenant numbered by its demand key (tenant, queue, job
+        type), in the order the keys first appear, with its place among that key's jobs; and
+        the keys with their counts."""
+        limited = self.limited_tenants
+        keys: dict[tuple[str, str, str], int] = {}
+        counts: list[int] = []
+        numbers: list[int | None] = []
+        ranks: list[int | None] = []
+        for request in requests:
+            if request.tenant_id not in limited:
+                numbers.append(None)
+                ranks.append(None)
+                continue
+            key = (request.tenant_id, request.queue, request.job_type)
+            number = keys.get(key)
+            if number is None:
+                number = keys[key] = len(keys) + 1
+                counts.append(0)
+            counts[number - 1] += 1
+            numbers.append(number)
+            ranks.append(counts[number - 1])
+        return {
+            "demand_nos": BigintArray(numbers),
+            "demand_ranks": BigintArray(ranks),
+            "demand_tenants": TextArray([tenant for tenant, _, _ in keys]),
+            "demand_queues": TextArray([queue for _, queue, _ in keys]),
+            "demand_job_types": TextArray([job_type for _, _, job_type in keys]),
+            "demand_counts": BigintArray(counts),
+            "default_max_running": self.default_max_running,
+            "default_rate": self.default_rate,
+            "default_burst": self.default_burst,
+            "running_retry_seconds": float(self.running_retry_seconds),
+        }
+
+
+class Throttle(NamedTuple):
+    """A job the claim left waiting: the limit that held it, and when to ask again
+    (seconds)."""
+
+    reason: ThrottleReason
+    retry_after: float
