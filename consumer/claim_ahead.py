@@ -53,6 +53,11 @@ class ClaimAhead:
         # Rounded down: a slot that frees up less than once per two claims waits for none.
         return min(self.limit, math.floor(self._rate * self._latency * ROUND_TRIPS))
 
+    def finishing_within(self, seconds: float) -> int:
+        """Attempts the slots are expected to end within ``seconds`` at the recent rate
+        (rounded down: none for slots that free up less often)."""
+        return math.floor(self._rate * seconds)
+
     def finished(self, count: int, now: float) -> None:
         """``count`` attempts ended (their slots are free)."""
         self._window_count += count

@@ -122,18 +122,20 @@ class ThreadExecutor:
 class ProcessExecutor:
     """Handlers in a handler process, started again at once when it dies.
 
-    Jobs claimed ahead go to the handler process as soon as they are leased, not when a slot
-    frees: it runs at most ``slots`` at once and starts the next the moment a handler returns,
-    so a slot does not wait for a round trip through the pipe and the member's poll loop
-    between two jobs. A job sent beyond the free slots (the member's count, which is never
-    below the handler process's own) waits there; its timeout runs from its start, which the
-    handler process reports beside the results. Until then its deadline is a bound: the
+    Jobs claimed ahead go to the handler process before a slot frees (as many as its slots
+    end in a short while at the recent rate, ``tenantq.consumer.starts``): it runs at most
+    ``slots`` at once and starts the next the moment a handler returns, so a slot does not wait
+    for a round trip through the pipe and the member's poll loop between two short jobs. A job
+    sent beyond the free slots (the member's count, which is never below the handler process's
+    own) waits there; its timeout runs from its start, which the handler process reports beside
+    the results, and a cancel (revoke, shutdown, operator) before its start means it never
+    starts. Until then its deadline is a bound: the
     latest deadline of the jobs sent before it plus its own timeout (a handler given up on
     frees its slot in the handler process, so a job waits no longer than that even behind hung
     handlers, and a handler process that stops answering still has its jobs timed out).
     """
 
-    #: Leased jobs go to the handler process at once; it starts them as slots free.
+    #: Leased jobs go to the handler process ahead of free slots; it starts them as slots free.
     queues_ahead = True
 
     def __init__(

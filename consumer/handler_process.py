@@ -251,11 +251,13 @@ def main(connection: Any, spec: HandlerProcessSpec) -> None:
                 asked = tasks_by_id.get(message[1])
                 if asked is not None:
                     _cancel(asked, message[2])
+                    # One still waiting for a slot never starts (the runner ends it when its
+                    # turn comes, unstarted): no start note for it.
+                    waiting.pop(asked.context.job_id, None)
                     if message[2] == "timeout":
                         # The member gave up on it: its slot serves the next job (a hung
-                        # handler's thread is left behind, and one waiting never starts).
+                        # handler's thread is left behind).
                         tasks_by_id.pop(message[1], None)
-                        waiting.pop(asked.context.job_id, None)
                         runner.abandon(asked)
             elif kind == "stop":
                 break

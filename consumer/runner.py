@@ -29,7 +29,7 @@ from tenantq.app import JobType
 from tenantq.consumer.context import JobContext
 from tenantq.consumer.outcomes import BreakerSignal, Verdict, breaker_signal, classify
 from tenantq.consumer.retry_policy import RetryPolicy
-from tenantq.errors import PayloadValidationError
+from tenantq.errors import JobCanceled, PayloadValidationError
 from tenantq.observability.tracing import AttemptSpan
 from tenantq.states import Outcome
 from tenantq.store.transient import (
@@ -317,6 +317,16 @@ class HandlerRunner:
         except RuntimeError:
             pass  # the loop is closed: the runner stopped, and its attempt with it
 
+    def _canceled_before_start(self, task: Task) -> bool:
+        """A task asked to stop while it waited for a slot (a revoke, the shutdown, an
+        operator) never starts: the member may have given its lease back already. It ends as
+        a handler that raised ``JobCanceled`` at once would."""
+        reason = task.context.cancel_reason
+        if reason is None:
+            return False
+        self._finish(task, JobCanceled(f"job {task.context.job_id} canceled ({reason})"))
+        return True
+
     def _finish(self, task: Task, error: BaseException | None, *, timed_out: bool = False) -> bool:
         with self._lock:
             if task not in self._running:
@@ -358,6 +368,8 @@ class HandlerRunner:
             self._threads.discard(me)
 
     def _run_sync(self, task: Task) -> None:
+        if self._canceled_before_start(task):
+            return
         trace = task.trace
         if trace is not None:
             trace.begin()  # the current span of the handler's thread while it runs
@@ -383,6 +395,8 @@ class HandlerRunner:
         self._finish(task, error)
 
     async def _run_async(self, task: Task) -> None:
+        if self._canceled_before_start(task):
+            return
         trace = task.trace
         if trace is not None:
             trace.begin()  # the asyncio task's own context: current only in this attempt

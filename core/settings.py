@@ -159,8 +159,9 @@ class WorkerSettings(BaseModel):
         "claimed while the current one runs (None: 1,000 or the worker's concurrency, "
         "whichever is larger; 0: claim only for free slots). The number used is what the "
         "slots free up in about two claim round trips: a batch for short jobs, none for long "
-        "ones. With the handler process they wait there and start the moment a slot frees; "
-        "their timeout runs from their start.",
+        "ones. With the handler process, those its slots end within about 50 ms at the recent "
+        "rate wait there and start the moment a slot frees (their timeout runs from their "
+        "start); the rest wait in the member, where a revoke or the stop gives them back.",
     )
     default_timeout_seconds: float = Field(300.0, gt=0, description="Handler timeout default.")
     default_max_attempts: int = Field(8, ge=1, le=1_000, description="Max attempts default.")

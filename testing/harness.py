@@ -79,6 +79,9 @@ class JobHarness(ClosedOnExit):
         self._jobs_run = 0
         self._finished: queue.SimpleQueue[Task] = queue.SimpleQueue()
         self._runner: HandlerRunner | None = None
+        #: Starts the attempt's cancel timer once its handler has started (a handler asked
+        #: to stop before it starts never starts, as in the worker).
+        self._on_handler_start: Callable[[], None] | None = None
 
     # -- running one attempt ------------------------------------------------------------
 
@@ -258,13 +261,15 @@ class JobHarness(ClosedOnExit):
         """``task`` run by the runner until it is judged (finished, or past its timeout);
         ``cancel`` is called ``cancel_after`` seconds into it."""
         if self._runner is None:
-            self._runner = HandlerRunner(1, self._finished.put, self.retry_policy)
+            self._runner = HandlerRunner(
+                1, self._finished.put, self.retry_policy, on_start=self._handler_started
+            )
         runner = self._runner
         canceller = None
         if cancel is not None:
             canceller = threading.Timer(cancel_after, cancel)
             canceller.daemon = True
-            canceller.start()
+            self._on_handler_start = canceller.start
         runner.submit(task)
         try:
             while True:
@@ -276,8 +281,15 @@ class JobHarness(ClosedOnExit):
                 if finished is task:
                     return task
         finally:
+            self._on_handler_start = None
             if canceller is not None:
                 canceller.cancel()
+
+    def _handler_started(self, job_id: uuid.UUID | None) -> None:
+        """The runner's ``on_start``, in the handler's thread (None: it returned)."""
+        start, self._on_handler_start = self._on_handler_start, None
+        if job_id is not None and start is not None:
+            start()
 
     def _follow(
         self,

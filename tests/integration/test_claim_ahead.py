@@ -5,10 +5,19 @@ leased ahead (no lease sits idle behind a slow handler)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
-from support import count_of, counting_app, running_worker, wait_for
+from support import (
+    LoggedWorkerProcess,
+    count_of,
+    counting_app,
+    running_worker,
+    settings_environment,
+    wait_for,
+    while_alive,
+)
 
 import tenantq
 
@@ -86,3 +95,59 @@ def test_long_jobs_are_not_claimed_ahead(
     # Each job started as soon as it was leased, not a job's length (0.3 s) later.
     waits = sorted(started[job_id] - leased_at[job_id] for job_id in job_ids)
     assert waits[-1] < 0.15, waits
+
+
+def test_a_slow_handler_in_the_default_handler_process_starts_each_job_as_it_is_leased(
+    settings: tenantq.Settings, db: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    # `tenantq worker` as users start it: handlers in a handler process, where jobs claimed
+    # ahead would wait for a slot. Half-second jobs on 2 slots end 4 a second: nothing is
+    # leased ahead, and nothing waits in the handler process behind a busy slot.
+    seconds = 0.5
+    worker = LoggedWorkerProcess(
+        settings_environment(settings),
+        "apps:APP",
+        "--concurrency",
+        "2",
+        log_path=tmp_path / "worker.log",
+    )
+    try:
+        # The handler process is up (its start-up is not a wait for a slot).
+        warm_up = enqueue_sleepy(settings, [0.0])
+        wait_for(
+            while_alive(lambda: succeeded(db, warm_up) == 1, worker), timeout=60, what="warm-up"
+        )
+        job_ids = enqueue_sleepy(settings, [seconds] * 10)
+        wait_for(
+            while_alive(lambda: succeeded(db, job_ids) == len(job_ids), worker),
+            timeout=120,
+            what="all done",
+        )
+    finally:
+        status = worker.terminate(60)
+    assert status == 0, worker.output()[-4000:]
+    # Leased (the attempt's start in the ledger) against the handler's own start (it
+    # records its end, after its sleep, in test_executions).
+    waits = [
+        wait
+        for (wait,) in db.execute(
+            "SELECT extract(epoch FROM e.at - a.started_at)::float8 - %s"
+            " FROM tenantq_job_attempts a JOIN test_executions e"
+            " ON e.job_id = a.job_id AND e.attempt = a.attempt WHERE a.job_id = ANY(%s)",
+            (seconds, job_ids),
+        ).fetchall()
+    ]
+    assert len(waits) == len(job_ids)
+    # A job leased ahead would wait a job's length (0.5 s) for a slot.
+    assert max(waits) < 0.25, waits
+
+
+def enqueue_sleepy(settings: tenantq.Settings, lengths: list[float]) -> list[Any]:
+    with tenantq.Producer(settings) as producer:
+        futures = producer.enqueue_many(
+            [
+                {"job_type": "sleepy", "tenant": f"t{i}", "payload": {"seconds": length}}
+                for i, length in enumerate(lengths)
+            ]
+        )
+        return [future.result(60).job_id for future in futures]

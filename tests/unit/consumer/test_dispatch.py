@@ -153,3 +153,39 @@ def test_a_job_claimed_ahead_and_given_back_takes_no_dependency_token() -> None:
     rig.starter.give_back_ready(lambda item: True, "partition revoked")
     assert rig.released == [waiting] and not rig.slots.ready
     assert rig.guard.acquire(["smtp"]), "the given-back job kept the only token"
+
+
+def _ready_to_hand_over(finished_in_first_second: int) -> tuple[Rig, list[WorkItem]]:
+    """A rig whose executor queues ahead (as the handler process does), its slots having
+    ended ``finished_in_first_second`` attempts in the first second, and 40 jobs leased and
+    waiting (five times the slots)."""
+    app = tenantq.App(tenantq.Settings())
+
+    @app.job("t")
+    def noop(ctx: tenantq.JobContext, payload: dict[str, Any]) -> None:
+        pass
+
+    rig = Rig(app=app)
+    rig.executor.queues_ahead = True
+    rig.slots.claim_ahead.finished(finished_in_first_second, 1.0)
+    leased = [work_item("acme", attempt=1) for _ in range(40)]
+    rig.slots.ready.extend(leased)
+    return rig, leased
+
+
+def test_a_slow_handlers_leased_jobs_wait_in_the_worker_not_in_the_handler_process() -> None:
+    # Seconds per job: its slots end a few attempts a second, none within the hand-over's
+    # horizon. Only the free slots get jobs; the rest stay where a revoke gives them back.
+    rig, leased = _ready_to_hand_over(4)
+    rig.starter.start_ready()
+    assert [task.item for task in rig.executor.submitted[0]] == leased[:SLOTS]
+    assert list(rig.slots.ready) == leased[SLOTS:]
+
+
+def test_short_jobs_go_to_the_handler_process_ahead_of_free_slots() -> None:
+    # Thousands a second: a batch beyond the free slots is handed over at once, so a slot
+    # that frees starts the next job without waiting for the member.
+    rig, leased = _ready_to_hand_over(2_000)
+    rig.starter.start_ready()
+    assert [task.item for task in rig.executor.submitted[0]] == leased
+    assert not rig.slots.ready

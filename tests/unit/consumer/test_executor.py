@@ -19,7 +19,7 @@ from tenantq.consumer.handler_process import TaskOutcome, TaskSpec
 from tenantq.consumer.outcomes import Verdict
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.runner import Task
-from tenantq.states import JobState
+from tenantq.states import JobState, Outcome
 
 
 def test_a_task_travels_as_its_task_spec() -> None:
@@ -179,3 +179,32 @@ def test_async_attempts_sent_beyond_the_slots_run_no_more_than_the_slots_at_once
     # Two start at once, the other two 0.3 s later, when the first two have ended.
     assert starts[1] - starts[0] < 0.1
     assert starts[2] - starts[0] >= 0.25
+
+
+def test_a_task_canceled_while_it_waits_in_the_handler_process_never_starts() -> None:
+    finished: list[Task] = []
+    executor = ProcessExecutor(
+        f"{__name__}:NAPS",
+        1,
+        tenantq.Settings(),
+        "worker-test",
+        RetryPolicy(),
+        on_finished=finished.extend,
+        on_crash=lambda running, culprit, how: None,
+    )
+    executor.start()
+    try:
+        busy, waiting = _nap_task("nap", 0.5, 10), _nap_task("nap", 0.0, 10)
+        executor.submit([busy, waiting])
+        # Revoked while it waits behind the busy slot: the member gives its lease back, so
+        # it must not run here afterwards.
+        executor.cancel(waiting, "revoked")
+        deadline = time.monotonic() + 20
+        while len(finished) < 2 and time.monotonic() < deadline:
+            executor.expire()
+            time.sleep(0.01)
+    finally:
+        executor.stop(5)
+    assert busy.verdict == Verdict.succeeded()
+    # A started no-op would have succeeded (it returns before looking at the cancel).
+    assert waiting.verdict is not None and waiting.verdict.outcome == Outcome.RELEASED

@@ -1,5 +1,6 @@
 """HandlerRunner: what it opens, its stop closes; async attempts handed to its loop in
-batches, timed out and abandoned as sync ones are."""
+batches, timed out and abandoned as sync ones are; an attempt canceled before it starts never
+starts."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 from tenantq.app import JobType
 from tenantq.consumer.context import JobContext
 from tenantq.consumer.runner import HandlerRunner, Task
+from tenantq.states import Outcome
 
 
 def test_a_stopped_runner_leaves_no_event_loop_for_the_collector() -> None:
@@ -109,5 +111,34 @@ def test_an_async_attempt_abandoned_before_the_loop_reaches_it_never_starts() ->
         while runner.busy and time.monotonic() < deadline:
             time.sleep(0.01)
         assert ran == [kept.context.job_id]
+    finally:
+        runner.stop(timeout=2)
+
+
+def test_an_attempt_canceled_while_it_waits_for_a_thread_never_starts() -> None:
+    ran: list[uuid.UUID] = []
+    release = threading.Event()
+
+    def handler(ctx: JobContext, payload: Any) -> None:
+        ran.append(ctx.job_id)
+        release.wait(5)
+
+    finished: list[Task] = []
+    runner = HandlerRunner(1, finished.append)
+    try:
+        job_type = JobType("a", "default", handler, None)
+        first, operator, revoked = _task(job_type), _task(job_type), _task(job_type)
+        runner.submit_many([first, operator, revoked])
+        operator.context.signal_cancel("operator")
+        revoked.context.signal_cancel("revoked")
+        release.set()
+        deadline = time.monotonic() + 5
+        while len(finished) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ran == [first.context.job_id]
+        assert first.verdict is not None and first.verdict.outcome == Outcome.SUCCEEDED
+        # An operator's cancel ends the job; a revoke gives it back, its attempt returned.
+        assert operator.verdict is not None and operator.verdict.outcome == Outcome.CANCELED
+        assert revoked.verdict is not None and revoked.verdict.outcome == Outcome.RELEASED
     finally:
         runner.stop(timeout=2)
