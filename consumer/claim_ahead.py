@@ -41,6 +41,7 @@ class ClaimAhead:
     def __init__(self, limit: int, now: float) -> None:
         self.limit = limit
         self._rate = 0.0  # finishes per second
+        self._last_window_rate = 0.0  # the same over the last window alone
         self._latency = 0.0  # seconds from a claim's submission to its answer
         self._window_start = now
         self._window_count = 0
@@ -54,9 +55,11 @@ class ClaimAhead:
         return min(self.limit, math.floor(self._rate * self._latency * ROUND_TRIPS))
 
     def finishing_within(self, seconds: float) -> int:
-        """Attempts the slots are expected to end within ``seconds`` at the recent rate
-        (rounded down: none for slots that free up less often)."""
-        return math.floor(self._rate * seconds)
+        """Attempts the slots are expected to end within ``seconds``: at the smoothed rate or
+        the last window's, whichever is lower, so that when short jobs give way to long ones
+        the estimate falls within a window, not over the seconds the smoothing takes (rounded
+        down: none for slots that free up less often)."""
+        return math.floor(min(self._rate, self._last_window_rate) * seconds)
 
     def finished(self, count: int, now: float) -> None:
         """``count`` attempts ended (their slots are free)."""
@@ -64,7 +67,7 @@ class ClaimAhead:
         elapsed = now - self._window_start
         if elapsed < RATE_WINDOW_SECONDS:
             return
-        rate = self._window_count / elapsed
+        rate = self._last_window_rate = self._window_count / elapsed
         self._rate += RATE_WEIGHT * (rate - self._rate)
         self._window_start = now
         self._window_count = 0

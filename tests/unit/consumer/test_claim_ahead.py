@@ -1,5 +1,5 @@
 """The claim-ahead estimate: a batch ahead for short jobs, none for long ones, never past
-its limit, back to none when jobs stop finishing."""
+its limit, back to none when jobs stop finishing; what the slots end soon falls at once."""
 
 from __future__ import annotations
 
@@ -57,3 +57,16 @@ def test_the_estimate_falls_when_jobs_stop_finishing() -> None:
         now += 0.25
         ahead.finished(0, now)
     assert ahead.jobs == 0
+
+
+def test_what_the_slots_end_soon_falls_within_a_window_when_long_jobs_follow_short_ones() -> None:
+    ahead = ClaimAhead(limit=1_000, now=0.0)
+    ahead.claim_answered(0.01)
+    now = finishing(ahead, per_second=10_000, seconds=3.0)
+    assert 450 <= ahead.finishing_within(0.05) <= 500
+    # 32 slots of 1-second jobs from now on: 32 finishes a second, 8 per window.
+    for _ in range(2):  # the first window still holds short jobs' finishes
+        now += 0.25
+        ahead.finished(8, now)
+    assert ahead.finishing_within(0.05) <= 2
+    assert ahead.jobs > 10  # the claim-ahead estimate itself is smoothed; it falls later
