@@ -286,7 +286,9 @@ class Worker:
         member = self._member
         self.events.results_waiting(member.ledger.pending + self._parts.completer.waiting)
         busy, queue_of = member.executor.busy, member.topics.queue_of
-        self.observability.observe(self._partitions, self._consumer, busy, self.slots, queue_of)
+        self.observability.observe(
+            self._partitions.progress, self._consumer, busy, self.slots, queue_of
+        )
         self.events.flush()
 
     def _follow_database(self) -> None:
@@ -298,7 +300,7 @@ class Worker:
         """Move a tenant that floods a partition to its queue's hot lane (``HotLane``); its
         jobs already read and not claimed go too: they free the window now."""
         partitions = self._partitions
-        moved = self._hot_lane.check(partitions, lambda: partitions.lag(self._consumer))
+        moved = self._hot_lane.check(partitions, lambda: partitions.progress.lag(self._consumer))
         if not moved:
             return
         tenants = set(moved)
