@@ -67,15 +67,17 @@ class TenantQuotas:
         """JSON-ready: limits, use, the defaults that apply."""
         return {
             "tenant": self.tenant_id,
-            "limits": [_use_dict(use) for use in self.rows],
+            "limits": [limit_use_row(use) for use in self.rows],
             "defaults": self.defaults.model_dump(),
-            "default_use": _use_dict(self.default_use) if self.default_use else None,
+            "default_use": limit_use_row(self.default_use) if self.default_use else None,
         }
 
 
-def _use_dict(use: LimitUse) -> dict[str, Any]:
+def limit_use_row(use: LimitUse) -> dict[str, Any]:
+    """One limit row and how much of it is in use, as JSON (the CLI's and ``show``'s)."""
     limit = use.limit
     return {
+        "tenant": limit.tenant_id,
         "queue": limit.queue,
         "job_type": limit.job_type,
         "max_running": limit.max_running,

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 from confluent_kafka import ShareConsumer
 
 from tenantq.app import App
 from tenantq.consumer.database_health import EXIT_DATABASE_GONE
+from tenantq.consumer.draining import finish_running
 from tenantq.consumer.ledger import Complete
 from tenantq.consumer.member import LoopParts, Member, close_in_order
 from tenantq.consumer.registration import Registration
@@ -220,29 +220,20 @@ class ShareWorker:
         within the drain window, the rest are given back; then every open record goes back
         to the group and the acknowledgements are committed."""
         member, parts = self._member, self._parts
-        executor, finisher, completer = member.executor, parts.finisher, parts.completer
+        executor = member.executor
         deadline = member.stop.drain_deadline
         deadline()
         log.info("draining %d running jobs", executor.busy)
         self._forget_unstarted("worker shut down before the job started")
-        while (executor.busy or parts.slots.claiming) and time.monotonic() < deadline():
-            member.inbox.wait(0.05)
-            member.inbox.clear()
-            self._apply_answers()
-            finisher.handle_crashes()
-            executor.expire()
-            finisher.collect()
-            completer.flush(now=True)
-            self.events.flush()
-        for task in executor.running():
-            executor.cancel(task, "shutdown")
-        time.sleep(0.2 if executor.busy else 0)
-        finisher.collect()
-        completer.release(finisher.abandon(executor.running()), "worker shut down")
-        for _ in range(3):
-            completer.flush(now=True)
-            if not completer.waiting:
-                break
+        finish_running(
+            executor=executor,
+            finisher=parts.finisher,
+            completer=parts.completer,
+            deadline=deadline,
+            claiming=lambda: parts.slots.claiming,
+            turn=self._drain_turn,
+            flush_events=self.events.flush,
+        )
         member.ledger.wait_idle(FINAL_WRITE_SECONDS)
         self._apply_answers()
         member.publisher.settle(FINAL_WRITE_SECONDS)
@@ -251,6 +242,11 @@ class ShareWorker:
             self._consumer.commit_sync(FINAL_WRITE_SECONDS)
         except (RuntimeError, Exception) as error:  # the broker may be away: locks run out
             log.warning("acknowledgements not committed at shutdown: %s", error)
+
+    def _drain_turn(self) -> None:
+        self._member.inbox.wait(0.05)
+        self._member.inbox.clear()
+        self._apply_answers()
 
     def _forget_unstarted(self, reason: str) -> None:
         """Forget the work not started: never claimed, its record is released at the end of
