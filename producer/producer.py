@@ -43,7 +43,7 @@ from tenantq.producer.delivery import (
 from tenantq.producer.delivery_reports import DeliveryReports
 from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.pending_rows import PendingRecorder
-from tenantq.producer.publication_span import describe_publication, start_publication
+from tenantq.producer.publication_span import PublishingCall, describe_publication
 from tenantq.producer.request import (
     Destination,
     EnqueueRequest,
@@ -232,9 +232,7 @@ class Producer:
         accepted ones are kept.
         """
         started = time.monotonic()
-        self._reports.publishing(started)
-        publication = start_publication()
-        try:
+        with PublishingCall(self._reports, started) as publication:
             outgoing, existing = self._prepare_and_admit(requests, publication)
             if not outgoing:
                 return []
@@ -243,14 +241,6 @@ class Producer:
             futures = self._publish(outgoing)
             self._reports.serve_ready(started)
             return futures
-        except BaseException as error:
-            if publication is not None:
-                publication.fail(error)
-            raise
-        finally:
-            self._reports.published()
-            if publication is not None:
-                publication.end()
 
     def enqueue_batch(self, requests: Iterable[EnqueueRequest | Mapping[str, Any]]) -> BatchFuture:
         """Publish a batch with ONE future for all of it: the bulk form of ``enqueue_many``.
@@ -264,9 +254,7 @@ class Producer:
         fail inside the batch result.
         """
         started = time.monotonic()
-        self._reports.publishing(started)
-        publication = start_publication()
-        try:
+        with PublishingCall(self._reports, started) as publication:
             outgoing, existing = self._prepare_and_admit(requests, publication)
             batch = BatchFuture(outgoing, existing, self._resender)
             if existing:
@@ -278,14 +266,6 @@ class Producer:
                 self._publish_batch(outgoing, batch)
                 self._reports.serve_ready(started)
             return batch
-        except BaseException as error:
-            if publication is not None:
-                publication.fail(error)
-            raise
-        finally:
-            self._reports.published()
-            if publication is not None:
-                publication.end()
 
     async def enqueue_async(self, job_type: str, **arguments: Any) -> JobRef:
         """``enqueue`` for asyncio code: awaits the acknowledgement and returns the ``JobRef``.

@@ -12,10 +12,12 @@ and type of each job are on its attempt spans.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import TracebackType
 from typing import Any
 
 from tenantq.enqueue_request import EnqueueRequest
 from tenantq.observability.tracing import Publication, job_tracer
+from tenantq.producer.delivery_reports import DeliveryReports
 from tenantq.producer.request import PreparedJobs
 
 
@@ -23,6 +25,35 @@ def start_publication() -> Publication | None:
     """The span of a publishing call starting now, or None when the process does not trace."""
     tracer = job_tracer()
     return None if tracer is None else tracer.publication("send")
+
+
+class PublishingCall:
+    """One publishing call, ``with`` it: the delivery thread keeps out of its way while it
+    runs, and its span (``as``: None when the process does not trace) ends with it, failed
+    by what the call raised. A class, not a generator: it runs on every ``enqueue``."""
+
+    __slots__ = ("_reports", "_publication")
+
+    def __init__(self, reports: DeliveryReports, started: float) -> None:
+        reports.publishing(started)
+        self._reports = reports
+        self._publication = start_publication()
+
+    def __enter__(self) -> Publication | None:
+        return self._publication
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        publication = self._publication
+        if error is not None and publication is not None:
+            publication.fail(error)
+        self._reports.published()
+        if publication is not None:
+            publication.end()
 
 
 def describe_publication(
