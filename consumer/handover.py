@@ -15,12 +15,12 @@ callbacks inside ``poll``/``consume``).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
+from tenantq.closing import finished_within
 from tenantq.consumer.completer import Completer
 from tenantq.consumer.draining import finish_running
 from tenantq.consumer.executor import Executor
@@ -292,12 +292,7 @@ class Handover:
     def leave_group(self, timeout: float = 30.0) -> None:
         """Leave the group. ``close()`` can hang in a rebalance (librdkafka #4527), so it runs
         with a bound; the process exits regardless, and the group notices via the session."""
-        closer = threading.Thread(
-            target=self._consumer.close, name="tenantq-consumer-close", daemon=True
-        )
-        closer.start()
-        closer.join(timeout)
-        if closer.is_alive():
+        if not finished_within(self._consumer.close, timeout, "tenantq-consumer-close"):
             log.warning("consumer close did not finish within %.0fs; leaving anyway", timeout)
 
     def _settle_in_time(self, timeout: float) -> None:

@@ -328,13 +328,3 @@ class LoopParts:
                 self.finisher.crashes_counted(operation)
             elif isinstance(operation, EnterLane) and operation.answer is False:
                 log.info("an operator's placement keeps the tenant out of the hot lane")
-
-
-def close_in_order(steps: list[Callable[[], object]], what: str) -> None:
-    """Run each closing step, logging and passing over one that fails: a step that fails
-    must not keep the later ones (the group leave, the registration) from running."""
-    for step in steps:
-        try:
-            step()
-        except Exception:
-            log.exception("error while stopping the %s", what)

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import threading
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from tenantq.closing import finished_within
 from tenantq.consumer.offsets import PartitionOffsets
 
 if TYPE_CHECKING:
@@ -393,12 +393,7 @@ class Partitions:
         if timeout is None:
             _commit(consumer, offsets)
             return
-        committer = threading.Thread(
-            target=_commit, args=(consumer, offsets), name="tenantq-commit", daemon=True
-        )
-        committer.start()
-        committer.join(timeout)
-        if committer.is_alive():
+        if not finished_within(lambda: _commit(consumer, offsets), timeout, "tenantq-commit"):
             log.warning(
                 "offsets of %d partition(s) not committed within %.0fs (is Kafka reachable?); "
                 "their next owner reads from the last commit",

@@ -38,13 +38,14 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, KafkaException
 
 from tenantq.app import App
+from tenantq.closing import close_in_order
 from tenantq.consumer.database_health import EXIT_DATABASE_GONE
 from tenantq.consumer.executor import ProcessExecutor
 from tenantq.consumer.group_config import consumer_config
 from tenantq.consumer.handover import Handover
 from tenantq.consumer.hot_lane import HotLane
 from tenantq.consumer.ledger import Complete, EnterLane
-from tenantq.consumer.member import IDLE_WAIT_SECONDS, LoopParts, Member, close_in_order
+from tenantq.consumer.member import IDLE_WAIT_SECONDS, LoopParts, Member
 from tenantq.consumer.offset_storing import OffsetStoring
 from tenantq.consumer.outage import Outage
 from tenantq.consumer.partitions import Key, Partitions
@@ -349,7 +350,7 @@ class Worker:
             self.events.flush,
             self.observability.close,
         ]
-        close_in_order(steps, "worker")
+        close_in_order(steps, log, "worker")
         log.info("worker %s stopped", self.worker_id)
 
 

@@ -23,16 +23,16 @@ none: the broker hands records, not partitions).
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
 from confluent_kafka import ShareConsumer
 
 from tenantq.app import App
+from tenantq.closing import close_in_order, finished_within
 from tenantq.consumer.database_health import EXIT_DATABASE_GONE
 from tenantq.consumer.draining import finish_running
 from tenantq.consumer.ledger import Complete
-from tenantq.consumer.member import LoopParts, Member, close_in_order
+from tenantq.consumer.member import LoopParts, Member
 from tenantq.consumer.registration import Registration
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.share.group import (
@@ -272,16 +272,11 @@ class ShareWorker:
             self.events.flush,
             self.observability.close,
         ]
-        close_in_order(steps, "share worker")
+        close_in_order(steps, log, "share worker")
         log.info("share worker %s stopped: records %s", self.worker_id, dict(self.records.counts))
 
     def _leave_group(self) -> None:
         """``close`` commits what is acknowledged and leaves the group; bounded here, since
         the preview client's close has no timeout of its own."""
-        closer = threading.Thread(
-            target=self._consumer.close, name="tenantq-share-close", daemon=True
-        )
-        closer.start()
-        closer.join(CLOSE_SECONDS)
-        if closer.is_alive():
+        if not finished_within(self._consumer.close, CLOSE_SECONDS, "tenantq-share-close"):
             log.warning("share consumer close did not finish within %.0fs", CLOSE_SECONDS)
