@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 from tenantq.app import App
 from tenantq.consumer.claim_ahead import ClaimAhead
@@ -61,6 +61,20 @@ def new_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
+class MemberOptions(TypedDict, total=False):
+    """What a worker of either kind takes besides its app and queues: its ``settings`` (the
+    app's by default), ``concurrency`` (``TENANTQ_WORKER__CONCURRENCY`` by default), its
+    ``worker_id`` (host, process and a random tail by default), the ``retry_policy``, and the
+    ``app_reference`` (``"module:attribute"`` naming the app) under which handlers run in a
+    handler process."""
+
+    settings: Settings | None
+    concurrency: int | None
+    worker_id: str | None
+    retry_policy: RetryPolicy | None
+    app_reference: str | None
+
+
 class Member:
     """A worker's identity and shared machinery, each part built once here (the parts'
     own classes say which thread owns each)."""
@@ -70,20 +84,18 @@ class Member:
         app: App,
         queues: list[str] | None,
         *,
-        settings: Settings | None,
-        concurrency: int | None,
-        worker_id: str | None,
-        retry_policy: RetryPolicy | None,
-        app_reference: str | None,
-        strict_priority: bool,
+        strict_priority: bool = False,
+        **options: Unpack[MemberOptions],
     ) -> None:
+        settings = options.get("settings")
+        worker_id = options.get("worker_id")
         # Set here and never changed: read by any thread.
         self.app = app
         self.settings = settings = settings or app.settings
         self.queues = queues or app.queues() or ["default"]
         self.worker_id = worker_id = worker_id or new_worker_id()
-        self.slots = concurrency or settings.worker.concurrency
-        self.retry_policy = retry_policy or RetryPolicy()
+        self.slots = options.get("concurrency") or settings.worker.concurrency
+        self.retry_policy = options.get("retry_policy") or RetryPolicy()
         self.topics = TopicMap.of(settings, self.queues)
         #: Counters (poll thread writes; anyone may read).
         self.stats = dict.fromkeys(("succeeded", "stale_refused", "executed", "claimed_ahead"), 0)
@@ -102,7 +114,7 @@ class Member:
         )
         self.publisher = Publisher(settings, f"tenantq-worker-{worker_id}")
         self.executor = executor_for(
-            app_reference, self.slots, settings, worker_id, self.retry_policy, inbox
+            options.get("app_reference"), self.slots, settings, worker_id, self.retry_policy, inbox
         )
         self.dispatcher = fair_dispatcher(settings, self.queues, self.slots, strict_priority)
 

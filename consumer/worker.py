@@ -34,6 +34,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Unpack
 
 from confluent_kafka import Consumer, KafkaException
 
@@ -45,13 +46,12 @@ from tenantq.consumer.group_config import consumer_config
 from tenantq.consumer.handover import Handover
 from tenantq.consumer.hot_lane import HotLane
 from tenantq.consumer.ledger import Complete, EnterLane
-from tenantq.consumer.member import IDLE_WAIT_SECONDS, LoopParts, Member
+from tenantq.consumer.member import IDLE_WAIT_SECONDS, LoopParts, Member, MemberOptions
 from tenantq.consumer.offset_storing import OffsetStoring
 from tenantq.consumer.outage import Outage
 from tenantq.consumer.partitions import Key, Partitions
 from tenantq.consumer.reader import Reader
 from tenantq.consumer.registration import Registration
-from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.topic_map import TopicMap
 from tenantq.consumer.work import HOT_LANE_SUFFIX, WorkItem
 from tenantq.kafka_access import check_kafka_access
@@ -69,7 +69,9 @@ class Worker:
     ``strict_priority=True``, strictly in the order given among the jobs already read. With
     ``app_reference`` (``"module:attribute"`` naming ``app``, as ``tenantq worker`` passes it)
     handlers run in a handler process, so that one that kills its process costs a new handler
-    process, never this member; without it they run in this process's threads.
+    process, never this member; without it they run in this process's threads. The other
+    options (``settings``, ``concurrency``, ``worker_id``, ``retry_policy``) are
+    ``MemberOptions``.
     """
 
     def __init__(
@@ -77,31 +79,15 @@ class Worker:
         app: App,
         queues: list[str] | None = None,
         *,
-        settings: Settings | None = None,
-        concurrency: int | None = None,
         strict_priority: bool = False,
-        worker_id: str | None = None,
-        retry_policy: RetryPolicy | None = None,
         install_signal_handlers: bool = True,
-        app_reference: str | None = None,
+        **options: Unpack[MemberOptions],
     ) -> None:
-        self._member = member = Member(
-            app,
-            queues,
-            settings=settings,
-            concurrency=concurrency,
-            worker_id=worker_id,
-            retry_policy=retry_policy,
-            app_reference=app_reference,
-            strict_priority=strict_priority,
-        )
+        self._member = member = Member(app, queues, strict_priority=strict_priority, **options)
         # Set here and never changed: read by any thread.
         self.app, self.settings, self.queues = app, member.settings, member.queues
-        self.worker_id, self.slots, self.retry_policy = (
-            member.worker_id,
-            member.slots,
-            member.retry_policy,
-        )
+        self.worker_id, self.slots = member.worker_id, member.slots
+        self.retry_policy = member.retry_policy
         #: Counters, metrics, the events the metrics subscribe to, dependencies' guard.
         self.stats, self.observability = member.stats, member.observability
         self.events, self.guard = member.events, member.guard

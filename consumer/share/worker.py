@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Unpack
 
 from confluent_kafka import ShareConsumer
 
@@ -32,9 +33,8 @@ from tenantq.closing import close_in_order, finished_within
 from tenantq.consumer.database_health import EXIT_DATABASE_GONE
 from tenantq.consumer.draining import finish_running
 from tenantq.consumer.ledger import Complete
-from tenantq.consumer.member import LoopParts, Member
+from tenantq.consumer.member import LoopParts, Member, MemberOptions
 from tenantq.consumer.registration import Registration
-from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.share.group import (
     ShareGroupOptions,
     configure_share_group,
@@ -45,7 +45,6 @@ from tenantq.consumer.share.reader import ShareReader
 from tenantq.consumer.share.records import ShareRecords
 from tenantq.consumer.work import WorkItem
 from tenantq.quotas.limits_in_use import TenantLimits
-from tenantq.settings import Settings
 from tenantq.states import Outcome
 
 log = logging.getLogger("tenantq.worker")
@@ -62,31 +61,19 @@ CLOSE_SECONDS = 30.0
 class ShareWorker:
     """Runs the handlers of ``app`` for the main topics of ``queues`` as one member of their
     share group. With ``app_reference`` handlers run in a handler process, as under
-    ``tenantq worker``; without it, in this process's threads."""
+    ``tenantq worker``; without it, in this process's threads. The other options are
+    ``MemberOptions``, as the worker's."""
 
     def __init__(
         self,
         app: App,
         queues: list[str] | None = None,
         *,
-        settings: Settings | None = None,
-        concurrency: int | None = None,
-        worker_id: str | None = None,
-        retry_policy: RetryPolicy | None = None,
-        app_reference: str | None = None,
         group: ShareGroupOptions | None = None,
         install_signal_handlers: bool = True,
+        **options: Unpack[MemberOptions],
     ) -> None:
-        self._member = member = Member(
-            app,
-            queues,
-            settings=settings,
-            concurrency=concurrency,
-            worker_id=worker_id,
-            retry_policy=retry_policy,
-            app_reference=app_reference,
-            strict_priority=False,
-        )
+        self._member = member = Member(app, queues, **options)
         # Set here and never changed: read by any thread.
         self.app, self.settings, self.queues = app, member.settings, member.queues
         self.worker_id, self.slots = member.worker_id, member.slots
