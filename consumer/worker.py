@@ -5,7 +5,8 @@ One thread (the poll loop) owns the consumer and the worker's state; it never wa
 handler or on Postgres. Handlers run in the ``Executor`` (a handler process under ``tenantq
 worker``, threads otherwise), writes to Postgres go through the ``Ledger``'s lanes, leases are
 renewed by the ``Heartbeat`` thread; what those threads hand back arrives in the ``Inbox``.
-The loop is a short list of steps over parts, each built here from what it needs:
+The loop is a short list of steps over parts, each built from what it needs (here, or in
+``tenantq.consumer.member`` where both kinds of worker build it the same way):
 
 | part                      | what it owns                                                  |
 | ------------------------- | ------------------------------------------------------------- |
@@ -20,6 +21,8 @@ The loop is a short list of steps over parts, each built here from what it needs
 | ``LeaseBook``             | leases held, completing and lost (shared with the heartbeat)  |
 | ``Handover``              | rebalance callbacks and the drain at shutdown                 |
 | ``Outage``                | partitions paused while the database is away; its time limit  |
+| ``OffsetStoring``         | commit positions stored at once or behind the standbys        |
+| ``TenantLimits``          | the tenant limits and shares the claims read, kept fresh      |
 
 Faults it survives without dying: a database that goes away (it claims nothing, pauses its
 partitions, holds results and reconnects with backoff; ``DatabaseHealth``), a handler process
