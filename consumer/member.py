@@ -254,7 +254,7 @@ class LoopParts:
             owns=source.owns,
             find_type=find_type,
             guard=member.guard,
-            leases=heartbeat,
+            leases=heartbeat.calls,
             complete=completer.add,
             release=completer.release,
             events=events,
