@@ -35,7 +35,7 @@ from tenantq.closing import ClosedOnExit
 from tenantq.enqueue_request import EnqueueOptions
 from tenantq.errors import ConfigurationError, JobConflict
 from tenantq.job_ids import new_job_id_ints
-from tenantq.observability.tracing import Publication, job_tracer
+from tenantq.observability.tracing import Publication, PublicationScope, job_tracer
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.request import EnqueueRequest, RequestPreparer
 from tenantq.schemas.envelope import decode_envelope
@@ -145,8 +145,7 @@ class Outbox(ClosedOnExit):
             raise ConfigurationError(
                 f"enqueue_async needs a psycopg AsyncConnection, got {type(conn).__name__}"
             )
-        creation = _start_creation(request)
-        try:
+        with PublicationScope(_start_creation(request)) as creation:
             row = self._prepare_in(creation, request)
             async with conn.cursor() as cursor:
                 await cursor.execute(outbox_store.OUTBOX_ENQUEUE, row.parameters())
@@ -156,19 +155,11 @@ class Outbox(ClosedOnExit):
                 await cursor.execute(outbox_store.JOB_BY_IDEMPOTENCY_KEY, row.key_parameters())
                 found = await cursor.fetchone()
             return _existing(row, outbox_store.existing_job(found))
-        except BaseException as error:
-            if creation is not None:
-                creation.fail(error)
-            raise
-        finally:
-            if creation is not None:
-                creation.end()
 
     def enqueue_request(self, conn: Any, request: EnqueueRequest) -> OutboxRef:
         """``enqueue`` of a prepared ``EnqueueRequest`` (which may name its ``job_id``; a
         typed job handle's ``enqueue(outbox, conn, ...)`` comes here)."""
-        creation = _start_creation(request)
-        try:
+        with PublicationScope(_start_creation(request)) as creation:
             row = self._prepare_in(creation, request)
             execute = _executor(conn)
             inserted = execute(outbox_store.OUTBOX_ENQUEUE, row.parameters())
@@ -176,13 +167,6 @@ class Outbox(ClosedOnExit):
                 return OutboxRef(uuid.UUID(str(inserted[0])), True, row.queue)
             found = execute(outbox_store.JOB_BY_IDEMPOTENCY_KEY, row.key_parameters())
             return _existing(row, outbox_store.existing_job(found))
-        except BaseException as error:
-            if creation is not None:
-                creation.fail(error)
-            raise
-        finally:
-            if creation is not None:
-                creation.end()
 
     def _prepare_in(
         self, creation: Publication | None, request: EnqueueRequest

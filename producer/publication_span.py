@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from tenantq.enqueue_request import EnqueueRequest
-from tenantq.observability.tracing import Publication, job_tracer
+from tenantq.observability.tracing import Publication, PublicationScope, job_tracer
 from tenantq.producer.delivery_reports import DeliveryReports
 from tenantq.producer.request import PreparedJobs
 
@@ -27,20 +27,17 @@ def start_publication() -> Publication | None:
     return None if tracer is None else tracer.publication("send")
 
 
-class PublishingCall:
+class PublishingCall(PublicationScope):
     """One publishing call, ``with`` it: the delivery thread keeps out of its way while it
     runs, and its span (``as``: None when the process does not trace) ends with it, failed
-    by what the call raised. A class, not a generator: it runs on every ``enqueue``."""
+    by what the call raised."""
 
-    __slots__ = ("_reports", "_publication")
+    __slots__ = ("_reports",)
 
     def __init__(self, reports: DeliveryReports, started: float) -> None:
         reports.publishing(started)
         self._reports = reports
-        self._publication = start_publication()
-
-    def __enter__(self) -> Publication | None:
-        return self._publication
+        super().__init__(start_publication())
 
     def __exit__(
         self,
@@ -48,12 +45,8 @@ class PublishingCall:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        publication = self._publication
-        if error is not None and publication is not None:
-            publication.fail(error)
         self._reports.published()
-        if publication is not None:
-            publication.end()
+        super().__exit__(kind, error, traceback)
 
 
 def describe_publication(
