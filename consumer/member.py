@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict, Unpack
 
 from tenantq.app import App
+from tenantq.closing import close_in_order
 from tenantq.consumer.claim_ahead import ClaimAhead
 from tenantq.consumer.claims import Claims
 from tenantq.consumer.completer import Completer
@@ -51,6 +52,9 @@ from tenantq.settings import Settings
 from tenantq.store.job_store import JobStore
 
 log = logging.getLogger("tenantq.worker")
+
+#: One step of closing a worker.
+Step = Callable[[], object]
 
 #: The poll loop's wait in Kafka when nothing is in flight.
 IDLE_WAIT_SECONDS = 0.1
@@ -143,6 +147,29 @@ class Member:
         self.observability.start()
         self.ledger.start()
         self.executor.start()
+
+    def close(
+        self,
+        first: list[Step],
+        leave: Step,
+        then: list[Step],
+        what: str,
+    ) -> None:
+        """Close in order: ``first`` (leave the group, stop the worker's own threads), the
+        handlers, the ledger's lanes (their last writes), ``leave`` (the registration), the
+        publisher, ``then``, and the metrics last; a step that fails is logged and passed
+        over (``close_in_order``)."""
+        steps: list[Step] = [
+            *first,
+            lambda: self.executor.stop(timeout=5.0),
+            lambda: self.ledger.stop(timeout=5.0),
+            leave,
+            self.publisher.close,
+            *then,
+            self.events.flush,
+            self.observability.close,
+        ]
+        close_in_order(steps, log, what)
 
 
 class Source(ReadPositions, Protocol):

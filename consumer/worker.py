@@ -42,7 +42,6 @@ from typing import Unpack
 from confluent_kafka import Consumer, KafkaException
 
 from tenantq.app import App
-from tenantq.closing import close_in_order
 from tenantq.consumer.database_health import EXIT_DATABASE_GONE
 from tenantq.consumer.executor import ProcessExecutor
 from tenantq.consumer.group_config import consumer_config
@@ -325,21 +324,12 @@ class Worker:
         self._parts.starter.give_back_ready(which, reason)
 
     def _close(self) -> None:
-        member = self._member
-        steps: list[Callable[[], object]] = [
-            self._handover.leave_group,
-            self._offsets.stop,
-            self._parts.heartbeat.stop,
-            lambda: member.executor.stop(timeout=5.0),
-            lambda: member.ledger.stop(timeout=5.0),
+        self._member.close(
+            [self._handover.leave_group, self._offsets.stop, self._parts.heartbeat.stop],
             self._registration.leave,
-            member.publisher.close,
-            self._limits.stop,
-            self._hot_lane.stop,
-            self.events.flush,
-            self.observability.close,
-        ]
-        close_in_order(steps, log, "worker")
+            [self._limits.stop, self._hot_lane.stop],
+            "worker",
+        )
         log.info("worker %s stopped", self.worker_id)
 
 

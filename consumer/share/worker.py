@@ -23,13 +23,12 @@ none: the broker hands records, not partitions).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Unpack
 
 from confluent_kafka import ShareConsumer
 
 from tenantq.app import App
-from tenantq.closing import close_in_order, finished_within
+from tenantq.closing import finished_within
 from tenantq.consumer.database_health import EXIT_DATABASE_GONE
 from tenantq.consumer.draining import finish_running
 from tenantq.consumer.ledger import Complete
@@ -248,18 +247,12 @@ class ShareWorker:
         self._parts.starter.give_back_ready(every, reason)
 
     def _close(self) -> None:
-        member = self._member
-        steps: list[Callable[[], object]] = [
-            self._leave_group,
-            self._parts.heartbeat.stop,
-            lambda: member.executor.stop(timeout=5.0),
-            lambda: member.ledger.stop(timeout=5.0),
+        self._member.close(
+            [self._leave_group, self._parts.heartbeat.stop],
             self._registration.leave,
-            member.publisher.close,
-            self.events.flush,
-            self.observability.close,
-        ]
-        close_in_order(steps, log, "share worker")
+            [],
+            "share worker",
+        )
         log.info("share worker %s stopped: records %s", self.worker_id, dict(self.records.counts))
 
     def _leave_group(self) -> None:
