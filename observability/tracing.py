@@ -35,7 +35,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -516,12 +516,16 @@ class Publication:
 class PublicationScope:
     """``with PublicationScope(publication) as publication:`` the span of a publishing call
     (None when the process does not trace) fails with what the block raises and ends with
-    it. A class, not a generator: it runs on every enqueue."""
+    it, after ``ended`` is told the call is over. A class, not a generator: it runs on every
+    enqueue."""
 
-    __slots__ = ("_publication",)
+    __slots__ = ("_ended", "_publication")
 
-    def __init__(self, publication: Publication | None) -> None:
+    def __init__(
+        self, publication: Publication | None, ended: Callable[[], None] | None = None
+    ) -> None:
         self._publication = publication
+        self._ended = ended
 
     def __enter__(self) -> Publication | None:
         return self._publication
@@ -532,6 +536,8 @@ class PublicationScope:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        if self._ended is not None:
+            self._ended()
         publication = self._publication
         if publication is None:
             return

@@ -43,7 +43,7 @@ from tenantq.producer.delivery import (
 from tenantq.producer.delivery_reports import DeliveryReports
 from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.pending_rows import PendingRecorder
-from tenantq.producer.publication_span import PublishingCall, describe_publication
+from tenantq.producer.publication_span import describe_publication, publishing_call
 from tenantq.producer.request import (
     Destination,
     EnqueueRequest,
@@ -217,7 +217,7 @@ class Producer:
         accepted ones are kept.
         """
         started = time.monotonic()
-        with PublishingCall(self._reports, started) as publication:
+        with publishing_call(self._reports, started) as publication:
             outgoing, existing = self._prepare_and_admit(requests, publication)
             if not outgoing:
                 return []
@@ -239,7 +239,7 @@ class Producer:
         fail inside the batch result.
         """
         started = time.monotonic()
-        with PublishingCall(self._reports, started) as publication:
+        with publishing_call(self._reports, started) as publication:
             outgoing, existing = self._prepare_and_admit(requests, publication)
             batch = BatchFuture(outgoing, existing, self._resender)
             if existing:

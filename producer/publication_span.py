@@ -12,7 +12,6 @@ and type of each job are on its attempt spans.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 from tenantq.enqueue_request import EnqueueRequest
@@ -27,26 +26,12 @@ def start_publication() -> Publication | None:
     return None if tracer is None else tracer.publication("send")
 
 
-class PublishingCall(PublicationScope):
+def publishing_call(reports: DeliveryReports, started: float) -> PublicationScope:
     """One publishing call, ``with`` it: the delivery thread keeps out of its way while it
     runs, and its span (``as``: None when the process does not trace) ends with it, failed
     by what the call raised."""
-
-    __slots__ = ("_reports",)
-
-    def __init__(self, reports: DeliveryReports, started: float) -> None:
-        reports.publishing(started)
-        self._reports = reports
-        super().__init__(start_publication())
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._reports.published()
-        super().__exit__(kind, error, traceback)
+    reports.publishing(started)
+    return PublicationScope(start_publication(), reports.published)
 
 
 def describe_publication(
