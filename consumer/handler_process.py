@@ -40,17 +40,22 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tenantq.consumer.attempt_trace import Origin, attempt_span
 from tenantq.consumer.collector import settle_collector
 from tenantq.consumer.context import JobContext
+from tenantq.consumer.lease_calls import LeaseCalls
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.runner import HandlerRunner, Task
 from tenantq.job_ids import uuid_of_int
 from tenantq.observability import tracing
 from tenantq.settings import Settings
 from tenantq.states import Outcome
+
+if TYPE_CHECKING:  # opened on first use in the handler process
+    from tenantq.errors import DatabaseUnavailable
+    from tenantq.store.job_store import JobStore
 
 log = logging.getLogger("tenantq.worker")
 
@@ -199,7 +204,7 @@ def main(connection: Any, spec: HandlerProcessSpec) -> None:
     folder = Path(spec.notes)
     table = _ThreadTable(folder / THREAD_TABLE, rows=4 * spec.slots + 64)
     _leave_notes(folder)
-    leases = _ChildLeases(settings, spec.worker_id)
+    leases, lease_store = _child_leases(settings, spec.worker_id)
     settle_collector()
     finished: queue.SimpleQueue[Task | tuple[bytes, float, float] | None] = queue.SimpleQueue()
     #: By job id bytes, as the member names them.
@@ -265,7 +270,7 @@ def main(connection: Any, spec: HandlerProcessSpec) -> None:
         runner.stop(timeout=1.0)
         finished.put(None)
         sender.join(5)
-        leases.close()
+        lease_store.close()
         tracing.shutdown()
 
 
@@ -291,7 +296,7 @@ def _cancel(task: Task, reason: str) -> None:
         )
 
 
-def _task(app: Any, spec: TaskSpec, leases: _ChildLeases) -> Task:
+def _task(app: Any, spec: TaskSpec, leases: LeaseCalls) -> Task:
     """The attempt ``spec`` describes. Its ``item`` is the job id's bytes, as the member
     names the job. Made once per job, by position, in the order of the fields (a call by
     keyword costs twice as much)."""
@@ -374,39 +379,19 @@ def _outcome(task: Task) -> tuple[Any, ...]:
     )
 
 
-class _ChildLeases:
-    """``ctx.heartbeat()`` and ``ctx.checkpoint()`` from a handler process: its own
-    connection (opened on first use), fenced by the worker's id like the member's."""
+def _child_leases(settings: Any, worker_id: str) -> tuple[LeaseCalls, JobStore]:
+    """``ctx.heartbeat()`` and ``ctx.checkpoint()`` from a handler process, and the store to
+    close at the end: its own connection (opened on first use), fenced by the worker's id
+    like the member's."""
+    from tenantq.store.job_store import JobStore as Store
 
-    def __init__(self, settings: Any, worker_id: str) -> None:
-        from tenantq.store.job_store import JobStore
+    store = Store.open(settings, worker_id, role="handlers")
 
-        self._settings = settings
-        self._store = JobStore.open(settings, worker_id, role="handlers")
-        self._lock = threading.Lock()
+    def unreachable(call: str, error: DatabaseUnavailable) -> None:
+        # The caller's answer says what it means (not known lost; not saved).
+        log.warning("%s: database unreachable (%s)", call, error)
 
-    def renew_one(self, job_id: uuid.UUID) -> bool:
-        from tenantq.errors import DatabaseUnavailable
-
-        try:
-            with self._lock:
-                renewed = self._store.renew_leases(
-                    [job_id], self._settings.worker.lease_seconds, None, None
-                )
-        except DatabaseUnavailable as error:
-            log.warning("ctx.heartbeat(): database unreachable (%s); lease not renewed", error)
-            return True  # not known to be lost: the member's heartbeat will tell
-        return job_id in renewed
-
-    def checkpoint(self, job_id: uuid.UUID, attempt: int, progress: Any) -> bool:
-        from tenantq.errors import DatabaseUnavailable
-
-        try:
-            with self._lock:
-                return self._store.checkpoint(job_id, attempt, progress)
-        except DatabaseUnavailable as error:
-            log.warning("ctx.checkpoint(): database unreachable (%s); not saved", error)
-            return False
-
-    def close(self) -> None:
-        self._store.close()
+    calls = LeaseCalls(
+        store, threading.Lock(), settings.worker.lease_seconds, unreachable=unreachable
+    )
+    return calls, store

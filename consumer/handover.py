@@ -15,13 +15,14 @@ callbacks inside ``poll``/``consume``).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
+from tenantq.closing import finished_within
 from tenantq.consumer.completer import Completer
+from tenantq.consumer.draining import finish_running
 from tenantq.consumer.executor import Executor
 from tenantq.consumer.finishing import Finisher
 from tenantq.consumer.partitions import Key, Partitions
@@ -270,38 +271,28 @@ class Handover:
         log.info("draining %d running jobs", executor.busy)
         self._partitions.pause_all(self._consumer)
         self._forget_unstarted(lambda item: True, None, "worker shut down before the job started")
-        while (executor.busy or self._claiming()) and time.monotonic() < deadline():
-            self._consumer.consume(num_messages=1, timeout=0.05)  # stay in the group
-            self._apply_answers()
-            finisher.handle_crashes()
-            executor.expire()
-            finisher.collect()
-            completer.flush(now=True)
-            self._events.flush()
-        for task in executor.running():
-            executor.cancel(task, "shutdown")
-        time.sleep(0.2 if executor.busy else 0)
-        finisher.collect()
-        abandoned = finisher.abandon(executor.running())
-        completer.release(abandoned, "worker shut down before the job finished")
-        for _ in range(3):
-            completer.flush(now=True)
-            if not completer.waiting:
-                break
+        finish_running(
+            executor=executor,
+            finisher=finisher,
+            completer=completer,
+            deadline=deadline,
+            claiming=self._claiming,
+            turn=self._drain_turn,
+            flush_events=self._events.flush,
+        )
         self._settle_in_time(FINAL_WRITE_SECONDS)
         self._publisher.settle(FINAL_WRITE_SECONDS)
         self._store_offsets(FINAL_WRITE_SECONDS)
         self._partitions.commit(self._consumer, None, timeout=FINAL_WRITE_SECONDS)
 
+    def _drain_turn(self) -> None:
+        self._consumer.consume(num_messages=1, timeout=0.05)  # stay in the group
+        self._apply_answers()
+
     def leave_group(self, timeout: float = 30.0) -> None:
         """Leave the group. ``close()`` can hang in a rebalance (librdkafka #4527), so it runs
         with a bound; the process exits regardless, and the group notices via the session."""
-        closer = threading.Thread(
-            target=self._consumer.close, name="tenantq-consumer-close", daemon=True
-        )
-        closer.start()
-        closer.join(timeout)
-        if closer.is_alive():
+        if not finished_within(self._consumer.close, timeout, "tenantq-consumer-close"):
             log.warning("consumer close did not finish within %.0fs; leaving anyway", timeout)
 
     def _settle_in_time(self, timeout: float) -> None:

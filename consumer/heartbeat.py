@@ -12,9 +12,9 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 from tenantq.consumer.database_health import DatabaseHealth
+from tenantq.consumer.lease_calls import LeaseCalls
 from tenantq.errors import DatabaseUnavailable
 from tenantq.store.job_store import JobStore
 
@@ -46,6 +46,15 @@ class Heartbeat:
         self._on_lost = on_lost
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._main, name="tenantq-heartbeat", daemon=True)
+        #: The running handlers' own calls (``ctx.heartbeat()``, ``ctx.checkpoint()``), on
+        #: this store under this lock.
+        self.calls = LeaseCalls(
+            store,
+            self._lock,
+            lease_seconds,
+            unreachable=lambda call, error: health.failed(str(error), error.opened_at),
+            cancel_requested=on_cancel,
+        )
 
     def start(self) -> None:
         self._thread.start()
@@ -67,28 +76,6 @@ class Heartbeat:
             elif renewed[job_id]:
                 self._on_cancel(job_id)
         return renewed
-
-    def renew_one(self, job_id: uuid.UUID) -> bool:
-        """``ctx.heartbeat()``: extend one lease now. True unless the lease is known lost (a
-        database away cannot say; the interval's beats will)."""
-        try:
-            with self._lock:
-                renewed = self._store.renew_leases([job_id], self._lease_seconds, None, None)
-        except DatabaseUnavailable as error:
-            self._health.failed(str(error), error.opened_at)
-            return True
-        if renewed.get(job_id):
-            self._on_cancel(job_id)
-        return job_id in renewed
-
-    def checkpoint(self, job_id: uuid.UUID, attempt: int, progress: Any) -> bool:
-        """``ctx.checkpoint()``: False when not saved (lease lost, or the database away)."""
-        try:
-            with self._lock:
-                return self._store.checkpoint(job_id, attempt, progress)
-        except DatabaseUnavailable as error:
-            self._health.failed(str(error), error.opened_at)
-            return False
 
     def _main(self) -> None:
         while not self._stop.wait(self._interval):

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import threading
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from tenantq.closing import finished_within
 from tenantq.consumer.offsets import PartitionOffsets
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class PartitionState:
     #: Paused because its head message (a retry) is not due yet.
     waiting: bool = False
     #: Messages taken whose jobs a tenant's limit held back (outside the window, up to a
-    #: bound: ``Partitions.counted``).
+    #: bound: ``counted``).
     held_back: int = 0
     revoked: bool = False
     #: Which assignment of the partition this is (unique within the worker): an answer about
@@ -97,6 +97,8 @@ class Partitions:
         #: Topics whose partitions share a read-ahead budget (the queues' main topics).
         self.main_topics = main_topics
         self.states: dict[Key, PartitionState] = {}
+        #: What the lag gauges and the hot lane read of the partitions' progress.
+        self.progress = ProgressView(self.states)
         #: The main-topic partitions assigned, and how many of them (not revoked) are owned
         #: and have messages in flight, as ``apply_flow_control`` last counted.
         self._main_keys: set[Key] = set()
@@ -161,20 +163,7 @@ class Partitions:
         """Routing one more message would put the partition past its read-ahead window;
         ``held``: messages taken but held back (not in the window)."""
         state = self.states.get((topic, partition))
-        return state is not None and self.counted(state) - held > state.window
-
-    def counted(self, state: PartitionState) -> int:
-        """The partition's messages in flight that count against its window: those from its
-        commit position on; while a tenant's limit holds some back, the unfinished ones only,
-        less the held-back ones (up to one main-topic window of them), and never less than
-        what leaves the commit more than two main-topic windows behind."""
-        offsets = state.offsets
-        if not state.held_back:
-            return offsets.in_flight
-        return max(
-            offsets.unfinished - min(state.held_back, self.window),
-            offsets.in_flight - 2 * self.window,
-        )
+        return state is not None and counted(state, self.window) - held > state.window
 
     def hold_back(self, items: Iterable[WorkItem], count: int) -> None:
         """``count`` = 1: the items' jobs were held back by a tenant's limit (they leave the
@@ -269,7 +258,7 @@ class Partitions:
             state = states[key]
             if not state.revoked:
                 owned += 1
-                taken = self.counted(state)
+                taken = counted(state, self.window)
                 if taken:
                     busy += 1
                     in_flight += taken
@@ -295,7 +284,7 @@ class Partitions:
             if state is None or state.revoked:
                 continue
             topic, partition = key
-            in_flight = self.counted(state)
+            in_flight = counted(state, self.window)
             if state.waiting:
                 continue  # waiting for a retry to come due: the intake resumes it
             window = 2 * main_share if topic in main_topics else state.window
@@ -318,7 +307,7 @@ class Partitions:
         claimed, and the read-ahead windows are full enough. The consumer keeps polling, so
         the group keeps the member."""
         self._suspended = True
-        self._pause_assignment(consumer, "suspend")
+        _pause_assignment(consumer, "suspend")
 
     def unsuspend(self, consumer: Consumer) -> None:
         """Resume what ``suspend`` paused, except partitions flow control or a waiting retry
@@ -339,16 +328,7 @@ class Partitions:
 
     def pause_all(self, consumer: Consumer) -> None:
         self._paused_all = True
-        self._pause_assignment(consumer, "pause_all")
-
-    @staticmethod
-    def _pause_assignment(consumer: Consumer, why: str) -> None:
-        try:
-            assignment = consumer.assignment()
-            if assignment:
-                consumer.pause(assignment)
-        except KafkaException as error:
-            log.debug("%s failed: %s", why, error)
+        _pause_assignment(consumer, "pause_all")
 
     def store(self, consumer: Consumer) -> None:
         """Store the commit position of every partition that moved (committed by the client's
@@ -413,45 +393,13 @@ class Partitions:
         if timeout is None:
             _commit(consumer, offsets)
             return
-        committer = threading.Thread(
-            target=_commit, args=(consumer, offsets), name="tenantq-commit", daemon=True
-        )
-        committer.start()
-        committer.join(timeout)
-        if committer.is_alive():
+        if not finished_within(lambda: _commit(consumer, offsets), timeout, "tenantq-commit"):
             log.warning(
                 "offsets of %d partition(s) not committed within %.0fs (is Kafka reachable?); "
                 "their next owner reads from the last commit",
                 len(offsets),
                 timeout,
             )
-
-    def lag(self, consumer: Consumer) -> dict[Key, int]:
-        """Messages behind the high watermark per owned partition (the client's cached
-        watermarks: no broker round trip)."""
-        lags = {}
-        for (topic, partition), state in self.states.items():
-            if state.revoked:
-                continue
-            try:
-                _, high = consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), cached=True
-                )
-            except KafkaException:
-                continue
-            position = state.offsets.commit_position
-            if high is not None and high >= 0 and position is not None:
-                lags[(topic, partition)] = max(0, high - position)
-        return lags
-
-    def oldest_unfinished_ms(self) -> dict[str, int]:
-        """Per topic, the Kafka timestamp of the oldest message not yet durably done."""
-        oldest: dict[str, int] = {}
-        for (topic, _), state in self.states.items():
-            stamp = state.offsets.oldest_timestamp_ms
-            if stamp is not None and (topic not in oldest or stamp < oldest[topic]):
-                oldest[topic] = stamp
-        return oldest
 
     def mark_revoked(self, keys: set[Key]) -> None:
         for key in keys:
@@ -471,3 +419,60 @@ def _commit(consumer: Consumer, offsets: list[TopicPartition]) -> None:
     except KafkaException as error:
         # REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID: ownership moved on.
         log.info("commit refused (%s); the next owner re-reads from the last commit", error)
+
+
+def counted(state: PartitionState, window: int) -> int:
+    """The partition's messages in flight that count against its window: those from its
+    commit position on; while a tenant's limit holds some back, the unfinished ones only,
+    less the held-back ones (up to one main-topic ``window`` of them), and never less than
+    what leaves the commit more than two main-topic windows behind."""
+    offsets = state.offsets
+    if not state.held_back:
+        return offsets.in_flight
+    return max(
+        offsets.unfinished - min(state.held_back, window),
+        offsets.in_flight - 2 * window,
+    )
+
+
+def _pause_assignment(consumer: Consumer, why: str) -> None:
+    try:
+        assignment = consumer.assignment()
+        if assignment:
+            consumer.pause(assignment)
+    except KafkaException as error:
+        log.debug("%s failed: %s", why, error)
+
+
+class ProgressView:
+    """How far the owned partitions are (read-only; the poll thread)."""
+
+    def __init__(self, states: dict[Key, PartitionState]) -> None:
+        self._states = states
+
+    def lag(self, consumer: Consumer) -> dict[Key, int]:
+        """Messages behind the high watermark per owned partition (the client's cached
+        watermarks: no broker round trip)."""
+        lags = {}
+        for (topic, partition), state in self._states.items():
+            if state.revoked:
+                continue
+            try:
+                _, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), cached=True
+                )
+            except KafkaException:
+                continue
+            position = state.offsets.commit_position
+            if high is not None and high >= 0 and position is not None:
+                lags[(topic, partition)] = max(0, high - position)
+        return lags
+
+    def oldest_unfinished_ms(self) -> dict[str, int]:
+        """Per topic, the Kafka timestamp of the oldest message not yet durably done."""
+        oldest: dict[str, int] = {}
+        for (topic, _), state in self._states.items():
+            stamp = state.offsets.oldest_timestamp_ms
+            if stamp is not None and (topic not in oldest or stamp < oldest[topic]):
+                oldest[topic] = stamp
+        return oldest

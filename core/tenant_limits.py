@@ -48,10 +48,7 @@ class LimitError(ValueError):
 
 def check_max_running(value: object) -> int:
     """``value`` as a cap of attempts running at once, 1 to ``MOST_RUNNING``."""
-    number = _whole(value, "max running")
-    if not 1 <= number <= MOST_RUNNING:
-        raise LimitError(f"max running must be 1 to {MOST_RUNNING:,}, got {number}")
-    return number
+    return _whole_within(value, "max running", MOST_RUNNING)
 
 
 def check_rate(value: object) -> float:
@@ -71,17 +68,18 @@ def check_rate(value: object) -> float:
 
 def check_burst(value: object) -> int:
     """``value`` as a burst of starts, 1 to ``MOST_BURST``."""
-    number = _whole(value, "burst")
-    if not 1 <= number <= MOST_BURST:
-        raise LimitError(f"burst must be 1 to {MOST_BURST:,}, got {number}")
-    return number
+    return _whole_within(value, "burst", MOST_BURST)
 
 
 def check_weight(value: object) -> int:
     """``value`` as a weight, 1 to ``MOST_WEIGHT``."""
-    number = _whole(value, "weight")
-    if not 1 <= number <= MOST_WEIGHT:
-        raise LimitError(f"weight must be 1 to {MOST_WEIGHT:,}, got {number}")
+    return _whole_within(value, "weight", MOST_WEIGHT)
+
+
+def _whole_within(value: object, name: str, most: int) -> int:
+    number = _whole(value, name)
+    if not 1 <= number <= most:
+        raise LimitError(f"{name} must be 1 to {most:,}, got {number}")
     return number
 
 

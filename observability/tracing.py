@@ -35,7 +35,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, cast
 
 from tenantq.errors import ConfigurationError
@@ -510,6 +511,39 @@ class Publication:
 
     def end(self) -> None:
         self._span.end()
+
+
+class PublicationScope:
+    """``with PublicationScope(publication) as publication:`` the span of a publishing call
+    (None when the process does not trace) fails with what the block raises and ends with
+    it, after ``ended`` is told the call is over. A class, not a generator: it runs on every
+    enqueue."""
+
+    __slots__ = ("_ended", "_publication")
+
+    def __init__(
+        self, publication: Publication | None, ended: Callable[[], None] | None = None
+    ) -> None:
+        self._publication = publication
+        self._ended = ended
+
+    def __enter__(self) -> Publication | None:
+        return self._publication
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._ended is not None:
+            self._ended()
+        publication = self._publication
+        if publication is None:
+            return
+        if error is not None:
+            publication.fail(error)
+        publication.end()
 
 
 class AttemptSpan:

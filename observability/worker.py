@@ -27,7 +27,7 @@ MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 class PartitionProgress(Protocol):
-    """What the gauges read of the partitions a worker owns (the worker's ``Partitions``)."""
+    """What the gauges read of the partitions a worker owns (``Partitions.progress``)."""
 
     def lag(self, consumer: Any) -> dict[tuple[str, int], int]:
         """Messages behind the high watermark, per (topic, partition)."""

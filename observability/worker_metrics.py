@@ -68,7 +68,8 @@ class WorkerMetrics(WorkerEvents):
         self.tenants = TenantLabeler(top_tenants)
         self.error_classes = BoundedLabel(ERROR_LABEL_LIMIT, is_identifier_label)
         self.reasons = BoundedLabel(ERROR_LABEL_LIMIT, is_identifier_label)
-        self._families: dict[str, MetricWrapperBase] = {}
+        #: Typed loosely: each kind of family has its own methods (``inc``, ``observe``, ``set``).
+        self._families: dict[str, Any] = {}
         self._series = _JobSeries(self._families, self.tenants)
         self._read_delay: dict[tuple[str, str], Any] = {}
         #: The same series by tenant id, for the batch events (``SERIES_REMEMBERED``).
@@ -82,9 +83,6 @@ class WorkerMetrics(WorkerEvents):
             if spec.source == "worker":
                 self._families[spec.name] = _build(spec, self.registry)
         self.database_up(True)
-
-    def _family(self, name: str) -> Any:
-        return self._families[name]
 
     # -- jobs -------------------------------------------------------------------------------
 
@@ -172,7 +170,7 @@ class WorkerMetrics(WorkerEvents):
         for queue, source, seconds in delays:
             histogram = series.get((queue, source))
             if histogram is None:
-                family = self._family(names.READ_DELAY)
+                family = self._families[names.READ_DELAY]
                 histogram = series[(queue, source)] = family.labels(queue, source)
             observe(histogram, _non_negative(seconds))
 
@@ -183,47 +181,47 @@ class WorkerMetrics(WorkerEvents):
     def retried(self, queue: str, job_type: str, error_class: str) -> None:
         """A failed attempt was scheduled to run again."""
         label = self.error_classes.label(error_class)
-        self._family(names.RETRIES).labels(queue, job_type, label).inc()
+        self._families[names.RETRIES].labels(queue, job_type, label).inc()
 
     def dead_lettered(self, queue: str, job_type: str, reason: str) -> None:
         """A job was written to the dead-letter topic (``reason``: the error class, or
         ``max_attempts``, ``undecodable``...)."""
         label = self.reasons.label(reason)
-        self._family(names.DEAD_LETTERED).labels(queue, job_type, label).inc()
+        self._families[names.DEAD_LETTERED].labels(queue, job_type, label).inc()
 
     # -- leases -----------------------------------------------------------------------------
 
     def lease_takeover(self, queue: str) -> None:
         """This worker took over a lease another owner let expire."""
-        self._family(names.LEASE_TAKEOVERS).labels(queue).inc()
+        self._families[names.LEASE_TAKEOVERS].labels(queue).inc()
 
     def lease_expired(self, queue: str) -> None:
         """A lease this worker held expired before its job finished."""
-        self._family(names.LEASE_EXPIRATIONS).labels(queue).inc()
+        self._families[names.LEASE_EXPIRATIONS].labels(queue).inc()
 
     def stale_result_refused(self, queue: str, count: int = 1) -> None:
         """The store refused ``count`` results of attempts that no longer held the lease."""
         if count > 0:
-            self._family(names.STALE_RESULTS_REFUSED).labels(queue).inc(count)
+            self._families[names.STALE_RESULTS_REFUSED].labels(queue).inc(count)
 
     # -- capacity ---------------------------------------------------------------------------
 
     def utilization(self, busy: int, slots: int) -> None:
         """``busy`` of ``slots`` handler slots are running a job."""
-        self._family(names.WORKER_BUSY_SLOTS).set(max(0, busy))
-        self._family(names.WORKER_SLOTS).set(max(0, slots))
+        self._families[names.WORKER_BUSY_SLOTS].set(max(0, busy))
+        self._families[names.WORKER_SLOTS].set(max(0, slots))
         ratio = min(1.0, max(0, busy) / slots) if slots > 0 else 0.0
-        self._family(names.WORKER_UTILIZATION).set(ratio)
+        self._families[names.WORKER_UTILIZATION].set(ratio)
 
     # -- dependencies -----------------------------------------------------------------------
 
     def dependency_call(self, dependency: str, seconds: float) -> None:
         """A call to ``dependency`` took ``seconds``."""
-        self._family(names.DEPENDENCY_LATENCY).labels(dependency).observe(_non_negative(seconds))
+        self._families[names.DEPENDENCY_LATENCY].labels(dependency).observe(_non_negative(seconds))
 
     def dependency_throttled(self, dependency: str) -> None:
         """``dependency`` throttled a call (429, or its local token bucket was empty)."""
-        self._family(names.DEPENDENCY_THROTTLES).labels(dependency).inc()
+        self._families[names.DEPENDENCY_THROTTLES].labels(dependency).inc()
 
     def breaker_state(self, dependency: str, state: str) -> None:
         """The circuit breaker of ``dependency`` is now ``state`` (closed, open, half_open)."""
@@ -233,13 +231,13 @@ class WorkerMetrics(WorkerEvents):
             raise ValueError(
                 f"unknown breaker state {state!r}; expected one of {sorted(BREAKER_STATES)}"
             ) from None
-        self._family(names.BREAKER_STATE).labels(dependency).set(value)
+        self._families[names.BREAKER_STATE].labels(dependency).set(value)
 
     # -- consumer ---------------------------------------------------------------------------
 
     def consumer_lag(self, topic: str, partition: int, lag: int) -> None:
         """The consumer is ``lag`` messages behind the log end of ``topic``/``partition``."""
-        self._family(names.CONSUMER_LAG).labels(topic, str(partition)).set(max(0, lag))
+        self._families[names.CONSUMER_LAG].labels(topic, str(partition)).set(max(0, lag))
 
     def partition_revoked(self, topic: str, partition: int) -> None:
         """Forget the lag of a partition this worker no longer owns, so its series does not
@@ -247,7 +245,7 @@ class WorkerMetrics(WorkerEvents):
         add up). In prometheus-client's multiprocess mode (``tenantq worker``: members write
         to files the supervisor serves) a series cannot be removed: the file keeps the last
         value. There this member's series of the partition is set to 0 instead."""
-        family = self._family(names.CONSUMER_LAG)
+        family = self._families[names.CONSUMER_LAG]
         if multiprocess_mode():
             family.labels(topic, str(partition)).set(0)
             return
@@ -260,25 +258,25 @@ class WorkerMetrics(WorkerEvents):
         """The claim held back ``count`` jobs of a tenant for one of its limits."""
         if count > 0:
             label = self.tenants.label(tenant)
-            self._family(names.QUOTA_THROTTLED).labels(queue, label, reason).inc(count)
+            self._families[names.QUOTA_THROTTLED].labels(queue, label, reason).inc(count)
 
     def tenant_moved_to_lane(self, queue: str, tenant: str) -> None:
         """This worker moved a tenant to the queue's hot lane (the tenant is in the log line
         and the placement table, not a label)."""
-        self._family(names.LANE_MOVES).labels(queue).inc()
+        self._families[names.LANE_MOVES].labels(queue).inc()
 
     def lane_diverted(self, queue: str, count: int) -> None:
         """``count`` messages went from the queue's main topic to its hot lane."""
         if count > 0:
-            self._family(names.LANE_DIVERTED).labels(queue).inc(count)
+            self._families[names.LANE_DIVERTED].labels(queue).inc(count)
 
     def handler_process_restarted(self) -> None:
         """The handler process died and another was started."""
-        self._family(names.HANDLER_PROCESS_RESTARTS).inc()
+        self._families[names.HANDLER_PROCESS_RESTARTS].inc()
 
     def database_up(self, up: bool) -> None:
         """The worker reaches PostgreSQL (True) or has lost it (False)."""
-        self._family(names.DATABASE_UP).set(1 if up else 0)
+        self._families[names.DATABASE_UP].set(1 if up else 0)
 
     def results_waiting(self, count: int) -> None:
         """``count`` writes wait for PostgreSQL (the poll thread, once per round: written
@@ -286,11 +284,11 @@ class WorkerMetrics(WorkerEvents):
         count = max(0, count)
         if count != self._results_waiting:
             self._results_waiting = count
-            self._family(names.WORKER_RESULTS_WAITING).set(count)
+            self._families[names.WORKER_RESULTS_WAITING].set(count)
 
     def committed_message_age(self, queue: str, seconds: float) -> None:
         """The message at the committed offset of ``queue`` was produced ``seconds`` ago."""
-        self._family(names.COMMITTED_MESSAGE_AGE).labels(queue).set(_non_negative(seconds))
+        self._families[names.COMMITTED_MESSAGE_AGE].labels(queue).set(_non_negative(seconds))
 
 
 class _JobSeries:
@@ -299,14 +297,11 @@ class _JobSeries:
     tenant's label, not the tenant: the label set is bounded. The poll thread only (a miss
     under a race costs one more lookup, never a wrong series)."""
 
-    def __init__(self, families: dict[str, MetricWrapperBase], tenants: TenantLabeler) -> None:
+    def __init__(self, families: dict[str, Any], tenants: TenantLabeler) -> None:
         self._families = families
         self._tenants = tenants
         self._started: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         self._finished: dict[tuple[str, str, str, str], tuple[Any, Any, Any]] = {}
-
-    def _family(self, name: str) -> Any:
-        return self._families[name]
 
     def started(self, queue: str, job_type: str, tenant: str) -> tuple[Any, Any]:
         """(started counter, enqueue-to-start histogram) of one job class."""
@@ -315,8 +310,8 @@ class _JobSeries:
         series = self._started.get(key)
         if series is None:
             series = self._started[key] = (
-                self._family(names.JOBS_STARTED).labels(queue, job_type, tenant_label),
-                self._family(names.ENQUEUE_TO_START).labels(queue, job_type),
+                self._families[names.JOBS_STARTED].labels(queue, job_type, tenant_label),
+                self._families[names.ENQUEUE_TO_START].labels(queue, job_type),
             )
         return series
 
@@ -334,9 +329,9 @@ class _JobSeries:
                     f"unknown outcome {outcome!r}; expected one of {sorted(JOB_OUTCOMES)}"
                 )
             series = self._finished[key] = (
-                self._family(names.JOBS_FINISHED).labels(queue, job_type, tenant_label, outcome),
-                self._family(names.JOB_DURATION).labels(queue, job_type, outcome),
-                self._family(names.ATTEMPTS_PER_SUCCESS).labels(queue, job_type),
+                self._families[names.JOBS_FINISHED].labels(queue, job_type, tenant_label, outcome),
+                self._families[names.JOB_DURATION].labels(queue, job_type, outcome),
+                self._families[names.ATTEMPTS_PER_SUCCESS].labels(queue, job_type),
             )
         return series
 

@@ -26,15 +26,16 @@ import datetime as dt
 import hashlib
 import uuid
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Unpack
 
 import psycopg
 
 from tenantq.app import App, resolve_max_attempts
 from tenantq.closing import ClosedOnExit
+from tenantq.enqueue_request import EnqueueOptions
 from tenantq.errors import ConfigurationError, JobConflict
 from tenantq.job_ids import new_job_id_ints
-from tenantq.observability.tracing import Publication, job_tracer
+from tenantq.observability.tracing import Publication, PublicationScope, job_tracer
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.request import EnqueueRequest, RequestPreparer
 from tenantq.schemas.envelope import decode_envelope
@@ -108,13 +109,10 @@ class Outbox(ClosedOnExit):
         *,
         tenant: str,
         payload: Any,
-        queue: str | None = None,
-        idempotency_key: str | None = None,
-        run_after: dt.datetime | None = None,
-        delay: float | dt.timedelta | None = None,
-        max_attempts: int | None = None,
+        **options: Unpack[EnqueueOptions],
     ) -> OutboxRef:
-        """Write the job and its outbox entry in ``conn``'s open transaction.
+        """Write the job and its outbox entry in ``conn``'s open transaction (the ``options``
+        are ``Producer.enqueue``'s, ``EnqueueOptions``).
 
         Validation is ``Producer.enqueue``'s and raises the same errors (nothing written).
         With an ``idempotency_key`` that already names a job of the queue: the same job type,
@@ -122,16 +120,7 @@ class Outbox(ClosedOnExit):
         ``JobConflict``. The job runs once the transaction commits and the relay has
         published it; if the transaction rolls back, it never existed.
         """
-        request = EnqueueRequest(
-            job_type=job_type,
-            tenant=tenant,
-            payload=payload,
-            queue=queue,
-            run_after=run_after,
-            delay=delay,
-            max_attempts=max_attempts,
-            idempotency_key=idempotency_key,
-        )
+        request = EnqueueRequest(job_type=job_type, tenant=tenant, payload=payload, **options)
         return self.enqueue_request(conn, request)
 
     async def enqueue_async(
@@ -141,23 +130,10 @@ class Outbox(ClosedOnExit):
         *,
         tenant: str,
         payload: Any,
-        queue: str | None = None,
-        idempotency_key: str | None = None,
-        run_after: dt.datetime | None = None,
-        delay: float | dt.timedelta | None = None,
-        max_attempts: int | None = None,
+        **options: Unpack[EnqueueOptions],
     ) -> OutboxRef:
         """``enqueue`` in the open transaction of a psycopg ``AsyncConnection``."""
-        request = EnqueueRequest(
-            job_type=job_type,
-            tenant=tenant,
-            payload=payload,
-            queue=queue,
-            run_after=run_after,
-            delay=delay,
-            max_attempts=max_attempts,
-            idempotency_key=idempotency_key,
-        )
+        request = EnqueueRequest(job_type=job_type, tenant=tenant, payload=payload, **options)
         return await self.enqueue_request_async(conn, request)
 
     async def enqueue_request_async(
@@ -169,8 +145,7 @@ class Outbox(ClosedOnExit):
             raise ConfigurationError(
                 f"enqueue_async needs a psycopg AsyncConnection, got {type(conn).__name__}"
             )
-        creation = _start_creation(request)
-        try:
+        with PublicationScope(_start_creation(request)) as creation:
             row = self._prepare_in(creation, request)
             async with conn.cursor() as cursor:
                 await cursor.execute(outbox_store.OUTBOX_ENQUEUE, row.parameters())
@@ -180,19 +155,11 @@ class Outbox(ClosedOnExit):
                 await cursor.execute(outbox_store.JOB_BY_IDEMPOTENCY_KEY, row.key_parameters())
                 found = await cursor.fetchone()
             return _existing(row, outbox_store.existing_job(found))
-        except BaseException as error:
-            if creation is not None:
-                creation.fail(error)
-            raise
-        finally:
-            if creation is not None:
-                creation.end()
 
     def enqueue_request(self, conn: Any, request: EnqueueRequest) -> OutboxRef:
         """``enqueue`` of a prepared ``EnqueueRequest`` (which may name its ``job_id``; a
         typed job handle's ``enqueue(outbox, conn, ...)`` comes here)."""
-        creation = _start_creation(request)
-        try:
+        with PublicationScope(_start_creation(request)) as creation:
             row = self._prepare_in(creation, request)
             execute = _executor(conn)
             inserted = execute(outbox_store.OUTBOX_ENQUEUE, row.parameters())
@@ -200,13 +167,6 @@ class Outbox(ClosedOnExit):
                 return OutboxRef(uuid.UUID(str(inserted[0])), True, row.queue)
             found = execute(outbox_store.JOB_BY_IDEMPOTENCY_KEY, row.key_parameters())
             return _existing(row, outbox_store.existing_job(found))
-        except BaseException as error:
-            if creation is not None:
-                creation.fail(error)
-            raise
-        finally:
-            if creation is not None:
-                creation.end()
 
     def _prepare_in(
         self, creation: Publication | None, request: EnqueueRequest

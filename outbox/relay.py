@@ -38,7 +38,7 @@ from tenantq.errors import TenantqError
 from tenantq.kafka_access import ClientReport
 from tenantq.outbox.entry_encoder import EntryEncoder
 from tenantq.producer.config import producer_config
-from tenantq.producer.delivery import confirmed
+from tenantq.producer.delivery import confirmed, produce_when_room
 from tenantq.settings import Settings
 from tenantq.store import locks
 from tenantq.store import outbox as outbox_store
@@ -89,19 +89,15 @@ class EntryPublisher:
             return on_delivery
 
         for entry in entries:
-            while True:
-                try:
-                    self._producer.produce(
-                        entry.topic,
-                        value=entry.value,
-                        key=entry.key,
-                        partition=entry.partition,
-                        headers=entry.headers,
-                        on_delivery=report(entry.id),
-                    )
-                    break
-                except BufferError:
-                    self._producer.poll(0.05)
+            produce_when_room(
+                self._producer,
+                entry.topic,
+                value=entry.value,
+                key=entry.key,
+                partition=entry.partition,
+                headers=entry.headers,
+                on_delivery=report(entry.id),
+            )
         deadline = time.monotonic() + self._timeout
         while (
             settled < len(entries)

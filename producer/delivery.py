@@ -311,3 +311,18 @@ def delivery_futures(
         future._destination = destination
         append(future)
     return futures
+
+
+#: How long a full local queue is served before a produce is tried again.
+FULL_QUEUE_POLL_SECONDS = 0.05
+
+
+def produce_when_room(producer: Any, topic: str, **arguments: Any) -> None:
+    """``producer.produce(topic, **arguments)``; while the client's local queue is full
+    (``BufferError``), serve its delivery reports, which make room, and try again."""
+    while True:
+        try:
+            producer.produce(topic, **arguments)
+            return
+        except BufferError:
+            producer.poll(FULL_QUEUE_POLL_SECONDS)

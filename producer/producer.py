@@ -14,17 +14,17 @@ import datetime as dt
 import itertools
 import logging
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from operator import length_hint
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Unpack, cast
 
 import confluent_kafka
 
 from tenantq import headers as header_names
 from tenantq.app import App
+from tenantq.enqueue_request import EnqueueOptions
 from tenantq.errors import ConfigurationError, EnqueueFailed, QueueFull
 from tenantq.job_ids import new_job_id_block, new_job_id_ints
 from tenantq.kafka_access import ClientReport, is_refusal, read_metadata, refusal_line
@@ -43,7 +43,7 @@ from tenantq.producer.delivery import (
 from tenantq.producer.delivery_reports import DeliveryReports
 from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.pending_rows import PendingRecorder
-from tenantq.producer.publication_span import describe_publication, start_publication
+from tenantq.producer.publication_span import describe_publication, publishing_call
 from tenantq.producer.request import (
     Destination,
     EnqueueRequest,
@@ -185,16 +185,12 @@ class Producer:
         *,
         tenant: str,
         payload: Any,
-        queue: str | None = None,
-        job_id: uuid.UUID | str | None = None,
-        run_after: dt.datetime | None = None,
-        delay: float | dt.timedelta | None = None,
-        max_attempts: int | None = None,
-        idempotency_key: str | None = None,
-        trace_context: Mapping[str, str] | None = None,
+        **options: Unpack[EnqueueOptions],
     ) -> Future[JobRef]:
         """Validate and publish one job; the future resolves to its ``JobRef`` once Kafka has
-        acknowledged it, or fails with ``EnqueueFailed``.
+        acknowledged it, or fails with ``EnqueueFailed``. The ``options`` (``queue``,
+        ``job_id``, ``run_after``, ``delay``, ``max_attempts``, ``idempotency_key``,
+        ``trace_context``) are ``EnqueueOptions``.
 
         Raises at once (nothing published): ``InvalidJobError`` and its children for bad
         input, ``AdmissionRejected`` / ``LatencyBudgetExceeded`` / ``QueueFull`` for
@@ -207,18 +203,7 @@ class Producer:
         ``tenantq.producer.unique`` documents the window in which two racing producers are
         both accepted and collapse at claim.
         """
-        request = EnqueueRequest(
-            job_type=job_type,
-            tenant=tenant,
-            payload=payload,
-            queue=queue,
-            job_id=job_id,
-            run_after=run_after,
-            delay=delay,
-            max_attempts=max_attempts,
-            idempotency_key=idempotency_key,
-            trace_context=trace_context,
-        )
+        request = EnqueueRequest(job_type=job_type, tenant=tenant, payload=payload, **options)
         return self.enqueue_many([request])[0]
 
     def enqueue_many(
@@ -232,9 +217,7 @@ class Producer:
         accepted ones are kept.
         """
         started = time.monotonic()
-        self._reports.publishing(started)
-        publication = start_publication()
-        try:
+        with publishing_call(self._reports, started) as publication:
             outgoing, existing = self._prepare_and_admit(requests, publication)
             if not outgoing:
                 return []
@@ -243,14 +226,6 @@ class Producer:
             futures = self._publish(outgoing)
             self._reports.serve_ready(started)
             return futures
-        except BaseException as error:
-            if publication is not None:
-                publication.fail(error)
-            raise
-        finally:
-            self._reports.published()
-            if publication is not None:
-                publication.end()
 
     def enqueue_batch(self, requests: Iterable[EnqueueRequest | Mapping[str, Any]]) -> BatchFuture:
         """Publish a batch with ONE future for all of it: the bulk form of ``enqueue_many``.
@@ -264,9 +239,7 @@ class Producer:
         fail inside the batch result.
         """
         started = time.monotonic()
-        self._reports.publishing(started)
-        publication = start_publication()
-        try:
+        with publishing_call(self._reports, started) as publication:
             outgoing, existing = self._prepare_and_admit(requests, publication)
             batch = BatchFuture(outgoing, existing, self._resender)
             if existing:
@@ -278,14 +251,6 @@ class Producer:
                 self._publish_batch(outgoing, batch)
                 self._reports.serve_ready(started)
             return batch
-        except BaseException as error:
-            if publication is not None:
-                publication.fail(error)
-            raise
-        finally:
-            self._reports.published()
-            if publication is not None:
-                publication.end()
 
     async def enqueue_async(self, job_type: str, **arguments: Any) -> JobRef:
         """``enqueue`` for asyncio code: awaits the acknowledgement and returns the ``JobRef``.

@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tenantq.enqueue_request import EnqueueRequest
-from tenantq.observability.tracing import Publication, job_tracer
+from tenantq.observability.tracing import Publication, PublicationScope, job_tracer
+from tenantq.producer.delivery_reports import DeliveryReports
 from tenantq.producer.request import PreparedJobs
 
 
@@ -23,6 +24,14 @@ def start_publication() -> Publication | None:
     """The span of a publishing call starting now, or None when the process does not trace."""
     tracer = job_tracer()
     return None if tracer is None else tracer.publication("send")
+
+
+def publishing_call(reports: DeliveryReports, started: float) -> PublicationScope:
+    """One publishing call, ``with`` it: the delivery thread keeps out of its way while it
+    runs, and its span (``as``: None when the process does not trace) ends with it, failed
+    by what the call raised."""
+    reports.publishing(started)
+    return PublicationScope(start_publication(), reports.published)
 
 
 def describe_publication(

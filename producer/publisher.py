@@ -16,7 +16,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from tenantq import headers
-from tenantq.producer.delivery import confirmed
+from tenantq.producer.delivery import confirmed, produce_when_room
 from tenantq.settings import Settings
 from tenantq.topics import QueueTopics, tier_for_wait
 
@@ -173,19 +173,15 @@ class Publisher:
             keywords: dict[str, Any] = {}
             if message.partition is not None:
                 keywords["partition"] = message.partition
-            while True:
-                try:
-                    self._producer.produce(
-                        message.topic,
-                        value=message.value,
-                        key=message.key,
-                        headers=list[tuple[str, str | bytes | None]](message.headers),
-                        on_delivery=report(index),
-                        **keywords,
-                    )
-                    break
-                except BufferError:
-                    self._producer.poll(0.05)
+            produce_when_room(
+                self._producer,
+                message.topic,
+                value=message.value,
+                key=message.key,
+                headers=list[tuple[str, str | bytes | None]](message.headers),
+                on_delivery=report(index),
+                **keywords,
+            )
 
     def close(self, timeout: float = 10.0) -> None:
         self._producer.flush(timeout)

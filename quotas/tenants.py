@@ -11,8 +11,6 @@ worker within a second (``QuotaWatcher``).
 from __future__ import annotations
 
 import dataclasses
-import getpass
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +21,7 @@ import psycopg
 
 from tenantq.app import JOB_TYPE_PATTERN, App
 from tenantq.errors import ConfigurationError, InvalidTenantId
+from tenantq.operator_name import operator_name
 from tenantq.settings import Settings, TenantDefaults
 from tenantq.store.engine import DeploymentConnection, connect
 from tenantq.store.quotas import (
@@ -67,15 +66,17 @@ class TenantQuotas:
         """JSON-ready: limits, use, the defaults that apply."""
         return {
             "tenant": self.tenant_id,
-            "limits": [_use_dict(use) for use in self.rows],
+            "limits": [limit_use_row(use) for use in self.rows],
             "defaults": self.defaults.model_dump(),
-            "default_use": _use_dict(self.default_use) if self.default_use else None,
+            "default_use": limit_use_row(self.default_use) if self.default_use else None,
         }
 
 
-def _use_dict(use: LimitUse) -> dict[str, Any]:
+def limit_use_row(use: LimitUse) -> dict[str, Any]:
+    """One limit row and how much of it is in use, as JSON (the CLI's and ``show``'s)."""
     limit = use.limit
     return {
+        "tenant": limit.tenant_id,
         "queue": limit.queue,
         "job_type": limit.job_type,
         "max_running": limit.max_running,
@@ -160,7 +161,7 @@ class Tenants:
             if row is None:
                 row = TenantLimit(tenant, queue, job_type, None, None, None, None)
             changes = {name: value for name, value in given.items() if value is not KEEP}
-            row = dataclasses.replace(row, **changes, updated_by=updated_by or actor())
+            row = dataclasses.replace(row, **changes, updated_by=updated_by or operator_name())
             if row.rate is None and row.burst is not None:
                 if "burst" in changes:
                     raise ConfigurationError("a burst needs a rate: give --rate too")
@@ -211,15 +212,6 @@ class Tenants:
         except psycopg.errors.CheckViolation as error:
             constraint = getattr(error.diag, "constraint_name", None) or "a limit's bounds"
             raise ConfigurationError(f"the table refused the limits ({constraint})") from None
-
-
-def actor() -> str:
-    """Who changes a limit from this process: user@host."""
-    try:
-        user = getpass.getuser()
-    except Exception:  # no login name in some containers
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
 
 
 def _checked(value: object, check: Any) -> Any:

@@ -5,8 +5,6 @@ Producers pick a change up within ``placement_ttl_seconds``.
 
 from __future__ import annotations
 
-import getpass
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -16,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tenantq.errors import ConfigurationError
+from tenantq.operator_name import operator_name
 from tenantq.partitioner.placement import Placement
 from tenantq.settings import Settings, load_settings
 from tenantq.store.engine import DeploymentConnection, connect
@@ -47,14 +46,6 @@ def _database(settings: Settings) -> Iterator[DeploymentConnection]:
             f"placement table not usable: {first_line} (is the database migrated? "
             "`tenantq db upgrade`)"
         ) from None
-
-
-def _actor() -> str:
-    try:
-        user = getpass.getuser()
-    except Exception:  # no login name in some containers
-        user = "unknown"
-    return f"{user}@{socket.gethostname()}"
 
 
 def _declared_queue(settings: Settings, queue: str) -> int:
@@ -138,7 +129,7 @@ def placement_set(
             queue=queue,
             tenant_id=tenant,
             placement=placement,
-            updated_by=_actor(),
+            updated_by=operator_name(),
             reason="set by an operator",
         )
     console.print(

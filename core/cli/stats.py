@@ -17,6 +17,7 @@ from rich.live import Live
 from rich.table import Table
 
 from tenantq.formatting import format_age
+from tenantq.quotas.tenants import limit_use_row
 from tenantq.settings import Settings, load_settings
 from tenantq.store import outbox as outbox_store
 from tenantq.store import placement as placement_store
@@ -134,7 +135,7 @@ def take_snapshot(
         # Tenants' limits (tenantq tenants) and what is in use of each now, fleet-wide.
         "quotas": {
             "defaults": settings.tenant_defaults.model_dump(),
-            "limits": [_quota_use(use) for use in quota_use],
+            "limits": [limit_use_row(use) for use in quota_use],
         },
         "top_tenants": top_tenants,
         "workers": {
@@ -165,23 +166,6 @@ def take_snapshot(
 
 #: The most limit rows ``tenantq stats`` lists (``tenantq tenants show`` lists them all).
 QUOTA_ROWS_SHOWN = 200
-
-
-def _quota_use(use: quota_store.LimitUse) -> dict[str, Any]:
-    limit = use.limit
-    return {
-        "tenant": limit.tenant_id,
-        "queue": limit.queue,
-        "job_type": limit.job_type,
-        "running": use.running,
-        "max_running": limit.max_running,
-        "rate": limit.rate,
-        "burst": limit.burst,
-        "burst_left": use.burst_left,
-        "weight": limit.weight,
-        "throttled_reason": use.throttled_reason,
-        "throttled_seconds_ago": use.throttled_seconds_ago,
-    }
 
 
 def _watch_json(snapshot: Any, interval: float) -> None:

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tenantq.formatting import format_age
-from tenantq.quotas.tenants import KEEP, Tenants
+from tenantq.quotas.tenants import KEEP, Tenants, limit_use_row
 from tenantq.settings import TenantDefaults, load_settings
 from tenantq.store.quotas import LimitUse
 from tenantq.tenant_limits import ANY
@@ -106,7 +106,7 @@ def tenants_show(
             json.dumps(
                 {
                     "defaults": defaults.model_dump(),
-                    "limits": [{"tenant": u.limit.tenant_id, **_use_row(u)} for u in uses],
+                    "limits": [limit_use_row(use) for use in uses],
                 },
                 indent=2,
             )
@@ -162,23 +162,6 @@ def _limits_text(
 
 def _defaults_text(defaults: TenantDefaults) -> str:
     return _limits_text(defaults.max_running, defaults.rate, defaults.burst, defaults.weight)
-
-
-def _use_row(use: LimitUse) -> dict[str, Any]:
-    limit = use.limit
-    return {
-        "queue": limit.queue,
-        "job_type": limit.job_type,
-        "max_running": limit.max_running,
-        "running": use.running,
-        "rate": limit.rate,
-        "burst": limit.burst,
-        "burst_left": use.burst_left,
-        "weight": limit.weight,
-        "throttled_reason": use.throttled_reason,
-        "throttled_seconds_ago": use.throttled_seconds_ago,
-        "updated_by": limit.updated_by,
-    }
 
 
 def _table(uses: list[LimitUse], defaults: TenantDefaults) -> Table:
