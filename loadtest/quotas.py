@@ -199,6 +199,9 @@ class Run:
                 ),
             }
         )
+        if settings.kafka_config:
+            # The client's security settings as they are (a dump masks the password).
+            environment["TENANTQ_KAFKA_CONFIG"] = json.dumps(settings.kafka_config)
         return environment
 
     def succeeded(self, connection: psycopg.Connection[Any]) -> int:

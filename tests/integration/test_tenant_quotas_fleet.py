@@ -27,6 +27,8 @@ def scenario(
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TENANTQ_")}
     environment["TENANTQ_KAFKA_BOOTSTRAP_SERVERS"] = servers[0]
     environment["TENANTQ_DATABASE_URL"] = database_url
+    if "TENANTQ_KAFKA_CONFIG" in os.environ:  # the servers' client security (a secure stack)
+        environment["TENANTQ_KAFKA_CONFIG"] = os.environ["TENANTQ_KAFKA_CONFIG"]
     command = [sys.executable, str(TOOL), "--scenario", name, "--scale", str(scale)]
     command += ["--report-dir", str(folder)]
     completed = subprocess.run(
