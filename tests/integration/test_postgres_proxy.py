@@ -22,6 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "loadtest"))
 
 from postgres_proxy import PostgresProxy  # noqa: E402
 
+# The proxy reads the protocol, which TLS hides: a database without TLS (not make test-secure).
+pytestmark = pytest.mark.plaintext_database
+
 
 @pytest.fixture
 def proxy(database_url: str) -> Iterator[PostgresProxy]:
