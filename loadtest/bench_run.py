@@ -296,14 +296,15 @@ def postgres_labeler(run_databases: set[str]) -> Labeler:
     return label
 
 
-def worker_labeler(root: int) -> Labeler:
-    """Role in a ``tenantq worker`` tree: the supervisor, its members, their handler
-    processes (multiprocessing spawn) and multiprocessing's resource tracker."""
+def worker_labeler(root: int | None, member_marker: str = "--member") -> Labeler:
+    """Role in a worker's process tree: the supervisor (``root``; None: there is none), its
+    members (a command line naming ``member_marker``), their handler processes
+    (multiprocessing spawn) and multiprocessing's resource tracker."""
 
     def label(pid: int, cmdline: str) -> str:
         if pid == root:
             return "supervisor"
-        if "--member" in cmdline:
+        if member_marker in cmdline:
             return "member"
         if "resource_tracker" in cmdline:
             return "resource tracker"

@@ -27,6 +27,14 @@ from typing import Any
 
 import confluent_kafka
 import psycopg
+from bench_ledger import (
+    delete_run_jobs,
+    handler_environment,
+    make_ready,
+    record_half_load,
+    succeeded,
+    succeeded_window,
+)
 from bench_run import (
     POSTGRES,
     THIS_RUN,
@@ -35,7 +43,6 @@ from bench_run import (
     Servers,
     add_workers,
     background,
-    latency_of,
     monitor_connection,
     paced_chunks,
     server_sampler,
@@ -43,20 +50,19 @@ from bench_run import (
     wait_until,
     worker_labeler,
 )
-from bench_topics import bench_settings
+from bench_topics import bench_settings, reading_rate
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
 from pydantic import SecretStr
-from throughput_app import APP, ASYNC_HANDLER_VARIABLE, JOB_TYPE, QUEUE
+from throughput_app import APP, JOB_TYPE, QUEUE
 
 import tenantq
-from tenantq.demo.pool import stop_process, worker_environment
+from tenantq.demo.pool import stop_process
 from tenantq.group_reader import group_reader
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.producer import BatchFuture, EnqueueRequest, Producer
 from tenantq.store import migrate
 from tenantq.store.engine import psycopg_url
-from tenantq.store.statements import QUEUE_JOBS_DELETE
 from tenantq.topics import consumer_group
 
 HERE = Path(__file__).resolve().parent
@@ -242,18 +248,9 @@ def raw_consume_rate(settings: tenantq.Settings, topic: str, count: int) -> floa
         )
     )
     consumer.subscribe([topic])
-    seen, first = 0, None
-    deadline = time.monotonic() + 120
-    try:
-        while seen < count and time.monotonic() < deadline:
-            messages = consumer.consume(num_messages=500, timeout=0.5)
-            if messages and first is None:
-                first = time.perf_counter()
-            seen += sum(1 for message in messages if message.error() is None)
-        elapsed = time.perf_counter() - (first or time.perf_counter())
-    finally:
-        consumer.close()
-    return seen / elapsed if seen >= count and elapsed > 0 else 0.0
+    return reading_rate(
+        lambda: consumer.consume(num_messages=500, timeout=0.5), consumer.close, count, 120
+    )
 
 
 class TenantqSide:
@@ -284,11 +281,7 @@ class TenantqSide:
     def run(self, config: TenantqConfig, tag: str, *, raw: bool) -> tuple[Measured, float | None]:
         """One measured run; with ``raw``, the raw consumer's rate on the same topic too."""
         options = self.options
-        with psycopg.connect(psycopg_url(self.url), autocommit=True) as connection:
-            # The previous runs' jobs went with them, the history stays; statistics as a
-            # deployment's.
-            connection.execute("DELETE FROM tenantq_workers")
-            connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_attempt_log")
+        make_ready(self.url)
         # The benchmark's own clients log librdkafka warnings only (not its info lines about
         # a purged queue at close); the workers get the user's configuration untouched.
         user_kafka_config = tenantq.load_settings().kafka_config
@@ -308,10 +301,7 @@ class TenantqSide:
                 measured = self._measure(config, settings, progress, tag, user_kafka_config)
             finally:
                 progress.close()
-                with psycopg.connect(psycopg_url(self.url), autocommit=True) as connection:
-                    connection.execute(
-                        QUEUE_JOBS_DELETE, {"deployment": settings.topic_prefix, "queue": QUEUE}
-                    )
+                delete_run_jobs(self.url, settings)
             rate = raw_consume_rate(settings, topic, options.jobs) if raw else None
         return measured, rate
 
@@ -324,12 +314,13 @@ class TenantqSide:
         kafka_config: dict[str, str],
     ) -> Measured:
         options = self.options
-        environment = worker_environment(settings, dict(kafka_config))
-        environment["PYTHONPATH"] = str(HERE)
-        if config.threads:
-            environment["TENANTQ_WORKER__HANDLER_PROCESS"] = "false"
-        if config.asynchronous:
-            environment[ASYNC_HANDLER_VARIABLE] = "1"
+        environment = handler_environment(
+            settings,
+            kafka_config,
+            str(HERE),
+            threads=config.threads,
+            asynchronous=config.asynchronous,
+        )
         spans_before = 0
         if config.traced:
             environment.update(self._sink().environment())
@@ -354,17 +345,10 @@ class TenantqSide:
         try:
             wait_until(lambda: progress.reached(ends), [worker], 600, "backlog drained")
             wait_until(
-                lambda: _succeeded(monitor) >= options.jobs, [worker], 60, "all jobs succeeded"
+                lambda: succeeded(monitor) >= options.jobs, [worker], 60, "all jobs succeeded"
             )
             _label_backends(monitor, sampler)
-            rows = monitor.execute(
-                "SELECT extract(epoch FROM started_at)::float8,"
-                " extract(epoch FROM finished_at)::float8"
-                " FROM tenantq_jobs WHERE queue = %s AND state = 'succeeded'",
-                (QUEUE,),
-            ).fetchall()
-            first_start = min(row[0] for row in rows)
-            finishes = sorted(row[1] for row in rows)
+            first_start, finishes = succeeded_window(monitor)
             measured = Measured.of_window(
                 sampler,
                 system="tenantq",
@@ -400,29 +384,13 @@ class TenantqSide:
         traced: bool,
     ) -> None:
         """Enqueue at half the measured rate (or ``latency_rate``) for ``latency_seconds``
-        while the workers run; enqueue-to-start per job from the rows (``enqueued_at``: the
-        producer's stamp at enqueue, ``started_at``: PostgreSQL's ``now()`` at the claim; one
-        host, one clock)."""
+        while the workers run; enqueue-to-start per job from the rows
+        (``bench_ledger.record_half_load``)."""
         rate, count = self.options.half_load(measured.rate)
         phase_start = enqueue(settings, count, rate, self._sink() if traced else None)
         ends = progress.ends()
         wait_until(lambda: progress.reached(ends), [worker], 300, "half-load jobs drained")
-        rows = monitor.execute(
-            "SELECT extract(epoch FROM started_at - enqueued_at)::float8,"
-            " extract(epoch FROM finished_at)::float8"
-            " FROM tenantq_jobs WHERE queue = %s AND enqueued_at >= to_timestamp(%s)",
-            (QUEUE, phase_start),
-        ).fetchall()
-        measured.latency = latency_of(rate, [row[0] for row in rows])
-        finishes = sorted(row[1] for row in rows if row[1] is not None)
-        measured.sample_half_load(sampler, phase_start, finishes)
-
-
-def _succeeded(connection: psycopg.Connection[Any]) -> int:
-    row = connection.execute(
-        "SELECT count(*) FROM tenantq_jobs WHERE queue = %s AND state = 'succeeded'", (QUEUE,)
-    ).fetchone()
-    return int(row[0]) if row else 0
+        record_half_load(measured, monitor, sampler, rate, phase_start)
 
 
 def _label_backends(connection: psycopg.Connection[Any], sampler: Any) -> None:

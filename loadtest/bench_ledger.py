@@ -1,0 +1,95 @@
+"""What the throughput benchmark reads and writes of tenantq's ledger around a run, shared by
+the consumer-group worker's side (``bench_tenantq``) and the share-group spike's
+(``bench_share``): the database made ready for a run, the jobs counted and timed, the run's
+queue emptied after it, and the worker processes' environment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from bench_run import Measured, latency_of
+from throughput_app import ASYNC_HANDLER_VARIABLE, QUEUE
+
+import tenantq
+from tenantq.demo.pool import worker_environment
+from tenantq.store.engine import psycopg_url
+from tenantq.store.statements import QUEUE_JOBS_DELETE
+
+#: The window of a run: when each succeeded job of the queue started and finished.
+SUCCEEDED_TIMES = (
+    "SELECT extract(epoch FROM started_at)::float8,"
+    " extract(epoch FROM finished_at)::float8"
+    " FROM tenantq_jobs WHERE queue = %s AND state = 'succeeded'"
+)
+
+#: The half-load phase: enqueue-to-start and finish of each job enqueued since a moment.
+HALF_LOAD_TIMES = (
+    "SELECT extract(epoch FROM started_at - enqueued_at)::float8,"
+    " extract(epoch FROM finished_at)::float8"
+    " FROM tenantq_jobs WHERE queue = %s AND enqueued_at >= to_timestamp(%s)"
+)
+
+
+def make_ready(url: str) -> None:
+    """The previous runs' workers gone (their jobs went with them, the history stays), and
+    statistics as a deployment's."""
+    with psycopg.connect(psycopg_url(url), autocommit=True) as connection:
+        connection.execute("DELETE FROM tenantq_workers")
+        connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_attempt_log")
+
+
+def delete_run_jobs(url: str, settings: tenantq.Settings) -> None:
+    """The run's jobs of the benchmark's queue deleted, so the next run starts without them."""
+    with psycopg.connect(psycopg_url(url), autocommit=True) as connection:
+        connection.execute(QUEUE_JOBS_DELETE, {"deployment": settings.topic_prefix, "queue": QUEUE})
+
+
+def succeeded(connection: psycopg.Connection[Any]) -> int:
+    """How many jobs of the benchmark's queue have succeeded."""
+    row = connection.execute(
+        "SELECT count(*) FROM tenantq_jobs WHERE queue = %s AND state = 'succeeded'", (QUEUE,)
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def succeeded_window(connection: psycopg.Connection[Any]) -> tuple[float, list[float]]:
+    """The first start of the queue's succeeded jobs, and their finishes in order."""
+    rows = connection.execute(SUCCEEDED_TIMES, (QUEUE,)).fetchall()
+    return min(row[0] for row in rows), sorted(row[1] for row in rows)
+
+
+def record_half_load(
+    measured: Measured,
+    connection: psycopg.Connection[Any],
+    sampler: Any,
+    rate: float,
+    phase_start: float,
+) -> None:
+    """Enqueue-to-start of the jobs enqueued since ``phase_start`` (``enqueued_at``: the
+    producer's stamp at enqueue, ``started_at``: PostgreSQL's ``now()`` at the claim; one
+    host, one clock) into ``measured``, with the CPU of the phase's window."""
+    rows = connection.execute(HALF_LOAD_TIMES, (QUEUE, phase_start)).fetchall()
+    measured.latency = latency_of(rate, [row[0] for row in rows])
+    finishes = sorted(row[1] for row in rows if row[1] is not None)
+    measured.sample_half_load(sampler, phase_start, finishes)
+
+
+def handler_environment(
+    settings: tenantq.Settings,
+    kafka_config: dict[str, str],
+    app_folder: str,
+    *,
+    threads: bool,
+    asynchronous: bool,
+) -> dict[str, str]:
+    """A worker process's environment: the settings as ``TENANTQ_*`` variables, the
+    throughput app importable from ``app_folder``, handlers in threads instead of a handler
+    process when ``threads``, the ``async def`` no-op when ``asynchronous``."""
+    environment = worker_environment(settings, dict(kafka_config))
+    environment["PYTHONPATH"] = app_folder
+    if threads:
+        environment["TENANTQ_WORKER__HANDLER_PROCESS"] = "false"
+    if asynchronous:
+        environment[ASYNC_HANDLER_VARIABLE] = "1"
+    return environment
