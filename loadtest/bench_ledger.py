@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-from bench_run import Measured, latency_of
+from bench_run import Measured, RunOptions, Servers, latency_of
+from sqlalchemy.engine import make_url
 from throughput_app import ASYNC_HANDLER_VARIABLE, QUEUE
 
 import tenantq
@@ -29,6 +30,26 @@ HALF_LOAD_TIMES = (
     " extract(epoch FROM finished_at)::float8"
     " FROM tenantq_jobs WHERE queue = %s AND enqueued_at >= to_timestamp(%s)"
 )
+
+
+def url_of(servers: Servers, name: str) -> str:
+    """The dev database's URL with another database name."""
+    return make_url(servers.database_url).set(database=name).render_as_string(hide_password=False)
+
+
+class KafkaSide:
+    """What a side that runs tenantq's ledger behind Kafka (the consumer-group worker, the
+    share-group spike) runs against: the servers, the benchmark's own database, the run's
+    options and the partitions of its topic."""
+
+    def __init__(
+        self, servers: Servers, database: str, options: RunOptions, partitions: int
+    ) -> None:
+        self.servers = servers
+        self.database = database
+        self.url = url_of(servers, database)
+        self.options = options
+        self.partitions = partitions
 
 
 def make_ready(url: str) -> None:

@@ -34,12 +34,11 @@ from bench_run import (
     RunOptions,
     Servers,
     add_workers,
-    background,
     latency_of,
     monitor_connection,
     paced_chunks,
     server_sampler,
-    start_process,
+    start_sampled,
     wait_until,
 )
 from sqlalchemy.engine import make_url
@@ -134,14 +133,9 @@ class PgqueuerSide:
         # Its enqueues at half load are work of the run (as the broker's are for tenantq); it
         # stays connected until the last sample, so its CPU never moves to the postmaster's.
         sampler.relabel(int(enqueuer.info.backend_pid), POSTGRES, THIS_RUN + "enqueue")
-        sampler.start()
-        idle = background(sampler)
-        launched = time.time()
         # As many `pgq run` processes as asked, each its own session and log.
-        workers = [
-            start_process(command, environment, options.report_dir / f"{tag}-{index}.log")
-            for index in range(config.processes)
-        ]
+        logs = [options.report_dir / f"{tag}-{index}.log" for index in range(config.processes)]
+        idle, launched, workers = start_sampled(sampler, command, environment, logs)
         add_workers(sampler, [worker.pid for worker in workers], lambda pid, cmdline: "worker")
         try:
             wait_until(lambda: not _waiting(monitor), workers, 600, "backlog drained")

@@ -354,6 +354,18 @@ def add_workers(sampler: CpuSampler, roots: list[int], labeler: Labeler) -> None
     sampler.add(ProcessTree(WORKER, roots, labeler))
 
 
+def start_sampled(
+    sampler: CpuSampler, command: list[str], environment: dict[str, str], logs: list[Path]
+) -> tuple[dict[str, float], float, list[subprocess.Popen[bytes]]]:
+    """Start ``sampler``, read the servers' background CPU, then start one ``command`` process
+    per log path; returns the background, the wall-clock launch time and the processes (to
+    be added to the sampler with their labeler)."""
+    sampler.start()
+    idle = background(sampler)
+    launched = time.time()
+    return idle, launched, [start_process(command, environment, log) for log in logs]
+
+
 def monitor_connection(url: str) -> psycopg.Connection[Any]:
     """The benchmark's own connection (its backend is left out of the CPU figures); a query
     of its that runs away fails after a minute instead of hanging the benchmark."""

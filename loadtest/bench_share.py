@@ -15,13 +15,13 @@ the ceiling a share-group worker can reach on this broker.
 from __future__ import annotations
 
 import sys
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from bench_ledger import (
+    KafkaSide,
     delete_run_jobs,
     handler_environment,
     make_ready,
@@ -31,17 +31,14 @@ from bench_ledger import (
 )
 from bench_run import (
     Measured,
-    RunOptions,
-    Servers,
     add_workers,
-    background,
     monitor_connection,
     server_sampler,
-    start_process,
+    start_sampled,
     wait_until,
     worker_labeler,
 )
-from bench_tenantq import HERE, enqueue, url_of
+from bench_tenantq import HERE, enqueue
 from bench_topics import bench_settings, reading_rate
 from confluent_kafka import ShareConsumer
 from pydantic import SecretStr
@@ -97,17 +94,8 @@ def raw_share_rate(settings: tenantq.Settings, topic: str, count: int) -> float:
     return reading_rate(lambda: consumer.poll(0.5), consumer.close, count, 180)
 
 
-class ShareSide:
+class ShareSide(KafkaSide):
     """Runs share-worker configurations against the benchmark's own database."""
-
-    def __init__(
-        self, servers: Servers, database: str, options: RunOptions, partitions: int
-    ) -> None:
-        self.servers = servers
-        self.database = database
-        self.url = url_of(servers, database)
-        self.options = options
-        self.partitions = partitions
 
     def run(self, config: ShareConfig, tag: str, *, raw: bool) -> tuple[Measured, float | None]:
         """One measured run; with ``raw``, the raw share consumer's rate on the same topic."""
@@ -154,13 +142,8 @@ class ShareSide:
         ]
         monitor = monitor_connection(psycopg_url(self.url))
         sampler = server_sampler(self.servers, self.database, options.sample_interval, monitor)
-        sampler.start()
-        idle = background(sampler)
-        launched = time.time()
-        members = [
-            start_process(command, environment, options.report_dir / f"{tag}-m{index}.log")
-            for index in range(config.processes)
-        ]
+        logs = [options.report_dir / f"{tag}-m{index}.log" for index in range(config.processes)]
+        idle, launched, members = start_sampled(sampler, command, environment, logs)
         add_workers(
             sampler,
             [member.pid for member in members],

@@ -28,12 +28,14 @@ from typing import Any
 import confluent_kafka
 import psycopg
 from bench_ledger import (
+    KafkaSide,
     delete_run_jobs,
     handler_environment,
     make_ready,
     record_half_load,
     succeeded,
     succeeded_window,
+    url_of,
 )
 from bench_run import (
     POSTGRES,
@@ -42,11 +44,10 @@ from bench_run import (
     RunOptions,
     Servers,
     add_workers,
-    background,
     monitor_connection,
     paced_chunks,
     server_sampler,
-    start_process,
+    start_sampled,
     wait_until,
     worker_labeler,
 )
@@ -159,13 +160,6 @@ def seed_history(url: str, count: int) -> None:
         connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_attempt_log")
 
 
-def url_of(servers: Servers, name: str) -> str:
-    """The dev database's URL with another database name."""
-    from sqlalchemy.engine import make_url
-
-    return make_url(servers.database_url).set(database=name).render_as_string(hide_password=False)
-
-
 class GroupProgress:
     """The completion check: the workers' committed offsets of the main topic, read by a
     consumer of their group that never subscribes (``tenantq.group_reader``)."""
@@ -253,17 +247,13 @@ def raw_consume_rate(settings: tenantq.Settings, topic: str, count: int) -> floa
     )
 
 
-class TenantqSide:
+class TenantqSide(KafkaSide):
     """Runs tenantq configurations against the benchmark's own database."""
 
     def __init__(
         self, servers: Servers, database: str, options: RunOptions, partitions: int
     ) -> None:
-        self.servers = servers
-        self.database = database
-        self.url = url_of(servers, database)
-        self.options = options
-        self.partitions = partitions
+        super().__init__(servers, database, options, partitions)
         #: The stand-in collector of the traced configurations, started at the first.
         self.sink: Any = None
 
@@ -337,10 +327,9 @@ class TenantqSide:
         # The benchmark's own connection: excluded from PostgreSQL's CPU by its pid.
         monitor = monitor_connection(psycopg_url(self.url))
         sampler = server_sampler(self.servers, self.database, options.sample_interval, monitor)
-        sampler.start()
-        idle = background(sampler)
-        launched = time.time()
-        worker = start_process(command, environment, options.report_dir / f"{tag}.log")
+        idle, launched, (worker,) = start_sampled(
+            sampler, command, environment, [options.report_dir / f"{tag}.log"]
+        )
         add_workers(sampler, [worker.pid], worker_labeler(worker.pid))
         try:
             wait_until(lambda: progress.reached(ends), [worker], 600, "backlog drained")

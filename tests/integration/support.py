@@ -277,6 +277,27 @@ def leased_by_a_worker_process(
         holder.kill()
 
 
+def take_over_from_frozen_owner(
+    db: psycopg.Connection[Any],
+    job_id: uuid.UUID,
+    owner: WorkerProcess,
+    successor: contextlib.AbstractContextManager[Any],
+    refused: str,
+) -> tuple[str | None, Any]:
+    """Freeze the job's lease ``owner`` (SIGSTOP); while ``successor`` (a running worker's
+    context) takes the job over and succeeds it, resume the owner and wait until its result
+    is refused as stale (``refused`` names that wait). Returns the frozen owner's worker id
+    and the successor, stopped; the successor ran this job only."""
+    owner_id = lease_owner(db, job_id)
+    owner.signal(signal.SIGSTOP)
+    with successor as running:
+        wait_for(lambda: all_in(db, [job_id], {"succeeded"}), timeout=90, what="takeover")
+        owner.signal(signal.SIGCONT)
+        wait_for(lambda: stale_attempts(db, job_id) == 1, timeout=60, what=refused)
+        assert running.stats["succeeded"] == 1
+    return owner_id, running
+
+
 def run_tool(
     command: list[str], servers: tuple[str, str], database_url: str, timeout: float
 ) -> str:

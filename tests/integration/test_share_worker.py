@@ -33,10 +33,9 @@ from support import (
     WorkerProcess,
     all_in,
     attempt_outcomes,
-    lease_owner,
     running_in_thread,
     short_leases,
-    stale_attempts,
+    take_over_from_frozen_owner,
     wait_for,
 )
 
@@ -245,17 +244,13 @@ def test_a_frozen_members_result_is_refused_after_another_member_took_its_record
         frozen = share_member_process(settings)
         try:
             wait_for(lambda: all_in(db, [job_id], {"leased"}), timeout=90, what="attempt 1")
-            owner = lease_owner(db, job_id)
-            frozen.signal(signal.SIGSTOP)
-            with running_share_worker(APP, settings, concurrency=4) as successor:
-                wait_for(lambda: all_in(db, [job_id], {"succeeded"}), timeout=90, what="takeover")
-                frozen.signal(signal.SIGCONT)
-                wait_for(
-                    lambda: stale_attempts(db, job_id) == 1,
-                    timeout=60,
-                    what="the frozen member's result to be refused",
-                )
-                assert successor.stats["succeeded"] == 1
+            owner, successor = take_over_from_frozen_owner(
+                db,
+                job_id,
+                frozen,
+                running_share_worker(APP, settings, concurrency=4),
+                refused="the frozen member's result to be refused",
+            )
         finally:
             frozen.signal(signal.SIGCONT)
             frozen.kill()

@@ -4,20 +4,16 @@ attempt is recorded as such."""
 
 from __future__ import annotations
 
-import signal
 from typing import Any
 
 import psycopg
 from apps import APP
 from support import (
-    all_in,
     attempt_outcomes,
-    lease_owner,
     leased_by_a_worker_process,
     running_worker,
     short_leases,
-    stale_attempts,
-    wait_for,
+    take_over_from_frozen_owner,
 )
 
 
@@ -26,17 +22,13 @@ def test_result_of_a_frozen_worker_is_refused(
 ) -> None:
     settings = make_settings(worker=short_leases())
     with leased_by_a_worker_process(settings, db) as (job_id, frozen):
-        owner = lease_owner(db, job_id)
-        frozen.signal(signal.SIGSTOP)
-        with running_worker(APP, settings, concurrency=2) as successor:
-            wait_for(lambda: all_in(db, [job_id], {"succeeded"}), timeout=90, what="takeover")
-            frozen.signal(signal.SIGCONT)
-            wait_for(
-                lambda: stale_attempts(db, job_id) == 1,
-                timeout=60,
-                what="the stale result to be refused",
-            )
-            assert successor.stats["succeeded"] == 1
+        owner, successor = take_over_from_frozen_owner(
+            db,
+            job_id,
+            frozen,
+            running_worker(APP, settings, concurrency=2),
+            refused="the stale result to be refused",
+        )
     job = db.execute(
         "SELECT state::text, attempts, lease_owner FROM tenantq_jobs WHERE id = %s", (job_id,)
     ).fetchone()
