@@ -5,10 +5,14 @@ queue emptied after it, and the worker processes' environment."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 from bench_run import Measured, RunOptions, Servers, latency_of
+from bench_topics import bench_settings
+from pydantic import SecretStr
 from sqlalchemy.engine import make_url
 from throughput_app import ASYNC_HANDLER_VARIABLE, QUEUE
 
@@ -50,6 +54,30 @@ class KafkaSide:
         self.url = url_of(servers, database)
         self.options = options
         self.partitions = partitions
+
+    @contextlib.contextmanager
+    def run_settings(
+        self, prefix_stem: str, **fields: Any
+    ) -> Iterator[tuple[tenantq.Settings, dict[str, str]]]:
+        """The database made ready (``make_ready``), then settings of fresh topics on the
+        benchmark's database, and the user's Kafka configuration: the benchmark's own clients
+        log librdkafka warnings only (not its info lines about a purged queue at close), the
+        workers get the user's configuration untouched. The run's jobs are deleted on exit."""
+        make_ready(self.url)
+        user_kafka_config = tenantq.load_settings().kafka_config
+        with bench_settings(
+            prefix_stem,
+            QUEUE,
+            self.partitions,
+            keep_topics=False,
+            database_url=SecretStr(self.url),
+            kafka_config={**user_kafka_config, "log_level": "4"},
+            **fields,
+        ) as settings:
+            try:
+                yield settings, user_kafka_config
+            finally:
+                delete_run_jobs(self.url, settings)
 
 
 def make_ready(url: str) -> None:

@@ -22,9 +22,7 @@ from typing import Any
 import psycopg
 from bench_ledger import (
     KafkaSide,
-    delete_run_jobs,
     handler_environment,
-    make_ready,
     record_half_load,
     succeeded,
     succeeded_window,
@@ -39,9 +37,8 @@ from bench_run import (
     worker_labeler,
 )
 from bench_tenantq import HERE, enqueue
-from bench_topics import bench_settings, reading_rate
+from bench_topics import reading_rate
 from confluent_kafka import ShareConsumer
-from pydantic import SecretStr
 from throughput_app import QUEUE
 
 import tenantq
@@ -99,22 +96,10 @@ class ShareSide(KafkaSide):
 
     def run(self, config: ShareConfig, tag: str, *, raw: bool) -> tuple[Measured, float | None]:
         """One measured run; with ``raw``, the raw share consumer's rate on the same topic."""
-        make_ready(self.url)
-        user_kafka_config = tenantq.load_settings().kafka_config
-        with bench_settings(
-            "tshare",
-            QUEUE,
-            self.partitions,
-            keep_topics=False,
-            database_url=SecretStr(self.url),
-            kafka_config={**user_kafka_config, "log_level": "4"},
-        ) as settings:
+        with self.run_settings("tshare") as (settings, user_kafka_config):
             topic = f"{settings.topic_prefix}.{QUEUE}"
             enqueue(settings, self.options.jobs)
-            try:
-                measured = self._measure(config, settings, tag, user_kafka_config)
-            finally:
-                delete_run_jobs(self.url, settings)
+            measured = self._measure(config, settings, tag, user_kafka_config)
             rate = raw_share_rate(settings, topic, self.options.jobs) if raw else None
         return measured, rate
 

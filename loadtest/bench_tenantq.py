@@ -29,9 +29,7 @@ import confluent_kafka
 import psycopg
 from bench_ledger import (
     KafkaSide,
-    delete_run_jobs,
     handler_environment,
-    make_ready,
     record_half_load,
     succeeded,
     succeeded_window,
@@ -51,10 +49,9 @@ from bench_run import (
     wait_until,
     worker_labeler,
 )
-from bench_topics import bench_settings, reading_rate
+from bench_topics import reading_rate
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
-from pydantic import SecretStr
 from throughput_app import APP, JOB_TYPE, QUEUE
 
 import tenantq
@@ -271,19 +268,10 @@ class TenantqSide(KafkaSide):
     def run(self, config: TenantqConfig, tag: str, *, raw: bool) -> tuple[Measured, float | None]:
         """One measured run; with ``raw``, the raw consumer's rate on the same topic too."""
         options = self.options
-        make_ready(self.url)
-        # The benchmark's own clients log librdkafka warnings only (not its info lines about
-        # a purged queue at close); the workers get the user's configuration untouched.
-        user_kafka_config = tenantq.load_settings().kafka_config
-        with bench_settings(
-            "tput",
-            QUEUE,
-            self.partitions,
-            keep_topics=False,
-            database_url=SecretStr(self.url),
-            metrics_port=DEFAULT_METRICS_PORT,
-            kafka_config={**user_kafka_config, "log_level": "4"},
-        ) as settings:
+        with self.run_settings("tput", metrics_port=DEFAULT_METRICS_PORT) as (
+            settings,
+            user_kafka_config,
+        ):
             topic = f"{settings.topic_prefix}.{QUEUE}"
             enqueue(settings, options.jobs, sink=self._sink() if config.traced else None)
             progress = GroupProgress(settings, topic)
@@ -291,7 +279,6 @@ class TenantqSide(KafkaSide):
                 measured = self._measure(config, settings, progress, tag, user_kafka_config)
             finally:
                 progress.close()
-                delete_run_jobs(self.url, settings)
             rate = raw_consume_rate(settings, topic, options.jobs) if raw else None
         return measured, rate
 

@@ -214,6 +214,25 @@ class Scenario:
     lock_seconds: float = 0.0
 
 
+def slow_database(milliseconds: int) -> Scenario:
+    """``milliseconds`` added to every round trip between the workers and Postgres, 12 s at a
+    time: nothing may run twice, and stalls and the rate recover within the database budget."""
+    return Scenario(
+        f"database-slow-{milliseconds}ms",
+        "database-latency",
+        f"a slow database: {milliseconds} ms added to every round trip between the workers and "
+        "Postgres (a TCP proxy) for 12 s at a time",
+        repeat=2,
+        interval=20.0,
+        jobs=1500,
+        proxy=True,
+        latency_seconds=milliseconds / 1000,
+        duplicates="none",
+        stall_budget=DATABASE_FAULT_BUDGET,
+        rate_budget=DATABASE_FAULT_BUDGET,
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
@@ -296,34 +315,8 @@ SCENARIOS: dict[str, Scenario] = {
             interval=3.0,
             jobs=1500,
         ),
-        Scenario(
-            "database-slow-50ms",
-            "database-latency",
-            "a slow database: 50 ms added to every round trip between the workers and Postgres "
-            "(a TCP proxy) for 12 s at a time",
-            repeat=2,
-            interval=20.0,
-            jobs=1500,
-            proxy=True,
-            latency_seconds=0.05,
-            duplicates="none",
-            stall_budget=DATABASE_FAULT_BUDGET,
-            rate_budget=DATABASE_FAULT_BUDGET,
-        ),
-        Scenario(
-            "database-slow-500ms",
-            "database-latency",
-            "a slow database: 500 ms added to every round trip between the workers and "
-            "Postgres (a TCP proxy) for 12 s at a time",
-            repeat=2,
-            interval=20.0,
-            jobs=1500,
-            proxy=True,
-            latency_seconds=0.5,
-            duplicates="none",
-            stall_budget=DATABASE_FAULT_BUDGET,
-            rate_budget=DATABASE_FAULT_BUDGET,
-        ),
+        slow_database(50),
+        slow_database(500),
         Scenario(
             "database-cut",
             "database-cut",

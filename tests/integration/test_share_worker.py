@@ -244,13 +244,9 @@ def test_a_frozen_members_result_is_refused_after_another_member_took_its_record
         frozen = share_member_process(settings)
         try:
             wait_for(lambda: all_in(db, [job_id], {"leased"}), timeout=90, what="attempt 1")
-            owner, successor = take_over_from_frozen_owner(
-                db,
-                job_id,
-                frozen,
-                running_share_worker(APP, settings, concurrency=4),
-                refused="the frozen member's result to be refused",
-            )
+            member = running_share_worker(APP, settings, concurrency=4)
+            refused = "the frozen member's result to be refused"
+            owner, successor = take_over_from_frozen_owner(db, job_id, frozen, member, refused)
         finally:
             frozen.signal(signal.SIGCONT)
             frozen.kill()

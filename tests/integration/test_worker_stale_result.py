@@ -22,12 +22,10 @@ def test_result_of_a_frozen_worker_is_refused(
 ) -> None:
     settings = make_settings(worker=short_leases())
     with leased_by_a_worker_process(settings, db) as (job_id, frozen):
+        successor_running = running_worker(APP, settings, concurrency=2)
+        refused = "the stale result to be refused"
         owner, successor = take_over_from_frozen_owner(
-            db,
-            job_id,
-            frozen,
-            running_worker(APP, settings, concurrency=2),
-            refused="the stale result to be refused",
+            db, job_id, frozen, successor_running, refused
         )
     job = db.execute(
         "SELECT state::text, attempts, lease_owner FROM tenantq_jobs WHERE id = %s", (job_id,)
