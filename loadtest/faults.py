@@ -1058,28 +1058,11 @@ def _database(url: str) -> Iterator[psycopg.Connection[Any] | None]:
         conn.close()
 
 
-def run_scenario(
-    scenario: Scenario,
-    stack: PrivateStack,
-    *,
-    workers: int,
-    concurrency: int | None = None,
-    seed: int,
-    tenants: int,
-    report_dir: Path,
-    progress: Progress | None = None,
-) -> ScenarioResult:
+def run_scenario(run: Run, progress: Progress | None = None) -> ScenarioResult:
+    """Run the scenario of ``run`` (made for it on its stack) and judge it."""
+    scenario = run.scenario
     # The suite's producers warn on every reconnect while a broker is down, by design.
     logging.getLogger("tenantq.producer").setLevel(logging.ERROR)
-    run = Run(
-        scenario,
-        stack,
-        workers=workers,
-        concurrency=concurrency,
-        seed=seed,
-        tenants=tenants,
-        report_dir=report_dir,
-    )
     prepare = _hook(scenario, "prepare")
     if prepare:
         prepare(run)
@@ -1911,7 +1894,7 @@ def run_suite(
                         f"Postgres {stack.server_url}"
                     )
                 for scenario in [WARM_UP, *scenarios]:
-                    result = run_scenario(
+                    run = Run(
                         scenario,
                         stack,
                         workers=workers,
@@ -1919,8 +1902,8 @@ def run_suite(
                         seed=seed,
                         tenants=tenants,
                         report_dir=report_dir,
-                        progress=progress,
                     )
+                    result = run_scenario(run, progress)
                     results.append(result)
                     if not quiet:
                         progress.console.print(scenario_table(result))
