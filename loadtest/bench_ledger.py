@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import psycopg
 from bench_run import Measured, RunOptions, Servers, latency_of
@@ -20,6 +21,8 @@ import tenantq
 from tenantq.demo.pool import worker_environment
 from tenantq.store.engine import psycopg_url
 from tenantq.store.statements import QUEUE_JOBS_DELETE
+
+HERE = Path(__file__).resolve().parent
 
 #: The window of a run: when each succeeded job of the queue started and finished.
 SUCCEEDED_TIMES = (
@@ -124,21 +127,27 @@ def record_half_load(
     measured.sample_half_load(sampler, phase_start, finishes)
 
 
+class HandlerChoice(Protocol):
+    """How a configuration runs the no-op handler."""
+
+    @property
+    def threads(self) -> bool:
+        """In threads of the member instead of a handler process."""
+
+    @property
+    def asynchronous(self) -> bool:
+        """The ``async def`` no-op."""
+
+
 def handler_environment(
-    settings: tenantq.Settings,
-    kafka_config: dict[str, str],
-    app_folder: str,
-    *,
-    threads: bool,
-    asynchronous: bool,
+    settings: tenantq.Settings, kafka_config: dict[str, str], config: HandlerChoice
 ) -> dict[str, str]:
     """A worker process's environment: the settings as ``TENANTQ_*`` variables, the
-    throughput app importable from ``app_folder``, handlers in threads instead of a handler
-    process when ``threads``, the ``async def`` no-op when ``asynchronous``."""
+    throughput app importable (from this folder), its handler run as ``config`` says."""
     environment = worker_environment(settings, dict(kafka_config))
-    environment["PYTHONPATH"] = app_folder
-    if threads:
+    environment["PYTHONPATH"] = str(HERE)
+    if config.threads:
         environment["TENANTQ_WORKER__HANDLER_PROCESS"] = "false"
-    if asynchronous:
+    if config.asynchronous:
         environment[ASYNC_HANDLER_VARIABLE] = "1"
     return environment

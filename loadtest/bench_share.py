@@ -36,7 +36,7 @@ from bench_run import (
     wait_until,
     worker_labeler,
 )
-from bench_tenantq import HERE, enqueue
+from bench_tenantq import enqueue
 from bench_topics import reading_rate
 from confluent_kafka import ShareConsumer
 from throughput_app import QUEUE
@@ -111,13 +111,7 @@ class ShareSide(KafkaSide):
         kafka_config: dict[str, str],
     ) -> Measured:
         options = self.options
-        environment = handler_environment(
-            settings,
-            kafka_config,
-            str(HERE),
-            threads=config.threads,
-            asynchronous=config.asynchronous,
-        )
+        environment = handler_environment(settings, kafka_config, config)
         command = [
             sys.executable,
             "-m",

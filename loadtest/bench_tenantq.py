@@ -22,7 +22,6 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import confluent_kafka
@@ -63,7 +62,6 @@ from tenantq.store import migrate
 from tenantq.store.engine import psycopg_url
 from tenantq.topics import consumer_group
 
-HERE = Path(__file__).resolve().parent
 TENANTS = 200
 _LATEST = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 DEFAULT_METRICS_PORT = int(tenantq.Settings.model_fields["metrics_port"].default)
@@ -291,13 +289,7 @@ class TenantqSide(KafkaSide):
         kafka_config: dict[str, str],
     ) -> Measured:
         options = self.options
-        environment = handler_environment(
-            settings,
-            kafka_config,
-            str(HERE),
-            threads=config.threads,
-            asynchronous=config.asynchronous,
-        )
+        environment = handler_environment(settings, kafka_config, config)
         spans_before = 0
         if config.traced:
             environment.update(self._sink().environment())
