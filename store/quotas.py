@@ -143,6 +143,15 @@ class TenantLimit:
     updated_at: dt.datetime | None = None
     updated_by: str | None = None
 
+    def limits(self) -> dict[str, Any]:
+        """The row's four limits by column name, in the table's order."""
+        return {
+            "max_running": self.max_running,
+            "rate": self.rate,
+            "burst": self.burst,
+            "weight": self.weight,
+        }
+
     @property
     def limits_starts(self) -> bool:
         """It caps or paces starts (a weight alone shares a queue out)."""
@@ -209,10 +218,7 @@ def tenant_limit_upsert(connection: DeploymentConnection, limit: TenantLimit) ->
                 "tenant_id": limit.tenant_id,
                 "queue": limit.queue,
                 "job_type": limit.job_type,
-                "max_running": limit.max_running,
-                "rate": limit.rate,
-                "burst": limit.burst,
-                "weight": limit.weight,
+                **limit.limits(),
                 "updated_by": limit.updated_by,
             },
         )
