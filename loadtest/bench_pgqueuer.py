@@ -36,14 +36,14 @@ from bench_run import (
     add_workers,
     latency_of,
     monitor_connection,
+    note_exits,
     paced_chunks,
     server_sampler,
     start_sampled,
+    stop_all,
     wait_until,
 )
 from sqlalchemy.engine import make_url
-
-from tenantq.demo.pool import stop_process
 
 HERE = Path(__file__).resolve().parent
 #: PgQueuer's default ``--batch-size``.
@@ -156,13 +156,8 @@ class PgqueuerSide:
             if options.latency_seconds > 0:
                 self._half_load(measured, monitor, enqueuer, workers, sampler)
         finally:
-            sampler.stop()
-            statuses = [stop_process(worker) for worker in workers]
-            monitor.close()
-            enqueuer.close()
-        for status in statuses:
-            if status not in (0, None):
-                measured.notes.append(f"a worker exited with status {status} when stopped")
+            statuses = stop_all(sampler, workers, monitor, enqueuer)
+        note_exits(measured, statuses, "a worker")
         return measured
 
     def _half_load(

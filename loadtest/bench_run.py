@@ -31,6 +31,8 @@ from bench_cpu import (
 )
 from exit_with_parent import exiting_with_this_process
 
+from tenantq.demo.pool import stop_process
+
 #: Group names, in the order the report shows them.
 WORKER = "worker"
 KAFKA = "kafka"
@@ -391,6 +393,28 @@ def start_process(
             # A session of its own: stopped as a whole if it does not stop when asked.
             start_new_session=True,
         )
+
+
+def stop_all(
+    sampler: CpuSampler,
+    processes: list[subprocess.Popen[bytes]],
+    *connections: psycopg.Connection[Any],
+) -> list[int | None]:
+    """The end of a measured run: sampling stopped, then each worker process
+    (``stop_process``: asked, then killed), then the benchmark's connections closed; returns
+    the processes' exit statuses."""
+    sampler.stop()
+    statuses = [stop_process(process) for process in processes]
+    for connection in connections:
+        connection.close()
+    return statuses
+
+
+def note_exits(measured: Measured, statuses: list[int | None], who: str) -> None:
+    """A note in ``measured`` for each process that did not exit cleanly when stopped."""
+    for status in statuses:
+        if status not in (0, None):
+            measured.notes.append(f"{who} exited with status {status} when stopped")
 
 
 def wait_until(

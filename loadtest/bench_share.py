@@ -31,8 +31,10 @@ from bench_run import (
     Measured,
     add_workers,
     monitor_connection,
+    note_exits,
     server_sampler,
     start_sampled,
+    stop_all,
     wait_until,
     worker_labeler,
 )
@@ -43,7 +45,6 @@ from throughput_app import QUEUE
 
 import tenantq
 from tenantq.consumer.share.group import ShareGroupOptions, configure_share_group
-from tenantq.demo.pool import stop_process
 from tenantq.store.engine import psycopg_url
 
 #: The system name of these runs in the report (the Kafka broker's CPU counts, as tenantq's).
@@ -149,11 +150,8 @@ class ShareSide(KafkaSide):
             if options.latency_seconds > 0:
                 self._half_load(measured, settings, monitor, members, sampler)
         finally:
-            sampler.stop()
-            statuses = [stop_process(member) for member in members]
-            monitor.close()
-        if any(status not in (0, None) for status in statuses):
-            measured.notes.append(f"member exit statuses when stopped: {statuses}")
+            statuses = stop_all(sampler, members, monitor)
+        note_exits(measured, statuses, "a member")
         return measured
 
     def _half_load(

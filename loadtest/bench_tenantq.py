@@ -42,9 +42,11 @@ from bench_run import (
     Servers,
     add_workers,
     monitor_connection,
+    note_exits,
     paced_chunks,
     server_sampler,
     start_sampled,
+    stop_all,
     wait_until,
     worker_labeler,
 )
@@ -54,7 +56,6 @@ from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-d
 from throughput_app import APP, JOB_TYPE, QUEUE
 
 import tenantq
-from tenantq.demo.pool import stop_process
 from tenantq.group_reader import group_reader
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.producer import BatchFuture, EnqueueRequest, Producer
@@ -332,11 +333,8 @@ class TenantqSide(KafkaSide):
                     measured, settings, progress, monitor, worker, sampler, config.traced
                 )
         finally:
-            sampler.stop()
-            status = stop_process(worker)
-            monitor.close()
-        if status not in (0, None):
-            measured.notes.append(f"the worker exited with status {status} when stopped")
+            statuses = stop_all(sampler, [worker], monitor)
+        note_exits(measured, statuses, "the worker")
         if config.traced:
             measured.notes.append(f"{self._sink().spans() - spans_before:,} spans exported")
         return measured
