@@ -34,17 +34,16 @@ from bench_run import (
     RunOptions,
     Servers,
     add_workers,
-    background,
     latency_of,
     monitor_connection,
+    note_exits,
     paced_chunks,
     server_sampler,
-    start_process,
+    start_sampled,
+    stop_all,
     wait_until,
 )
 from sqlalchemy.engine import make_url
-
-from tenantq.demo.pool import stop_process
 
 HERE = Path(__file__).resolve().parent
 #: PgQueuer's default ``--batch-size``.
@@ -134,14 +133,9 @@ class PgqueuerSide:
         # Its enqueues at half load are work of the run (as the broker's are for tenantq); it
         # stays connected until the last sample, so its CPU never moves to the postmaster's.
         sampler.relabel(int(enqueuer.info.backend_pid), POSTGRES, THIS_RUN + "enqueue")
-        sampler.start()
-        idle = background(sampler)
-        launched = time.time()
         # As many `pgq run` processes as asked, each its own session and log.
-        workers = [
-            start_process(command, environment, options.report_dir / f"{tag}-{index}.log")
-            for index in range(config.processes)
-        ]
+        logs = [options.report_dir / f"{tag}-{index}.log" for index in range(config.processes)]
+        idle, launched, workers = start_sampled(sampler, command, environment, logs)
         add_workers(sampler, [worker.pid for worker in workers], lambda pid, cmdline: "worker")
         try:
             wait_until(lambda: not _waiting(monitor), workers, 600, "backlog drained")
@@ -162,13 +156,8 @@ class PgqueuerSide:
             if options.latency_seconds > 0:
                 self._half_load(measured, monitor, enqueuer, workers, sampler)
         finally:
-            sampler.stop()
-            statuses = [stop_process(worker) for worker in workers]
-            monitor.close()
-            enqueuer.close()
-        for status in statuses:
-            if status not in (0, None):
-                measured.notes.append(f"a worker exited with status {status} when stopped")
+            statuses = stop_all(sampler, workers, monitor, enqueuer)
+        note_exits(measured, statuses, "a worker")
         return measured
 
     def _half_load(

@@ -31,6 +31,8 @@ from bench_cpu import (
 )
 from exit_with_parent import exiting_with_this_process
 
+from tenantq.demo.pool import stop_process
+
 #: Group names, in the order the report shows them.
 WORKER = "worker"
 KAFKA = "kafka"
@@ -296,14 +298,15 @@ def postgres_labeler(run_databases: set[str]) -> Labeler:
     return label
 
 
-def worker_labeler(root: int) -> Labeler:
-    """Role in a ``tenantq worker`` tree: the supervisor, its members, their handler
-    processes (multiprocessing spawn) and multiprocessing's resource tracker."""
+def worker_labeler(root: int | None, member_marker: str = "--member") -> Labeler:
+    """Role in a worker's process tree: the supervisor (``root``; None: there is none), its
+    members (a command line naming ``member_marker``), their handler processes
+    (multiprocessing spawn) and multiprocessing's resource tracker."""
 
     def label(pid: int, cmdline: str) -> str:
         if pid == root:
             return "supervisor"
-        if "--member" in cmdline:
+        if member_marker in cmdline:
             return "member"
         if "resource_tracker" in cmdline:
             return "resource tracker"
@@ -353,6 +356,18 @@ def add_workers(sampler: CpuSampler, roots: list[int], labeler: Labeler) -> None
     sampler.add(ProcessTree(WORKER, roots, labeler))
 
 
+def start_sampled(
+    sampler: CpuSampler, command: list[str], environment: dict[str, str], logs: list[Path]
+) -> tuple[dict[str, float], float, list[subprocess.Popen[bytes]]]:
+    """Start ``sampler``, read the servers' background CPU, then start one ``command`` process
+    per log path; returns the background, the wall-clock launch time and the processes (to
+    be added to the sampler with their labeler)."""
+    sampler.start()
+    idle = background(sampler)
+    launched = time.time()
+    return idle, launched, [start_process(command, environment, log) for log in logs]
+
+
 def monitor_connection(url: str) -> psycopg.Connection[Any]:
     """The benchmark's own connection (its backend is left out of the CPU figures); a query
     of its that runs away fails after a minute instead of hanging the benchmark."""
@@ -378,6 +393,28 @@ def start_process(
             # A session of its own: stopped as a whole if it does not stop when asked.
             start_new_session=True,
         )
+
+
+def stop_all(
+    sampler: CpuSampler,
+    processes: list[subprocess.Popen[bytes]],
+    *connections: psycopg.Connection[Any],
+) -> list[int | None]:
+    """The end of a measured run: sampling stopped, then each worker process
+    (``stop_process``: asked, then killed), then the benchmark's connections closed; returns
+    the processes' exit statuses."""
+    sampler.stop()
+    statuses = [stop_process(process) for process in processes]
+    for connection in connections:
+        connection.close()
+    return statuses
+
+
+def note_exits(measured: Measured, statuses: list[int | None], who: str) -> None:
+    """A note in ``measured`` for each process that did not exit cleanly when stopped."""
+    for status in statuses:
+        if status not in (0, None):
+            measured.notes.append(f"{who} exited with status {status} when stopped")
 
 
 def wait_until(

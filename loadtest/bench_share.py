@@ -15,35 +15,37 @@ the ceiling a share-group worker can reach on this broker.
 from __future__ import annotations
 
 import sys
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from bench_ledger import (
+    KafkaSide,
+    handler_environment,
+    record_half_load,
+    succeeded,
+    succeeded_window,
+)
 from bench_run import (
     Measured,
-    RunOptions,
-    Servers,
     add_workers,
-    background,
-    latency_of,
     monitor_connection,
+    note_exits,
     server_sampler,
-    start_process,
+    start_sampled,
+    stop_all,
     wait_until,
+    worker_labeler,
 )
-from bench_tenantq import HERE, enqueue, url_of
-from bench_topics import bench_settings
+from bench_tenantq import enqueue
+from bench_topics import reading_rate
 from confluent_kafka import ShareConsumer
-from pydantic import SecretStr
-from throughput_app import ASYNC_HANDLER_VARIABLE, QUEUE
+from throughput_app import QUEUE
 
 import tenantq
 from tenantq.consumer.share.group import ShareGroupOptions, configure_share_group
-from tenantq.demo.pool import stop_process, worker_environment
 from tenantq.store.engine import psycopg_url
-from tenantq.store.statements import QUEUE_JOBS_DELETE
 
 #: The system name of these runs in the report (the Kafka broker's CPU counts, as tenantq's).
 SYSTEM = "share"
@@ -80,13 +82,6 @@ class ShareConfig:
         return ["--concurrency", str(self.concurrency)]
 
 
-def succeeded(connection: psycopg.Connection[Any]) -> int:
-    row = connection.execute(
-        "SELECT count(*) FROM tenantq_jobs WHERE queue = %s AND state = 'succeeded'", (QUEUE,)
-    ).fetchone()
-    return int(row[0]) if row else 0
-
-
 def raw_share_rate(settings: tenantq.Settings, topic: str, count: int) -> float:
     """Messages/s of a bare ``ShareConsumer`` (implicit acknowledgement) reading ``count``
     messages of ``topic`` in a fresh share group: no decoding, no database."""
@@ -94,55 +89,18 @@ def raw_share_rate(settings: tenantq.Settings, topic: str, count: int) -> float:
     configure_share_group(settings, group, ShareGroupOptions())
     consumer = ShareConsumer(settings.kafka_client_config(**{"group.id": group}))
     consumer.subscribe([topic])
-    seen, first = 0, None
-    deadline = time.monotonic() + 180
-    try:
-        while seen < count and time.monotonic() < deadline:
-            messages = consumer.poll(0.5)
-            if len(messages) and first is None:
-                first = time.perf_counter()
-            seen += sum(1 for message in messages if message.error() is None)
-        elapsed = time.perf_counter() - (first or time.perf_counter())
-    finally:
-        consumer.close()
-    return seen / elapsed if seen >= count and elapsed > 0 else 0.0
+    return reading_rate(lambda: consumer.poll(0.5), consumer.close, count, 180)
 
 
-class ShareSide:
+class ShareSide(KafkaSide):
     """Runs share-worker configurations against the benchmark's own database."""
-
-    def __init__(
-        self, servers: Servers, database: str, options: RunOptions, partitions: int
-    ) -> None:
-        self.servers = servers
-        self.database = database
-        self.url = url_of(servers, database)
-        self.options = options
-        self.partitions = partitions
 
     def run(self, config: ShareConfig, tag: str, *, raw: bool) -> tuple[Measured, float | None]:
         """One measured run; with ``raw``, the raw share consumer's rate on the same topic."""
-        with psycopg.connect(psycopg_url(self.url), autocommit=True) as connection:
-            connection.execute("DELETE FROM tenantq_workers")
-            connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_attempt_log")
-        user_kafka_config = tenantq.load_settings().kafka_config
-        with bench_settings(
-            "tshare",
-            QUEUE,
-            self.partitions,
-            keep_topics=False,
-            database_url=SecretStr(self.url),
-            kafka_config={**user_kafka_config, "log_level": "4"},
-        ) as settings:
+        with self.run_settings("tshare") as (settings, user_kafka_config):
             topic = f"{settings.topic_prefix}.{QUEUE}"
             enqueue(settings, self.options.jobs)
-            try:
-                measured = self._measure(config, settings, tag, user_kafka_config)
-            finally:
-                with psycopg.connect(psycopg_url(self.url), autocommit=True) as connection:
-                    connection.execute(
-                        QUEUE_JOBS_DELETE, {"deployment": settings.topic_prefix, "queue": QUEUE}
-                    )
+            measured = self._measure(config, settings, tag, user_kafka_config)
             rate = raw_share_rate(settings, topic, self.options.jobs) if raw else None
         return measured, rate
 
@@ -154,12 +112,7 @@ class ShareSide:
         kafka_config: dict[str, str],
     ) -> Measured:
         options = self.options
-        environment = worker_environment(settings, dict(kafka_config))
-        environment["PYTHONPATH"] = str(HERE)
-        if config.threads:
-            environment["TENANTQ_WORKER__HANDLER_PROCESS"] = "false"
-        if config.asynchronous:
-            environment[ASYNC_HANDLER_VARIABLE] = "1"
+        environment = handler_environment(settings, kafka_config, config)
         command = [
             sys.executable,
             "-m",
@@ -169,24 +122,18 @@ class ShareSide:
         ]
         monitor = monitor_connection(psycopg_url(self.url))
         sampler = server_sampler(self.servers, self.database, options.sample_interval, monitor)
-        sampler.start()
-        idle = background(sampler)
-        launched = time.time()
-        members = [
-            start_process(command, environment, options.report_dir / f"{tag}-m{index}.log")
-            for index in range(config.processes)
-        ]
-        add_workers(sampler, [member.pid for member in members], _member_labeler)
+        logs = [options.report_dir / f"{tag}-m{index}.log" for index in range(config.processes)]
+        idle, launched, members = start_sampled(sampler, command, environment, logs)
+        add_workers(
+            sampler,
+            [member.pid for member in members],
+            worker_labeler(None, member_marker="tenantq.consumer.share"),
+        )
         try:
             wait_until(
                 lambda: succeeded(monitor) >= options.jobs, members, 600, "all jobs succeeded"
             )
-            rows = monitor.execute(
-                "SELECT extract(epoch FROM started_at)::float8,"
-                " extract(epoch FROM finished_at)::float8"
-                " FROM tenantq_jobs WHERE queue = %s AND state = 'succeeded'",
-                (QUEUE,),
-            ).fetchall()
+            first_start, finishes = succeeded_window(monitor)
             measured = Measured.of_window(
                 sampler,
                 system=SYSTEM,
@@ -195,19 +142,16 @@ class ShareSide:
                     ["python -m tenantq.consumer.share throughput_app:APP", *config.arguments()]
                 )
                 + (f" (x{config.processes} processes)" if config.processes > 1 else ""),
-                first_start=min(row[0] for row in rows),
-                finishes=sorted(row[1] for row in rows),
+                first_start=first_start,
+                finishes=finishes,
                 launched=launched,
                 background=idle,
             )
             if options.latency_seconds > 0:
                 self._half_load(measured, settings, monitor, members, sampler)
         finally:
-            sampler.stop()
-            statuses = [stop_process(member) for member in members]
-            monitor.close()
-        if any(status not in (0, None) for status in statuses):
-            measured.notes.append(f"member exit statuses when stopped: {statuses}")
+            statuses = stop_all(sampler, members, monitor)
+        note_exits(measured, statuses, "a member")
         return measured
 
     def _half_load(
@@ -226,23 +170,4 @@ class ShareSide:
         wait_until(
             lambda: succeeded(monitor) >= before + count, members, 300, "half-load jobs done"
         )
-        rows = monitor.execute(
-            "SELECT extract(epoch FROM started_at - enqueued_at)::float8,"
-            " extract(epoch FROM finished_at)::float8"
-            " FROM tenantq_jobs WHERE queue = %s AND enqueued_at >= to_timestamp(%s)",
-            (QUEUE, phase_start),
-        ).fetchall()
-        measured.latency = latency_of(rate, [row[0] for row in rows])
-        finishes = sorted(row[1] for row in rows if row[1] is not None)
-        measured.sample_half_load(sampler, phase_start, finishes)
-
-
-def _member_labeler(pid: int, cmdline: str) -> str:
-    """Role in a share member's tree: the member, its handler process, the resource tracker."""
-    if "tenantq.consumer.share" in cmdline:
-        return "member"
-    if "resource_tracker" in cmdline:
-        return "resource tracker"
-    if "spawn_main" in cmdline:
-        return "handler process"
-    return "other"
+        record_half_load(measured, monitor, sampler, rate, phase_start)

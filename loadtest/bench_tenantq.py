@@ -22,11 +22,18 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import confluent_kafka
 import psycopg
+from bench_ledger import (
+    KafkaSide,
+    handler_environment,
+    record_half_load,
+    succeeded,
+    succeeded_window,
+    url_of,
+)
 from bench_run import (
     POSTGRES,
     THIS_RUN,
@@ -34,32 +41,28 @@ from bench_run import (
     RunOptions,
     Servers,
     add_workers,
-    background,
-    latency_of,
     monitor_connection,
+    note_exits,
     paced_chunks,
     server_sampler,
-    start_process,
+    start_sampled,
+    stop_all,
     wait_until,
     worker_labeler,
 )
-from bench_topics import bench_settings
+from bench_topics import reading_rate
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
-from pydantic import SecretStr
-from throughput_app import APP, ASYNC_HANDLER_VARIABLE, JOB_TYPE, QUEUE
+from throughput_app import APP, JOB_TYPE, QUEUE
 
 import tenantq
-from tenantq.demo.pool import stop_process, worker_environment
 from tenantq.group_reader import group_reader
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.producer import BatchFuture, EnqueueRequest, Producer
 from tenantq.store import migrate
 from tenantq.store.engine import psycopg_url
-from tenantq.store.statements import QUEUE_JOBS_DELETE
 from tenantq.topics import consumer_group
 
-HERE = Path(__file__).resolve().parent
 TENANTS = 200
 _LATEST = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 DEFAULT_METRICS_PORT = int(tenantq.Settings.model_fields["metrics_port"].default)
@@ -153,13 +156,6 @@ def seed_history(url: str, count: int) -> None:
         connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_attempt_log")
 
 
-def url_of(servers: Servers, name: str) -> str:
-    """The dev database's URL with another database name."""
-    from sqlalchemy.engine import make_url
-
-    return make_url(servers.database_url).set(database=name).render_as_string(hide_password=False)
-
-
 class GroupProgress:
     """The completion check: the workers' committed offsets of the main topic, read by a
     consumer of their group that never subscribes (``tenantq.group_reader``)."""
@@ -242,31 +238,18 @@ def raw_consume_rate(settings: tenantq.Settings, topic: str, count: int) -> floa
         )
     )
     consumer.subscribe([topic])
-    seen, first = 0, None
-    deadline = time.monotonic() + 120
-    try:
-        while seen < count and time.monotonic() < deadline:
-            messages = consumer.consume(num_messages=500, timeout=0.5)
-            if messages and first is None:
-                first = time.perf_counter()
-            seen += sum(1 for message in messages if message.error() is None)
-        elapsed = time.perf_counter() - (first or time.perf_counter())
-    finally:
-        consumer.close()
-    return seen / elapsed if seen >= count and elapsed > 0 else 0.0
+    return reading_rate(
+        lambda: consumer.consume(num_messages=500, timeout=0.5), consumer.close, count, 120
+    )
 
 
-class TenantqSide:
+class TenantqSide(KafkaSide):
     """Runs tenantq configurations against the benchmark's own database."""
 
     def __init__(
         self, servers: Servers, database: str, options: RunOptions, partitions: int
     ) -> None:
-        self.servers = servers
-        self.database = database
-        self.url = url_of(servers, database)
-        self.options = options
-        self.partitions = partitions
+        super().__init__(servers, database, options, partitions)
         #: The stand-in collector of the traced configurations, started at the first.
         self.sink: Any = None
 
@@ -284,23 +267,10 @@ class TenantqSide:
     def run(self, config: TenantqConfig, tag: str, *, raw: bool) -> tuple[Measured, float | None]:
         """One measured run; with ``raw``, the raw consumer's rate on the same topic too."""
         options = self.options
-        with psycopg.connect(psycopg_url(self.url), autocommit=True) as connection:
-            # The previous runs' jobs went with them, the history stays; statistics as a
-            # deployment's.
-            connection.execute("DELETE FROM tenantq_workers")
-            connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_attempt_log")
-        # The benchmark's own clients log librdkafka warnings only (not its info lines about
-        # a purged queue at close); the workers get the user's configuration untouched.
-        user_kafka_config = tenantq.load_settings().kafka_config
-        with bench_settings(
-            "tput",
-            QUEUE,
-            self.partitions,
-            keep_topics=False,
-            database_url=SecretStr(self.url),
-            metrics_port=DEFAULT_METRICS_PORT,
-            kafka_config={**user_kafka_config, "log_level": "4"},
-        ) as settings:
+        with self.run_settings("tput", metrics_port=DEFAULT_METRICS_PORT) as (
+            settings,
+            user_kafka_config,
+        ):
             topic = f"{settings.topic_prefix}.{QUEUE}"
             enqueue(settings, options.jobs, sink=self._sink() if config.traced else None)
             progress = GroupProgress(settings, topic)
@@ -308,10 +278,6 @@ class TenantqSide:
                 measured = self._measure(config, settings, progress, tag, user_kafka_config)
             finally:
                 progress.close()
-                with psycopg.connect(psycopg_url(self.url), autocommit=True) as connection:
-                    connection.execute(
-                        QUEUE_JOBS_DELETE, {"deployment": settings.topic_prefix, "queue": QUEUE}
-                    )
             rate = raw_consume_rate(settings, topic, options.jobs) if raw else None
         return measured, rate
 
@@ -324,12 +290,7 @@ class TenantqSide:
         kafka_config: dict[str, str],
     ) -> Measured:
         options = self.options
-        environment = worker_environment(settings, dict(kafka_config))
-        environment["PYTHONPATH"] = str(HERE)
-        if config.threads:
-            environment["TENANTQ_WORKER__HANDLER_PROCESS"] = "false"
-        if config.asynchronous:
-            environment[ASYNC_HANDLER_VARIABLE] = "1"
+        environment = handler_environment(settings, kafka_config, config)
         spans_before = 0
         if config.traced:
             environment.update(self._sink().environment())
@@ -346,25 +307,17 @@ class TenantqSide:
         # The benchmark's own connection: excluded from PostgreSQL's CPU by its pid.
         monitor = monitor_connection(psycopg_url(self.url))
         sampler = server_sampler(self.servers, self.database, options.sample_interval, monitor)
-        sampler.start()
-        idle = background(sampler)
-        launched = time.time()
-        worker = start_process(command, environment, options.report_dir / f"{tag}.log")
+        idle, launched, (worker,) = start_sampled(
+            sampler, command, environment, [options.report_dir / f"{tag}.log"]
+        )
         add_workers(sampler, [worker.pid], worker_labeler(worker.pid))
         try:
             wait_until(lambda: progress.reached(ends), [worker], 600, "backlog drained")
             wait_until(
-                lambda: _succeeded(monitor) >= options.jobs, [worker], 60, "all jobs succeeded"
+                lambda: succeeded(monitor) >= options.jobs, [worker], 60, "all jobs succeeded"
             )
             _label_backends(monitor, sampler)
-            rows = monitor.execute(
-                "SELECT extract(epoch FROM started_at)::float8,"
-                " extract(epoch FROM finished_at)::float8"
-                " FROM tenantq_jobs WHERE queue = %s AND state = 'succeeded'",
-                (QUEUE,),
-            ).fetchall()
-            first_start = min(row[0] for row in rows)
-            finishes = sorted(row[1] for row in rows)
+            first_start, finishes = succeeded_window(monitor)
             measured = Measured.of_window(
                 sampler,
                 system="tenantq",
@@ -380,11 +333,8 @@ class TenantqSide:
                     measured, settings, progress, monitor, worker, sampler, config.traced
                 )
         finally:
-            sampler.stop()
-            status = stop_process(worker)
-            monitor.close()
-        if status not in (0, None):
-            measured.notes.append(f"the worker exited with status {status} when stopped")
+            statuses = stop_all(sampler, [worker], monitor)
+        note_exits(measured, statuses, "the worker")
         if config.traced:
             measured.notes.append(f"{self._sink().spans() - spans_before:,} spans exported")
         return measured
@@ -400,29 +350,13 @@ class TenantqSide:
         traced: bool,
     ) -> None:
         """Enqueue at half the measured rate (or ``latency_rate``) for ``latency_seconds``
-        while the workers run; enqueue-to-start per job from the rows (``enqueued_at``: the
-        producer's stamp at enqueue, ``started_at``: PostgreSQL's ``now()`` at the claim; one
-        host, one clock)."""
+        while the workers run; enqueue-to-start per job from the rows
+        (``bench_ledger.record_half_load``)."""
         rate, count = self.options.half_load(measured.rate)
         phase_start = enqueue(settings, count, rate, self._sink() if traced else None)
         ends = progress.ends()
         wait_until(lambda: progress.reached(ends), [worker], 300, "half-load jobs drained")
-        rows = monitor.execute(
-            "SELECT extract(epoch FROM started_at - enqueued_at)::float8,"
-            " extract(epoch FROM finished_at)::float8"
-            " FROM tenantq_jobs WHERE queue = %s AND enqueued_at >= to_timestamp(%s)",
-            (QUEUE, phase_start),
-        ).fetchall()
-        measured.latency = latency_of(rate, [row[0] for row in rows])
-        finishes = sorted(row[1] for row in rows if row[1] is not None)
-        measured.sample_half_load(sampler, phase_start, finishes)
-
-
-def _succeeded(connection: psycopg.Connection[Any]) -> int:
-    row = connection.execute(
-        "SELECT count(*) FROM tenantq_jobs WHERE queue = %s AND state = 'succeeded'", (QUEUE,)
-    ).fetchone()
-    return int(row[0]) if row else 0
+        record_half_load(measured, monitor, sampler, rate, phase_start)
 
 
 def _label_backends(connection: psycopg.Connection[Any], sampler: Any) -> None:

@@ -4,9 +4,10 @@ created on entry and deleted on exit (unless kept for a look afterwards)."""
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 import tenantq
 from tenantq.settings import QueueSettings
@@ -33,3 +34,31 @@ def bench_settings(
     finally:
         if not keep_topics:
             delete_topics(settings, [spec.name for spec in declared_topics(settings)])
+
+
+class Batch(Protocol):
+    """What a client's read returns: a list of messages, or a share consumer's ``Messages``."""
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+def reading_rate(
+    fetch: Callable[[], Batch], close: Callable[[], None], count: int, seconds: float
+) -> float:
+    """Messages/s of a bare client whose ``fetch`` returns the next messages it has read, from
+    its first message to its ``count``-th (0.0 when ``count`` are not read within
+    ``seconds``); ``close`` is called in any case."""
+    seen, first = 0, None
+    deadline = time.monotonic() + seconds
+    try:
+        while seen < count and time.monotonic() < deadline:
+            messages = fetch()
+            if len(messages) and first is None:
+                first = time.perf_counter()
+            seen += sum(1 for message in messages if message.error() is None)
+        elapsed = time.perf_counter() - (first or time.perf_counter())
+    finally:
+        close()
+    return seen / elapsed if seen >= count and elapsed > 0 else 0.0

@@ -214,6 +214,25 @@ class Scenario:
     lock_seconds: float = 0.0
 
 
+def slow_database(milliseconds: int) -> Scenario:
+    """``milliseconds`` added to every round trip between the workers and Postgres, 12 s at a
+    time: nothing may run twice, and stalls and the rate recover within the database budget."""
+    return Scenario(
+        f"database-slow-{milliseconds}ms",
+        "database-latency",
+        f"a slow database: {milliseconds} ms added to every round trip between the workers and "
+        "Postgres (a TCP proxy) for 12 s at a time",
+        repeat=2,
+        interval=20.0,
+        jobs=1500,
+        proxy=True,
+        latency_seconds=milliseconds / 1000,
+        duplicates="none",
+        stall_budget=DATABASE_FAULT_BUDGET,
+        rate_budget=DATABASE_FAULT_BUDGET,
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
@@ -296,34 +315,8 @@ SCENARIOS: dict[str, Scenario] = {
             interval=3.0,
             jobs=1500,
         ),
-        Scenario(
-            "database-slow-50ms",
-            "database-latency",
-            "a slow database: 50 ms added to every round trip between the workers and Postgres "
-            "(a TCP proxy) for 12 s at a time",
-            repeat=2,
-            interval=20.0,
-            jobs=1500,
-            proxy=True,
-            latency_seconds=0.05,
-            duplicates="none",
-            stall_budget=DATABASE_FAULT_BUDGET,
-            rate_budget=DATABASE_FAULT_BUDGET,
-        ),
-        Scenario(
-            "database-slow-500ms",
-            "database-latency",
-            "a slow database: 500 ms added to every round trip between the workers and "
-            "Postgres (a TCP proxy) for 12 s at a time",
-            repeat=2,
-            interval=20.0,
-            jobs=1500,
-            proxy=True,
-            latency_seconds=0.5,
-            duplicates="none",
-            stall_budget=DATABASE_FAULT_BUDGET,
-            rate_budget=DATABASE_FAULT_BUDGET,
-        ),
+        slow_database(50),
+        slow_database(500),
         Scenario(
             "database-cut",
             "database-cut",
@@ -1065,28 +1058,11 @@ def _database(url: str) -> Iterator[psycopg.Connection[Any] | None]:
         conn.close()
 
 
-def run_scenario(
-    scenario: Scenario,
-    stack: PrivateStack,
-    *,
-    workers: int,
-    concurrency: int | None = None,
-    seed: int,
-    tenants: int,
-    report_dir: Path,
-    progress: Progress | None = None,
-) -> ScenarioResult:
+def run_scenario(run: Run, progress: Progress | None = None) -> ScenarioResult:
+    """Run the scenario of ``run`` (made for it on its stack) and judge it."""
+    scenario = run.scenario
     # The suite's producers warn on every reconnect while a broker is down, by design.
     logging.getLogger("tenantq.producer").setLevel(logging.ERROR)
-    run = Run(
-        scenario,
-        stack,
-        workers=workers,
-        concurrency=concurrency,
-        seed=seed,
-        tenants=tenants,
-        report_dir=report_dir,
-    )
     prepare = _hook(scenario, "prepare")
     if prepare:
         prepare(run)
@@ -1918,7 +1894,7 @@ def run_suite(
                         f"Postgres {stack.server_url}"
                     )
                 for scenario in [WARM_UP, *scenarios]:
-                    result = run_scenario(
+                    run = Run(
                         scenario,
                         stack,
                         workers=workers,
@@ -1926,8 +1902,8 @@ def run_suite(
                         seed=seed,
                         tenants=tenants,
                         report_dir=report_dir,
-                        progress=progress,
                     )
+                    result = run_scenario(run, progress)
                     results.append(result)
                     if not quiet:
                         progress.console.print(scenario_table(result))

@@ -16,7 +16,6 @@ from __future__ import annotations
 import multiprocessing
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 
 
@@ -103,11 +102,6 @@ class OtlpSink:
             time.sleep(0.05)
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self._process.kill()
         self._process.join(5)

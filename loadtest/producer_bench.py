@@ -33,7 +33,7 @@ import gc
 import pstats
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, wait
 from typing import Any
 
@@ -62,6 +62,31 @@ def requests_for(count: int) -> list[EnqueueRequest]:
     ]
 
 
+@contextlib.contextmanager
+def clocked(
+    settings: tenantq.Settings,
+    requests: list[EnqueueRequest],
+    submit: Callable[[Producer], object],
+    finish: Callable[[], object],
+) -> Iterator[tuple[float, int]]:
+    """A producer warmed up by one job, then on the clock: ``submit(producer)`` (all of
+    ``requests``), ``flush`` and ``finish``; yields the seconds taken and the messages still
+    pending, with the producer still open, and records the CPU per job."""
+    # No placement table: the bench measures the producer, not a database round trip.
+    with Producer(settings, placement_book=PlacementBook(None, 60.0)) as producer:
+        producer.enqueue("bench_job", tenant="warm-up", payload={}, queue=QUEUE).result(30)
+        started = time.perf_counter()
+        cpu_started = time.process_time()
+        submit(producer)
+        # flush() returns once every delivery report has been served, i.e. every future is
+        # resolved; checking them is left out of the clock, as the raw run checks nothing.
+        remaining = producer.flush(120)
+        finish()
+        elapsed = time.perf_counter() - started
+        CPU_PER_JOB.append((time.process_time() - cpu_started) / len(requests))
+        yield elapsed, remaining
+
+
 def run_sdk(
     settings: tenantq.Settings,
     requests: list[EnqueueRequest],
@@ -70,20 +95,13 @@ def run_sdk(
 ) -> float:
     """``enqueue_many``: one future per job (``chunk`` per call; 1: ``enqueue``'s cost).
     ``finish`` runs inside the clock at the end (a traced run exports its last spans)."""
-    # No placement table: the bench measures the producer, not a database round trip.
-    with Producer(settings, placement_book=PlacementBook(None, 60.0)) as producer:
-        producer.enqueue("bench_job", tenant="warm-up", payload={}, queue=QUEUE).result(30)
-        started = time.perf_counter()
-        cpu_started = time.process_time()
-        futures: list[Future[JobRef]] = []
+    futures: list[Future[JobRef]] = []
+
+    def submit(producer: Producer) -> None:
         for start in range(0, len(requests), chunk):
             futures.extend(producer.enqueue_many(requests[start : start + chunk]))
-        # flush() returns once every delivery report has been served, i.e. every future is
-        # resolved; checking them is left out of the clock, as the raw run checks nothing.
-        remaining = producer.flush(120)
-        finish()
-        elapsed = time.perf_counter() - started
-        CPU_PER_JOB.append((time.process_time() - cpu_started) / len(requests))
+
+    with clocked(settings, requests, submit, finish) as (elapsed, remaining):
         done, pending = wait(futures, timeout=120)
         failed = sum(1 for future in done if future.exception() is not None) + remaining
         if pending or failed:
@@ -98,17 +116,13 @@ def run_batch(
     finish: Callable[[], object] = lambda: None,
 ) -> float:
     """``enqueue_batch``: one future per ``chunk`` jobs."""
-    with Producer(settings, placement_book=PlacementBook(None, 60.0)) as producer:
-        producer.enqueue("bench_job", tenant="warm-up", payload={}, queue=QUEUE).result(30)
-        started = time.perf_counter()
-        cpu_started = time.process_time()
-        batches: list[BatchFuture] = []
+    batches: list[BatchFuture] = []
+
+    def submit(producer: Producer) -> None:
         for start in range(0, len(requests), chunk):
             batches.append(producer.enqueue_batch(requests[start : start + chunk]))
-        remaining = producer.flush(120)
-        finish()
-        elapsed = time.perf_counter() - started
-        CPU_PER_JOB.append((time.process_time() - cpu_started) / len(requests))
+
+    with clocked(settings, requests, submit, finish) as (elapsed, remaining):
         # result() raises if any job failed; len() does not make the JobRefs (see JobRefs).
         acknowledged = sum(len(batch.result(120)) for batch in batches)
         if remaining or acknowledged != len(requests):

@@ -42,3 +42,28 @@ def job_foreign_key(table: str) -> sa.ForeignKeyConstraint:
         name=op.f(f"fk_{table}_job_id_{JOBS}"),
         ondelete="CASCADE",
     )
+
+
+def text_columns(*names: str) -> list[sa.Column[Any]]:
+    """A required text column of each name, in order."""
+    return [sa.Column(name, sa.Text(), nullable=False) for name in names]
+
+
+def counter_column(name: str, kind: Any = sa.Integer) -> sa.Column[Any]:
+    """A number that starts at zero (``kind``: the column's type class)."""
+    return sa.Column(name, kind(), server_default=sa.text("0"), nullable=False)
+
+
+def optional_times(*names: str) -> list[sa.Column[Any]]:
+    """A timestamp column of each name that stays empty until something happens."""
+    return [sa.Column(name, sa.DateTime(timezone=True), nullable=True) for name in names]
+
+
+def named_check(table: str, name: str, condition: str) -> sa.CheckConstraint:
+    """A CHECK of ``table`` named ``ck_<table>_<name>`` by the naming convention."""
+    return sa.CheckConstraint(condition, name=op.f(f"ck_{table}_{name}"))
+
+
+def named_primary_key(table: str, *columns: str) -> sa.PrimaryKeyConstraint:
+    """``table``'s primary key over ``columns``, named ``pk_<table>``."""
+    return sa.PrimaryKeyConstraint(*columns, name=op.f(f"pk_{table}"))

@@ -306,6 +306,26 @@ class JobStore:
 
     # -- claim -------------------------------------------------------------------------------------
 
+    def _claim_parameters(
+        self,
+        requests: Sequence[ClaimRequest],
+        lease_seconds: float,
+        stale_owner_seconds: float,
+        crash_budget: int,
+        adoptable: Sequence[uuid.UUID],
+    ) -> dict[str, Any]:
+        """The parameters both claim statements take: the jobs' rows as arrays, this owner and
+        deployment, the lease and crash settings, the jobs we may have leased already."""
+        return {
+            **job_row_arrays(requests),
+            "owner": self.owner,
+            "deployment": self.deployment,
+            "lease_seconds": lease_seconds,
+            "stale_owner_seconds": stale_owner_seconds,
+            "crash_budget": crash_budget,
+            "adoptable": UuidArray(list(adoptable)),
+        }
+
     def claim_batch(
         self,
         requests: Sequence[ClaimRequest],
@@ -318,15 +338,9 @@ class JobStore:
         an earlier try of this claim may have leased to us already."""
         if not requests:
             return {}
-        parameters = {
-            **job_row_arrays(requests),
-            "owner": self.owner,
-            "deployment": self.deployment,
-            "lease_seconds": lease_seconds,
-            "stale_owner_seconds": stale_owner_seconds,
-            "crash_budget": crash_budget,
-            "adoptable": UuidArray(list(adoptable)),
-        }
+        parameters = self._claim_parameters(
+            requests, lease_seconds, stale_owner_seconds, crash_budget, adoptable
+        )
 
         def work(cursor: psycopg.Cursor[Any]) -> dict[uuid.UUID, Lease]:
             # Rows in binary: a uuid, ints, a bool and timestamps are read from their bytes
@@ -351,14 +365,10 @@ class JobStore:
         if not requests:
             return {}, {}
         parameters = {
-            **job_row_arrays(requests),
+            **self._claim_parameters(
+                requests, lease_seconds, stale_owner_seconds, crash_budget, adoptable
+            ),
             **quotas.parameters(requests),
-            "owner": self.owner,
-            "deployment": self.deployment,
-            "lease_seconds": lease_seconds,
-            "stale_owner_seconds": stale_owner_seconds,
-            "crash_budget": crash_budget,
-            "adoptable": UuidArray(list(adoptable)),
         }
 
         def work(

@@ -14,6 +14,8 @@ checks that the job is its own).
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -71,31 +73,47 @@ _leasable_list = "'pending', 'runnable', 'retrying'"
 _outcome_list = ", ".join(f"'{outcome.value}'" for outcome in Outcome)
 _throttle_reasons = ", ".join(f"'{reason.value}'" for reason in ThrottleReason)
 
+
+def _texts(*names: str) -> list[Column[Any]]:
+    """A required text column of each name, in order."""
+    return [Column(name, Text, nullable=False) for name in names]
+
+
+def _counter(name: str, kind: Any = Integer) -> Column[Any]:
+    """A count that starts at zero."""
+    return Column(name, kind, nullable=False, server_default=text("0"))
+
+
+def _stamped(name: str) -> Column[Any]:
+    """A moment the database writes (``now()``) unless told one."""
+    return Column(name, DateTime(timezone=True), nullable=False, server_default=func.now())
+
+
+def _moments(*names: str) -> list[Column[Any]]:
+    """A moment column of each name that stays empty until something happens."""
+    return [Column(name, DateTime(timezone=True), nullable=True) for name in names]
+
+
 jobs = Table(
     "tenantq_jobs",
     metadata,
     # The primary key is the id alone, across deployments: a message of one deployment that
     # carries another's job id is a conflict the claim refuses, never a second row.
     Column("id", UUID(as_uuid=True), primary_key=True),
-    Column("deployment", Text, nullable=False),
-    Column("queue", Text, nullable=False),
-    Column("job_type", Text, nullable=False),
-    Column("tenant_id", Text, nullable=False),
-    Column("partition_key", Text, nullable=False),
+    *_texts("deployment", "queue", "job_type", "tenant_id", "partition_key"),
     Column("state", job_state, nullable=False),
     # The encoded payload and its hash: for replay, and to tell a duplicate from a conflict.
     Column("payload", LargeBinary, nullable=True),
     Column("payload_sha256", LargeBinary, nullable=True),
     # attempts is incremented when a lease is taken; the attempt number is the fencing token.
-    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    _counter("attempts"),
     Column("max_attempts", Integer, nullable=False),
-    Column("replays", Integer, nullable=False, server_default=text("0")),
+    _counter("replays"),
     # Process deaths the job was running in (worker or handler process): see Outcome.CRASHED.
-    Column("crashes", Integer, nullable=False, server_default=text("0")),
-    Column("run_after", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    _counter("crashes"),
+    _stamped("run_after"),
     Column("lease_owner", Text, nullable=True),
-    Column("lease_until", DateTime(timezone=True), nullable=True),
-    Column("heartbeat_at", DateTime(timezone=True), nullable=True),
+    *_moments("lease_until", "heartbeat_at"),
     Column("cancel_requested", Boolean, nullable=False, server_default=text("false")),
     Column("last_error_class", Text, nullable=True),
     Column("last_error_message", Text, nullable=True),
@@ -104,11 +122,10 @@ jobs = Table(
     Column("origin_partition", Integer, nullable=True),
     Column("origin_offset", BigInteger, nullable=True),
     Column("idempotency_key", Text, nullable=True),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    _stamped("created_at"),
     Column("enqueued_at", DateTime(timezone=True), nullable=True),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-    Column("started_at", DateTime(timezone=True), nullable=True),
-    Column("finished_at", DateTime(timezone=True), nullable=True),
+    _stamped("updated_at"),
+    *_moments("started_at", "finished_at"),
     # The attempt that succeeded, written by the result that ended the job (migration 0008):
     # its worker, when its lease was taken (database clock) and how long its handler ran.
     # Every other attempt is a row of ``tenantq_attempt_log``.
@@ -202,7 +219,7 @@ attempt_log = Table(
     Column("error_class", Text, nullable=True),
     Column("error_message", Text, nullable=True),
     Column("started_at", DateTime(timezone=True), nullable=True),
-    Column("finished_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    _stamped("finished_at"),
     Column("duration_ms", Integer, nullable=True),
     CheckConstraint(f"outcome IN ({_outcome_list})", name="outcome_known"),
     Index("ix_tenantq_attempt_log_job_id_attempt", "job_id", "attempt"),
@@ -211,29 +228,25 @@ attempt_log = Table(
 workers = Table(
     "tenantq_workers",
     metadata,
-    Column("deployment", Text, nullable=False),
-    Column("id", Text, nullable=False),
-    Column("hostname", Text, nullable=False),
+    *_texts("deployment", "id", "hostname"),
     Column("pid", Integer, nullable=False),
     Column("queues", ARRAY(Text), nullable=False),
-    Column("started_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-    Column("heartbeat_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    _stamped("started_at"),
+    _stamped("heartbeat_at"),
     Column("stopped_at", DateTime(timezone=True), nullable=True),
-    Column("running_jobs", Integer, nullable=False, server_default=text("0")),
-    Column("slots", Integer, nullable=False, server_default=text("0")),
+    _counter("running_jobs"),
+    _counter("slots"),
     PrimaryKeyConstraint("deployment", "id"),
 )
 
 tenant_placement = Table(
     "tenantq_tenant_placement",
     metadata,
-    Column("deployment", Text, nullable=False),
-    Column("queue", Text, nullable=False),
-    Column("tenant_id", Text, nullable=False),
+    *_texts("deployment", "queue", "tenant_id"),
     Column("mode", String(16), nullable=False),
     Column("shards", Integer, nullable=True),
     Column("partitions", ARRAY(Integer), nullable=True),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    _stamped("updated_at"),
     Column("updated_by", Text, nullable=True),
     # Why the tenant is where it is (the hot lane says what a worker saw).
     Column("reason", Text, nullable=True),
@@ -254,9 +267,8 @@ replay_audit = Table(
     "tenantq_replay_audit",
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
-    Column("deployment", Text, nullable=False),
-    Column("actor", Text, nullable=False),
-    Column("at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    *_texts("deployment", "actor"),
+    _stamped("at"),
     Column("queue", Text, nullable=False),
     Column("action", String(16), nullable=False),
     Column("filter", JSONB, nullable=False),
@@ -280,8 +292,7 @@ outbox = Table(
     "tenantq_outbox",
     metadata,
     Column("id", BigInteger, primary_key=True, autoincrement=True),
-    Column("deployment", Text, nullable=False),
-    Column("queue", Text, nullable=False),
+    *_texts("deployment", "queue"),
     # The queue's main topic names the relay that owns the entry (prefix + queue).
     Column("main_topic", Text, nullable=False),
     Column(
@@ -326,14 +337,12 @@ outbox = Table(
 outbox_queues = Table(
     "tenantq_outbox_queues",
     metadata,
-    Column("deployment", Text, nullable=False),
-    Column("queue", Text, nullable=False),
-    Column("main_topic", Text, nullable=False),
+    *_texts("deployment", "queue", "main_topic"),
     Column("max_payload_bytes", Integer, nullable=False),
     Column("max_message_bytes", Integer, nullable=False),
     # The pending row's max_attempts until a worker's first lease sets its job type's.
     Column("default_max_attempts", Integer, nullable=False),
-    Column("registered_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    _stamped("registered_at"),
     PrimaryKeyConstraint("deployment", "queue"),
     CheckConstraint("max_payload_bytes > 0 AND max_message_bytes > 0", name="limits_positive"),
     CheckConstraint("default_max_attempts >= 1", name="default_max_attempts_positive"),
@@ -345,19 +354,15 @@ outbox_queues = Table(
 periodic_schedules = Table(
     "tenantq_periodic",
     metadata,
-    Column("deployment", Text, nullable=False),
-    Column("name", Text, nullable=False),
-    Column("job_type", Text, nullable=False),
-    Column("tenant_id", Text, nullable=False),
-    Column("queue", Text, nullable=False),
+    *_texts("deployment", "name", "job_type", "tenant_id", "queue"),
     # "every 2s" or "cron 0 3 * * *": a changed schedule restarts from now.
     Column("schedule", Text, nullable=False),
     Column("catch_up", Boolean, nullable=False, server_default=text("false")),
     Column("next_tick", DateTime(timezone=True), nullable=False),
     Column("last_tick", DateTime(timezone=True), nullable=True),
     Column("last_job_id", UUID(as_uuid=True), nullable=True),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    _stamped("created_at"),
+    _stamped("updated_at"),
     PrimaryKeyConstraint("deployment", "name"),
 )
 
@@ -368,9 +373,8 @@ web_sessions = Table(
     "tenantq_web_sessions",
     metadata,
     Column("id_sha256", LargeBinary, primary_key=True),
-    Column("deployment", Text, nullable=False),
-    Column("user_name", Text, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    *_texts("deployment", "user_name"),
+    _stamped("created_at"),
     Column("expires_at", DateTime(timezone=True), nullable=False),
     CheckConstraint("octet_length(id_sha256) = 32", name="id_is_a_sha256"),
     CheckConstraint("expires_at > created_at", name="expires_after_start"),
@@ -385,15 +389,12 @@ web_sessions = Table(
 tenants = Table(
     "tenantq_tenants",
     metadata,
-    Column("deployment", Text, nullable=False),
-    Column("tenant_id", Text, nullable=False),
-    Column("queue", Text, nullable=False),
-    Column("job_type", Text, nullable=False),
+    *_texts("deployment", "tenant_id", "queue", "job_type"),
     Column("max_running", Integer, nullable=True),
     Column("rate", Double, nullable=True),
     Column("burst", Integer, nullable=True),
     Column("weight", Integer, nullable=True),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    _stamped("updated_at"),
     Column("updated_by", Text, nullable=True),
     PrimaryKeyConstraint("deployment", "tenant_id", "queue", "job_type"),
     CheckConstraint(f"tenant_id ~ '{TENANT_ID_CHECK}'", name="tenant_id_valid"),
@@ -422,15 +423,12 @@ tenants = Table(
 tenant_usage = Table(
     "tenantq_tenant_usage",
     metadata,
-    Column("deployment", Text, nullable=False),
-    Column("queue", Text, nullable=False),
-    Column("tenant_id", Text, nullable=False),
-    Column("job_type", Text, nullable=False),
+    *_texts("deployment", "queue", "tenant_id", "job_type"),
     # Claims that wrote the row: a claim trusts a count it made only if none wrote since.
-    Column("claims", BigInteger, nullable=False, server_default=text("0")),
+    _counter("claims", BigInteger),
     # What the last claim asked to start and let start.
-    Column("wanted", Integer, nullable=False, server_default=text("0")),
-    Column("granted", Integer, nullable=False, server_default=text("0")),
+    _counter("wanted"),
+    _counter("granted"),
     # The limits the last claim applied.
     Column("max_running", Integer, nullable=True),
     Column("rate", Double, nullable=True),
@@ -442,10 +440,9 @@ tenant_usage = Table(
     Column("counted", Integer, nullable=True),
     # GCRA: when the scope's next start is due at the steady rate; up to burst - 1 intervals
     # of it may be spent early.
-    Column("rate_tat", DateTime(timezone=True), nullable=True),
-    Column("throttled_at", DateTime(timezone=True), nullable=True),
+    *_moments("rate_tat", "throttled_at"),
     Column("throttled_reason", Text, nullable=True),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    _stamped("updated_at"),
     PrimaryKeyConstraint("deployment", "queue", "tenant_id", "job_type"),
     CheckConstraint("claims >= 0", name="claims_not_negative"),
     CheckConstraint("granted BETWEEN 0 AND wanted", name="granted_within_wanted"),
@@ -460,9 +457,7 @@ tenant_usage = Table(
 tenant_shares = Table(
     "tenantq_tenant_shares",
     metadata,
-    Column("deployment", Text, nullable=False),
-    Column("queue", Text, nullable=False),
-    Column("tenant_id", Text, nullable=False),
+    *_texts("deployment", "queue", "tenant_id"),
     # The weight the last claim applied.
     Column("weight", Integer, nullable=False),
     Column("virtual_time", Double, nullable=False, server_default=text("0")),
@@ -472,7 +467,7 @@ tenant_shares = Table(
     Column("backlogged_at", DateTime(timezone=True), nullable=True),
     # When its share last held one of its jobs back.
     Column("throttled_at", DateTime(timezone=True), nullable=True),
-    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    _stamped("updated_at"),
     PrimaryKeyConstraint("deployment", "queue", "tenant_id"),
     CheckConstraint(f"weight BETWEEN 1 AND {MOST_WEIGHT}", name="weight_in_range"),
 )

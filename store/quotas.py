@@ -143,6 +143,11 @@ class TenantLimit:
     updated_at: dt.datetime | None = None
     updated_by: str | None = None
 
+    def limits(self) -> dict[str, Any]:
+        """The row's four limits by column name, in the table's order."""
+        values = (self.max_running, self.rate, self.burst, self.weight)
+        return dict(zip(("max_running", "rate", "burst", "weight"), values, strict=True))
+
     @property
     def limits_starts(self) -> bool:
         """It caps or paces starts (a weight alone shares a queue out)."""
@@ -183,17 +188,26 @@ def tenant_limit_list(
         return [_limit(row) for row in cursor.fetchall()]
 
 
+def _row_key(
+    connection: DeploymentConnection, tenant_id: str, queue: str | None, job_type: str | None
+) -> dict[str, Any]:
+    """The parameters that name a row of ``tenantq_tenants`` (queue and job type None: any,
+    where the statement allows it)."""
+    return {
+        "deployment": connection.deployment,
+        "tenant_id": tenant_id,
+        "queue": queue,
+        "job_type": job_type,
+    }
+
+
 def tenant_limit_lock(
     connection: DeploymentConnection, tenant_id: str, queue: str, job_type: str
 ) -> TenantLimit | None:
     """The row of (tenant, queue, job type), locked until the transaction ends; None when
     there is none."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            TENANT_LIMIT_LOCK,
-            {"deployment": connection.deployment, "tenant_id": tenant_id, "queue": queue,
-             "job_type": job_type},
-        )  # fmt: skip
+        cursor.execute(TENANT_LIMIT_LOCK, _row_key(connection, tenant_id, queue, job_type))
         row = cursor.fetchone()
     return _limit(row) if row is not None else None
 
@@ -205,14 +219,8 @@ def tenant_limit_upsert(connection: DeploymentConnection, limit: TenantLimit) ->
         cursor.execute(
             TENANT_LIMIT_UPSERT,
             {
-                "deployment": connection.deployment,
-                "tenant_id": limit.tenant_id,
-                "queue": limit.queue,
-                "job_type": limit.job_type,
-                "max_running": limit.max_running,
-                "rate": limit.rate,
-                "burst": limit.burst,
-                "weight": limit.weight,
+                **_row_key(connection, limit.tenant_id, limit.queue, limit.job_type),
+                **limit.limits(),
                 "updated_by": limit.updated_by,
             },
         )
@@ -231,11 +239,7 @@ def tenant_limit_delete(
     """Delete the rows of ``tenant_id`` (those of ``queue`` and ``job_type`` when given) and
     tell the workers; returns the rows deleted."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            TENANT_LIMIT_DELETE,
-            {"deployment": connection.deployment, "tenant_id": tenant_id, "queue": queue,
-             "job_type": job_type},
-        )  # fmt: skip
+        cursor.execute(TENANT_LIMIT_DELETE, _row_key(connection, tenant_id, queue, job_type))
         deleted = [_limit(row) for row in cursor.fetchall()]
         if deleted:
             tenants_changed(cursor, connection.deployment)

@@ -15,6 +15,8 @@ with them, and any builder that more than one test module uses, are here too.
   ``FakeExecutor``, ``FakeLeaseKeeper``, ``RecordingEvents``, ``DoneOffsets`` (what is
   marked done), and ``work_item`` (a decoded message, leased or not).
 - ``seeded_retry_policy``: a retry policy with round numbers and a seeded jitter.
+- ``claims_over`` and ``completer_over``: the worker's ``Claims`` and ``Completer`` built
+  through their constructors over a ``FakeLane``.
 
 Integration tests use none of this: they run against the real Kafka broker and PostgreSQL,
 never a mock of either.
@@ -35,6 +37,8 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 import tenantq
+from tenantq.consumer.claims import Claims
+from tenantq.consumer.completer import Completer
 from tenantq.consumer.intake import Polled
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.throttles import Throttles
@@ -46,6 +50,7 @@ from tenantq.schemas.envelope import Envelope
 from tenantq.settings import TenantDefaults
 from tenantq.store.job_store import Lease
 from tenantq.store.placement import PlacementRecord
+from tenantq.topic_admin import queue_topics
 
 
 class FakeClock:
@@ -449,3 +454,56 @@ def quota_parts(push: Callable[[WorkItem], None]) -> dict[str, Any]:
         ),
         "more_waiting": lambda queue, tenant: False,
     }
+
+
+def claims_over(
+    lane: FakeLane,
+    done: DoneOffsets,
+    push: Callable[[WorkItem], None] = lambda item: None,
+    publish: Callable[[list[tuple[Any, Polled]]], None] = lambda outgoing: None,
+) -> Claims:
+    """``Claims`` of worker ``this-worker`` on the default queue over the claims lane
+    ``lane`` (the hot lane's a ``FakeLane`` of its own), marking offsets done in ``done``,
+    ready jobs and held-back ones to ``push``; nothing held or unclaimed."""
+    settings = tenantq.Settings()
+    return Claims(
+        main=lane,
+        lane=FakeLane(),
+        settings=settings.worker,
+        worker_id="this-worker",
+        topics={"default": queue_topics(settings, "default")},
+        events=WorkerEvents(),
+        hold=lambda items: None,
+        mark_done=done.done_items,
+        push=push,
+        unclaimed=lambda item: None,
+        publish=publish,
+        **quota_parts(push),
+    )
+
+
+def completer_over(
+    tmp_path: Path,
+    lane: FakeLane,
+    *,
+    events: WorkerEvents | None = None,
+    release_holds: Callable[[list[uuid.UUID]], set[uuid.UUID]] = lambda job_ids: set(),
+    done: DoneOffsets | None = None,
+    stats: dict[str, int] | None = None,
+) -> Completer:
+    """A ``Completer`` of worker ``w`` on the default queue writing to the results lane
+    ``lane``, its publisher a ``FakePublisher``; by default no holds to release, offsets
+    marked done in a ``DoneOffsets`` of its own, and no stats counted."""
+    settings = make_settings(tmp_path)
+    return Completer(
+        settings=settings,
+        topics={"default": queue_topics(settings, "default")},
+        worker_id="w",
+        publish=FakePublisher().publish,
+        results=lane,
+        events=WorkerEvents() if events is None else events,
+        release_holds=release_holds,
+        mark_done=(DoneOffsets() if done is None else done).done_items,
+        completing=lambda job_ids: None,
+        stats={} if stats is None else stats,
+    )

@@ -70,10 +70,7 @@ def _limit_dict(limit: TenantLimit | None) -> dict[str, Any] | None:
         "tenant": limit.tenant_id,
         "queue": limit.queue,
         "job_type": limit.job_type,
-        "max_running": limit.max_running,
-        "rate": limit.rate,
-        "burst": limit.burst,
-        "weight": limit.weight,
+        **limit.limits(),
         "updated_by": limit.updated_by,
     }
 

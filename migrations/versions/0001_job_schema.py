@@ -12,9 +12,14 @@ from sqlalchemy.dialects import postgresql
 from tenantq.migrations.building_blocks import (
     JOBS,
     WAITING,
+    counter_column,
     create_partial_index,
     job_foreign_key,
+    named_check,
+    named_primary_key,
+    optional_times,
     stamped_column,
+    text_columns,
 )
 
 revision: str = "0001"
@@ -25,10 +30,7 @@ def upgrade() -> None:
     op.create_table(
         JOBS,
         sa.Column("id", sa.UUID(), nullable=False),
-        sa.Column("queue", sa.Text(), nullable=False),
-        sa.Column("job_type", sa.Text(), nullable=False),
-        sa.Column("tenant_id", sa.Text(), nullable=False),
-        sa.Column("partition_key", sa.Text(), nullable=False),
+        *text_columns("queue", "job_type", "tenant_id", "partition_key"),
         sa.Column(
             "state",
             sa.Enum(
@@ -45,13 +47,12 @@ def upgrade() -> None:
         ),
         sa.Column("payload", sa.LargeBinary(), nullable=True),
         sa.Column("payload_sha256", sa.LargeBinary(), nullable=True),
-        sa.Column("attempts", sa.Integer(), server_default=sa.text("0"), nullable=False),
+        counter_column("attempts"),
         sa.Column("max_attempts", sa.Integer(), nullable=False),
-        sa.Column("replays", sa.Integer(), server_default=sa.text("0"), nullable=False),
+        counter_column("replays"),
         stamped_column("run_after"),
         sa.Column("lease_owner", sa.Text(), nullable=True),
-        sa.Column("lease_until", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=True),
+        *optional_times("lease_until", "heartbeat_at"),
         sa.Column(
             "cancel_requested", sa.Boolean(), server_default=sa.text("false"), nullable=False
         ),
@@ -65,24 +66,22 @@ def upgrade() -> None:
         stamped_column("created_at"),
         sa.Column("enqueued_at", sa.DateTime(timezone=True), nullable=True),
         stamped_column("updated_at"),
-        sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
-        sa.CheckConstraint(
+        *optional_times("started_at", "finished_at"),
+        named_check(
+            JOBS,
+            "finished_exactly_when_terminal",
             "(finished_at IS NOT NULL) = (state IN ('canceled', 'dead', 'succeeded'))",
-            name=op.f("ck_tenantq_jobs_finished_exactly_when_terminal"),
         ),
-        sa.CheckConstraint(
+        named_check(
+            JOBS,
+            "lease_exactly_when_leased",
             "(state = 'leased') = (lease_owner IS NOT NULL AND lease_until IS NOT NULL)",
-            name=op.f("ck_tenantq_jobs_lease_exactly_when_leased"),
         ),
-        sa.CheckConstraint("attempts >= 0", name=op.f("ck_tenantq_jobs_attempts_not_negative")),
-        sa.CheckConstraint(
-            "char_length(tenant_id) BETWEEN 1 AND 128",
-            name=op.f("ck_tenantq_jobs_tenant_id_length"),
-        ),
-        sa.CheckConstraint("max_attempts >= 1", name=op.f("ck_tenantq_jobs_max_attempts_positive")),
-        sa.CheckConstraint("replays >= 0", name=op.f("ck_tenantq_jobs_replays_not_negative")),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_tenantq_jobs")),
+        named_check(JOBS, "attempts_not_negative", "attempts >= 0"),
+        named_check(JOBS, "tenant_id_length", "char_length(tenant_id) BETWEEN 1 AND 128"),
+        named_check(JOBS, "max_attempts_positive", "max_attempts >= 1"),
+        named_check(JOBS, "replays_not_negative", "replays >= 0"),
+        named_primary_key(JOBS, "id"),
         sa.UniqueConstraint(
             "queue", "idempotency_key", name=op.f("uq_tenantq_jobs_queue_idempotency_key")
         ),
@@ -113,46 +112,43 @@ def upgrade() -> None:
         sa.Column("matched", sa.Integer(), nullable=False),
         sa.Column("replayed", sa.Integer(), nullable=False),
         sa.Column("job_ids", postgresql.ARRAY(sa.UUID()), nullable=True),
-        sa.CheckConstraint(
-            "action IN ('replay', 'purge')", name=op.f("ck_tenantq_replay_audit_action_known")
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_tenantq_replay_audit")),
+        named_check("tenantq_replay_audit", "action_known", "action IN ('replay', 'purge')"),
+        named_primary_key("tenantq_replay_audit", "id"),
     )
     op.create_table(
         "tenantq_tenant_placement",
-        sa.Column("queue", sa.Text(), nullable=False),
-        sa.Column("tenant_id", sa.Text(), nullable=False),
+        *text_columns("queue", "tenant_id"),
         sa.Column("mode", sa.String(length=16), nullable=False),
         sa.Column("shards", sa.Integer(), nullable=True),
         sa.Column("partitions", postgresql.ARRAY(sa.Integer()), nullable=True),
         stamped_column("updated_at"),
         sa.Column("updated_by", sa.Text(), nullable=True),
-        sa.CheckConstraint(
+        named_check(
+            "tenantq_tenant_placement",
+            "pinned_has_partitions",
             "(mode = 'pinned') = (partitions IS NOT NULL AND cardinality(partitions) >= 1)",
-            name=op.f("ck_tenantq_tenant_placement_pinned_has_partitions"),
         ),
-        sa.CheckConstraint(
+        named_check(
+            "tenantq_tenant_placement",
+            "spread_has_shards",
             "(mode = 'spread') = (shards IS NOT NULL AND shards >= 2)",
-            name=op.f("ck_tenantq_tenant_placement_spread_has_shards"),
         ),
-        sa.CheckConstraint(
-            "mode IN ('hashed', 'spread', 'pinned')",
-            name=op.f("ck_tenantq_tenant_placement_mode_known"),
+        named_check(
+            "tenantq_tenant_placement", "mode_known", "mode IN ('hashed', 'spread', 'pinned')"
         ),
-        sa.PrimaryKeyConstraint("queue", "tenant_id", name=op.f("pk_tenantq_tenant_placement")),
+        named_primary_key("tenantq_tenant_placement", "queue", "tenant_id"),
     )
     op.create_table(
         "tenantq_workers",
-        sa.Column("id", sa.Text(), nullable=False),
-        sa.Column("hostname", sa.Text(), nullable=False),
+        *text_columns("id", "hostname"),
         sa.Column("pid", sa.Integer(), nullable=False),
         sa.Column("queues", postgresql.ARRAY(sa.Text()), nullable=False),
         stamped_column("started_at"),
         stamped_column("heartbeat_at"),
         sa.Column("stopped_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("running_jobs", sa.Integer(), server_default=sa.text("0"), nullable=False),
-        sa.Column("slots", sa.Integer(), server_default=sa.text("0"), nullable=False),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_tenantq_workers")),
+        counter_column("running_jobs"),
+        counter_column("slots"),
+        named_primary_key("tenantq_workers", "id"),
     )
     op.create_table(
         "tenantq_job_attempts",
@@ -166,12 +162,13 @@ def upgrade() -> None:
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
         stamped_column("finished_at"),
         sa.Column("duration_ms", sa.Integer(), nullable=True),
-        sa.CheckConstraint(
+        named_check(
+            "tenantq_job_attempts",
+            "outcome_known",
             "outcome IN ('succeeded', 'retrying', 'dead', 'canceled', 'released', 'snoozed', 'timeout', 'stale')",
-            name=op.f("ck_tenantq_job_attempts_outcome_known"),
         ),
         job_foreign_key("tenantq_job_attempts"),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_tenantq_job_attempts")),
+        named_primary_key("tenantq_job_attempts", "id"),
     )
     op.create_index(
         "ix_tenantq_job_attempts_job_id_attempt",

@@ -9,7 +9,13 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-from tenantq.migrations.building_blocks import job_foreign_key, stamped_column
+from tenantq.migrations.building_blocks import (
+    job_foreign_key,
+    named_check,
+    named_primary_key,
+    stamped_column,
+    text_columns,
+)
 
 revision: str = "0004"
 down_revision: str | None = "0003"
@@ -19,20 +25,18 @@ def upgrade() -> None:
     op.create_table(
         "tenantq_outbox",
         sa.Column("id", sa.BigInteger(), autoincrement=True, nullable=False),
-        sa.Column("queue", sa.Text(), nullable=False),
-        sa.Column("main_topic", sa.Text(), nullable=False),
+        *text_columns("queue", "main_topic"),
         sa.Column("job_id", sa.UUID(), nullable=False),
-        sa.Column("tenant_id", sa.Text(), nullable=False),
-        sa.Column("topic", sa.Text(), nullable=False),
+        *text_columns("tenant_id", "topic"),
         sa.Column("partition", sa.Integer(), nullable=False),
         sa.Column("key", sa.LargeBinary(), nullable=True),
         sa.Column("value", sa.LargeBinary(), nullable=False),
         sa.Column("headers", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
         sa.Column("generation", sa.BigInteger(), nullable=True),
         stamped_column("created_at", "clock_timestamp()"),
-        sa.CheckConstraint("partition >= 0", name=op.f("ck_tenantq_outbox_partition_not_negative")),
+        named_check("tenantq_outbox", "partition_not_negative", "partition >= 0"),
         job_foreign_key("tenantq_outbox"),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_tenantq_outbox")),
+        named_primary_key("tenantq_outbox", "id"),
     )
     op.create_index(
         "ix_tenantq_outbox_main_topic_generation_id",
@@ -43,18 +47,14 @@ def upgrade() -> None:
     op.create_index("ix_tenantq_outbox_job_id", "tenantq_outbox", ["job_id"], unique=False)
     op.create_table(
         "tenantq_periodic",
-        sa.Column("name", sa.Text(), nullable=False),
-        sa.Column("job_type", sa.Text(), nullable=False),
-        sa.Column("tenant_id", sa.Text(), nullable=False),
-        sa.Column("queue", sa.Text(), nullable=False),
-        sa.Column("schedule", sa.Text(), nullable=False),
+        *text_columns("name", "job_type", "tenant_id", "queue", "schedule"),
         sa.Column("catch_up", sa.Boolean(), server_default=sa.text("false"), nullable=False),
         sa.Column("next_tick", sa.DateTime(timezone=True), nullable=False),
         sa.Column("last_tick", sa.DateTime(timezone=True), nullable=True),
         sa.Column("last_job_id", sa.UUID(), nullable=True),
         stamped_column("created_at"),
         stamped_column("updated_at"),
-        sa.PrimaryKeyConstraint("name", name=op.f("pk_tenantq_periodic")),
+        named_primary_key("tenantq_periodic", "name"),
     )
 
 

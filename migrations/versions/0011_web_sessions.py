@@ -15,7 +15,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from tenantq.migrations.building_blocks import stamped_column
+from tenantq.migrations.building_blocks import (
+    named_check,
+    named_primary_key,
+    stamped_column,
+    text_columns,
+)
 
 revision: str = "0011"
 down_revision: str | None = "0010"
@@ -27,17 +32,12 @@ def upgrade() -> None:
     op.create_table(
         TABLE,
         sa.Column("id_sha256", sa.LargeBinary(), nullable=False),
-        sa.Column("deployment", sa.Text(), nullable=False),
-        sa.Column("user_name", sa.Text(), nullable=False),
+        *text_columns("deployment", "user_name"),
         stamped_column("created_at"),
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
-        sa.CheckConstraint(
-            "octet_length(id_sha256) = 32", name=op.f("ck_tenantq_web_sessions_id_is_a_sha256")
-        ),
-        sa.CheckConstraint(
-            "expires_at > created_at", name=op.f("ck_tenantq_web_sessions_expires_after_start")
-        ),
-        sa.PrimaryKeyConstraint("id_sha256", name=op.f("pk_tenantq_web_sessions")),
+        named_check(TABLE, "id_is_a_sha256", "octet_length(id_sha256) = 32"),
+        named_check(TABLE, "expires_after_start", "expires_at > created_at"),
+        named_primary_key(TABLE, "id_sha256"),
     )
     op.create_index(
         "ix_tenantq_web_sessions_deployment_expires_at",

@@ -26,7 +26,12 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from tenantq.migrations.building_blocks import stamped_column
+from tenantq.migrations.building_blocks import (
+    named_check,
+    named_primary_key,
+    stamped_column,
+    text_columns,
+)
 
 revision: str = "0012"
 down_revision: str | None = "0011"
@@ -292,22 +297,14 @@ def _schema() -> str:
 def upgrade() -> None:
     op.create_table(
         QUEUES,
-        sa.Column("deployment", sa.Text(), nullable=False),
-        sa.Column("queue", sa.Text(), nullable=False),
-        sa.Column("main_topic", sa.Text(), nullable=False),
+        *text_columns("deployment", "queue", "main_topic"),
         sa.Column("max_payload_bytes", sa.Integer(), nullable=False),
         sa.Column("max_message_bytes", sa.Integer(), nullable=False),
         sa.Column("default_max_attempts", sa.Integer(), nullable=False),
         stamped_column("registered_at"),
-        sa.CheckConstraint(
-            "max_payload_bytes > 0 AND max_message_bytes > 0",
-            name=op.f("ck_tenantq_outbox_queues_limits_positive"),
-        ),
-        sa.CheckConstraint(
-            "default_max_attempts >= 1",
-            name=op.f("ck_tenantq_outbox_queues_default_max_attempts_positive"),
-        ),
-        sa.PrimaryKeyConstraint("deployment", "queue", name=op.f("pk_tenantq_outbox_queues")),
+        named_check(QUEUES, "limits_positive", "max_payload_bytes > 0 AND max_message_bytes > 0"),
+        named_check(QUEUES, "default_max_attempts_positive", "default_max_attempts >= 1"),
+        named_primary_key(QUEUES, "deployment", "queue"),
     )
     for column in RECORD_COLUMNS:
         op.alter_column(OUTBOX, column, nullable=True)

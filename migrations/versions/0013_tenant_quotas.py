@@ -24,6 +24,15 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from tenantq.migrations.building_blocks import (
+    counter_column,
+    named_check,
+    named_primary_key,
+    optional_times,
+    stamped_column,
+    text_columns,
+)
+
 revision: str = "0013"
 down_revision: str | None = "0012"
 branch_labels: str | Sequence[str] | None = None
@@ -45,122 +54,64 @@ JOB_TYPE = "^[A-Za-z0-9_.:-]{1,128}$"
 def upgrade() -> None:
     op.create_table(
         TENANTS,
-        sa.Column("deployment", sa.Text(), nullable=False),
-        sa.Column("tenant_id", sa.Text(), nullable=False),
-        sa.Column("queue", sa.Text(), nullable=False),
-        sa.Column("job_type", sa.Text(), nullable=False),
+        *text_columns("deployment", "tenant_id", "queue", "job_type"),
         sa.Column("max_running", sa.Integer(), nullable=True),
         sa.Column("rate", sa.Double(), nullable=True),
         sa.Column("burst", sa.Integer(), nullable=True),
         sa.Column("weight", sa.Integer(), nullable=True),
-        sa.Column(
-            "updated_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("now()"),
-            nullable=False,
-        ),
+        stamped_column("updated_at"),
         sa.Column("updated_by", sa.Text(), nullable=True),
-        sa.CheckConstraint(
-            f"tenant_id ~ '{TENANT_ID}'", name=op.f("ck_tenantq_tenants_tenant_id_valid")
-        ),
-        sa.CheckConstraint(
-            f"queue = '*' OR queue ~ '{QUEUE_NAME}'", name=op.f("ck_tenantq_tenants_queue_valid")
-        ),
-        sa.CheckConstraint(
-            f"job_type = '*' OR job_type ~ '{JOB_TYPE}'",
-            name=op.f("ck_tenantq_tenants_job_type_valid"),
-        ),
-        sa.CheckConstraint(
-            "max_running BETWEEN 1 AND 1000000",
-            name=op.f("ck_tenantq_tenants_max_running_in_range"),
-        ),
-        sa.CheckConstraint(
-            "rate > 0 AND rate <= 1000000", name=op.f("ck_tenantq_tenants_rate_in_range")
-        ),
-        sa.CheckConstraint(
-            "burst BETWEEN 1 AND 1000000", name=op.f("ck_tenantq_tenants_burst_in_range")
-        ),
-        sa.CheckConstraint(
-            "burst IS NULL OR rate IS NOT NULL", name=op.f("ck_tenantq_tenants_burst_needs_a_rate")
-        ),
-        sa.CheckConstraint(
-            "weight BETWEEN 1 AND 1000", name=op.f("ck_tenantq_tenants_weight_in_range")
-        ),
-        sa.CheckConstraint(
-            "weight IS NULL OR job_type = '*'", name=op.f("ck_tenantq_tenants_weight_per_queue")
-        ),
-        sa.CheckConstraint(
+        named_check(TENANTS, "tenant_id_valid", f"tenant_id ~ '{TENANT_ID}'"),
+        named_check(TENANTS, "queue_valid", f"queue = '*' OR queue ~ '{QUEUE_NAME}'"),
+        named_check(TENANTS, "job_type_valid", f"job_type = '*' OR job_type ~ '{JOB_TYPE}'"),
+        named_check(TENANTS, "max_running_in_range", "max_running BETWEEN 1 AND 1000000"),
+        named_check(TENANTS, "rate_in_range", "rate > 0 AND rate <= 1000000"),
+        named_check(TENANTS, "burst_in_range", "burst BETWEEN 1 AND 1000000"),
+        named_check(TENANTS, "burst_needs_a_rate", "burst IS NULL OR rate IS NOT NULL"),
+        named_check(TENANTS, "weight_in_range", "weight BETWEEN 1 AND 1000"),
+        named_check(TENANTS, "weight_per_queue", "weight IS NULL OR job_type = '*'"),
+        named_check(
+            TENANTS,
+            "limits_something",
             "max_running IS NOT NULL OR rate IS NOT NULL OR weight IS NOT NULL",
-            name=op.f("ck_tenantq_tenants_limits_something"),
         ),
-        sa.PrimaryKeyConstraint(
-            "deployment", "tenant_id", "queue", "job_type", name=op.f("pk_tenantq_tenants")
-        ),
+        named_primary_key(TENANTS, "deployment", "tenant_id", "queue", "job_type"),
     )
     op.create_table(
         USAGE,
-        sa.Column("deployment", sa.Text(), nullable=False),
-        sa.Column("queue", sa.Text(), nullable=False),
-        sa.Column("tenant_id", sa.Text(), nullable=False),
-        sa.Column("job_type", sa.Text(), nullable=False),
-        sa.Column("claims", sa.BigInteger(), server_default=sa.text("0"), nullable=False),
-        sa.Column("wanted", sa.Integer(), server_default=sa.text("0"), nullable=False),
-        sa.Column("granted", sa.Integer(), server_default=sa.text("0"), nullable=False),
+        *text_columns("deployment", "queue", "tenant_id", "job_type"),
+        counter_column("claims", sa.BigInteger),
+        counter_column("wanted"),
+        counter_column("granted"),
         sa.Column("max_running", sa.Integer(), nullable=True),
         sa.Column("rate", sa.Double(), nullable=True),
         sa.Column("burst", sa.Integer(), nullable=True),
         sa.Column("running_bound", sa.Integer(), nullable=True),
         sa.Column("counted", sa.Integer(), nullable=True),
-        sa.Column("rate_tat", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("throttled_at", sa.DateTime(timezone=True), nullable=True),
+        *optional_times("rate_tat", "throttled_at"),
         sa.Column("throttled_reason", sa.Text(), nullable=True),
-        sa.Column(
-            "updated_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("now()"),
-            nullable=False,
-        ),
-        sa.CheckConstraint("claims >= 0", name=op.f("ck_tenantq_tenant_usage_claims_not_negative")),
-        sa.CheckConstraint(
-            "granted BETWEEN 0 AND wanted",
-            name=op.f("ck_tenantq_tenant_usage_granted_within_wanted"),
-        ),
-        sa.CheckConstraint(
-            "running_bound >= 0", name=op.f("ck_tenantq_tenant_usage_running_bound_not_negative")
-        ),
-        sa.CheckConstraint(
-            "counted >= 0", name=op.f("ck_tenantq_tenant_usage_counted_not_negative")
-        ),
-        sa.CheckConstraint(
+        stamped_column("updated_at"),
+        named_check(USAGE, "claims_not_negative", "claims >= 0"),
+        named_check(USAGE, "granted_within_wanted", "granted BETWEEN 0 AND wanted"),
+        named_check(USAGE, "running_bound_not_negative", "running_bound >= 0"),
+        named_check(USAGE, "counted_not_negative", "counted >= 0"),
+        named_check(
+            USAGE,
+            "throttled_reason_known",
             "throttled_reason IN ('max_running', 'rate', 'weight')",
-            name=op.f("ck_tenantq_tenant_usage_throttled_reason_known"),
         ),
-        sa.PrimaryKeyConstraint(
-            "deployment", "queue", "tenant_id", "job_type", name=op.f("pk_tenantq_tenant_usage")
-        ),
+        named_primary_key(USAGE, "deployment", "queue", "tenant_id", "job_type"),
     )
     op.create_table(
         SHARES,
-        sa.Column("deployment", sa.Text(), nullable=False),
-        sa.Column("queue", sa.Text(), nullable=False),
-        sa.Column("tenant_id", sa.Text(), nullable=False),
+        *text_columns("deployment", "queue", "tenant_id"),
         sa.Column("weight", sa.Integer(), nullable=False),
         sa.Column("virtual_time", sa.Double(), server_default=sa.text("0"), nullable=False),
         sa.Column("floor_time", sa.Double(), nullable=True),
-        sa.Column("backlogged_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("throttled_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column(
-            "updated_at",
-            sa.DateTime(timezone=True),
-            server_default=sa.text("now()"),
-            nullable=False,
-        ),
-        sa.CheckConstraint(
-            "weight BETWEEN 1 AND 1000", name=op.f("ck_tenantq_tenant_shares_weight_in_range")
-        ),
-        sa.PrimaryKeyConstraint(
-            "deployment", "queue", "tenant_id", name=op.f("pk_tenantq_tenant_shares")
-        ),
+        *optional_times("backlogged_at", "throttled_at"),
+        stamped_column("updated_at"),
+        named_check(SHARES, "weight_in_range", "weight BETWEEN 1 AND 1000"),
+        named_primary_key(SHARES, "deployment", "queue", "tenant_id"),
     )
     op.drop_index("ix_tenantq_jobs_lease_owner", table_name=JOBS)
     op.create_index(

@@ -16,7 +16,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol, TypeVar
 
 import psycopg
 
@@ -24,6 +24,17 @@ import tenantq
 from tenantq.consumer.worker import Worker
 
 HERE = Path(__file__).resolve().parent
+
+
+class Runnable(Protocol):
+    """A worker of either kind: ``run()`` until ``stop()``."""
+
+    def run(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+RunnableT = TypeVar("RunnableT", bound=Runnable)
 
 
 @contextlib.contextmanager
@@ -35,6 +46,14 @@ def running_worker(
 
     apps.RECORD_URL = settings.require_database_url()
     worker = Worker(app, settings=settings, install_signal_handlers=False, **options)
+    with running_in_thread(worker, "test-worker", "worker") as running:
+        yield running
+
+
+@contextlib.contextmanager
+def running_in_thread(worker: RunnableT, thread_name: str, what: str) -> Iterator[RunnableT]:
+    """``worker.run()`` in a thread named ``thread_name``; on exit, stopped, its thread joined
+    (an AssertionError naming ``what`` if it does not stop) and its error raised."""
     errors: list[BaseException] = []
 
     def main() -> None:
@@ -43,14 +62,14 @@ def running_worker(
         except BaseException as error:  # surfaced in the test
             errors.append(error)
 
-    thread = threading.Thread(target=main, name="test-worker", daemon=True)
+    thread = threading.Thread(target=main, name=thread_name, daemon=True)
     thread.start()
     try:
         yield worker
     finally:
         worker.stop()
         thread.join(60)
-        assert not thread.is_alive(), "worker did not stop"
+        assert not thread.is_alive(), f"{what} did not stop"
         if errors:
             raise errors[0]
 
@@ -256,6 +275,27 @@ def leased_by_a_worker_process(
     finally:
         holder.signal(signal.SIGCONT)
         holder.kill()
+
+
+def take_over_from_frozen_owner(
+    db: psycopg.Connection[Any],
+    job_id: uuid.UUID,
+    owner: WorkerProcess,
+    successor: contextlib.AbstractContextManager[Any],
+    refused: str,
+) -> tuple[str | None, Any]:
+    """Freeze the job's lease ``owner`` (SIGSTOP); while ``successor`` (a running worker's
+    context) takes the job over and succeeds it, resume the owner and wait until its result
+    is refused as stale (``refused`` names that wait). Returns the frozen owner's worker id
+    and the successor, stopped; the successor ran this job only."""
+    owner_id = lease_owner(db, job_id)
+    owner.signal(signal.SIGSTOP)
+    with successor as running:
+        wait_for(lambda: all_in(db, [job_id], {"succeeded"}), timeout=90, what="takeover")
+        owner.signal(signal.SIGCONT)
+        wait_for(lambda: stale_attempts(db, job_id) == 1, timeout=60, what=refused)
+        assert running.stats["succeeded"] == 1
+    return owner_id, running
 
 
 def run_tool(
@@ -483,6 +523,30 @@ def count_of(db: psycopg.Connection[Any], sql: str, parameters: Any = None) -> i
     row = db.execute(sql, parameters).fetchone()
     assert row is not None
     return int(row[0])
+
+
+def stale_attempts(db: psycopg.Connection[Any], job_id: uuid.UUID) -> int:
+    """How many of the job's attempts had their result refused as stale (fenced off)."""
+    return count_of(
+        db,
+        "SELECT count(*) FROM tenantq_job_attempts WHERE job_id = %s AND outcome = 'stale'",
+        (job_id,),
+    )
+
+
+def lease_owner(db: psycopg.Connection[Any], job_id: uuid.UUID) -> str | None:
+    """The worker that holds the job's lease now (None: no lease, or no such job)."""
+    row = db.execute("SELECT lease_owner FROM tenantq_jobs WHERE id = %s", (job_id,)).fetchone()
+    return row[0] if row else None
+
+
+def attempt_outcomes(db: psycopg.Connection[Any], job_id: uuid.UUID) -> list[tuple[Any, ...]]:
+    """The job's attempt rows as ``(attempt, worker_id, outcome)``, in attempt order."""
+    return db.execute(
+        "SELECT attempt, worker_id, outcome FROM tenantq_job_attempts "
+        "WHERE job_id = %s ORDER BY attempt, id",
+        (job_id,),
+    ).fetchall()
 
 
 def topic_records(settings: tenantq.Settings, topic: str, group: str) -> list[Any]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import re
 import ssl
-import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -21,16 +20,14 @@ from collections.abc import Iterator
 from email.message import Message
 
 import pytest
-import uvicorn
 from secure_stack import secure_stack
-from support import free_port, wait_for
 from topology_stack import TopologyStack
-from web_console import console_settings, csrf_of
+from web_console import console_settings, csrf_of, served
 
 import tenantq
 from tenantq.devstack.tls import TlsFiles
 from tenantq.topic_admin import ensure_topics
-from tenantq.web.app import SERVER_OPTIONS, create_app
+from tenantq.web.app import create_app
 
 pytestmark = [pytest.mark.slow, pytest.mark.secure]
 
@@ -49,29 +46,12 @@ def secure() -> Iterator[TopologyStack]:
 @contextlib.contextmanager
 def console_served(settings: tenantq.Settings, tls: TlsFiles | None) -> Iterator[str]:
     """The console on a free port of 127.0.0.1, over TLS when ``tls`` is given."""
-    port = free_port()
-    certificate = {}
-    if tls is not None:
-        certificate = {"ssl_certfile": str(tls.server_cert), "ssl_keyfile": str(tls.server_key)}
+    certificate = (None, None) if tls is None else (str(tls.server_cert), str(tls.server_key))
     app = create_app(console_settings(settings, TOKEN))
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        lifespan="on",
-        **SERVER_OPTIONS,
-        **certificate,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="test-console-tls", daemon=True)
-    thread.start()
     try:
-        wait_for(lambda: server.started, timeout=30, what="console started")
-        yield f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+        with served(app, "test-console-tls", *certificate) as base:
+            yield base
     finally:
-        server.should_exit = True
-        thread.join(15)
         app.state.console.close()
 
 

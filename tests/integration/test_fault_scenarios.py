@@ -67,14 +67,8 @@ def test_cluster_fault_scenario(name: str, cluster_stack: PrivateStack, tmp_path
 
 
 def run_and_check(scenario: faults.Scenario, stack: PrivateStack, report_dir: Path) -> None:
-    result = faults.run_scenario(
-        scenario,
-        stack,
-        workers=3,
-        seed=7,
-        tenants=40,
-        report_dir=report_dir,
-    )
+    run = faults.Run(scenario, stack, workers=3, seed=7, tenants=40, report_dir=report_dir)
+    result = faults.run_scenario(run)
     faults.console.print(faults.scenario_table(result))
     faults.console.print(faults.checks_table(result))
     failed = [f"{check.name}: {check.detail}" for check in result.checks if not check.ok]

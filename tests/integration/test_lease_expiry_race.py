@@ -19,7 +19,15 @@ import psycopg
 import pytest
 from apps import APP
 from pydantic import SecretStr
-from support import WorkerProcess, all_in, running_worker, short_leases, wait_for
+from support import (
+    WorkerProcess,
+    all_in,
+    attempt_outcomes,
+    running_worker,
+    short_leases,
+    stale_attempts,
+    wait_for,
+)
 
 import tenantq
 
@@ -85,14 +93,7 @@ def test_a_result_held_past_its_lease_is_refused_after_the_takeover(
             held_worker.signal(signal.SIGCONT)
             proxy.release()
             wait_for(
-                lambda: (
-                    db.execute(
-                        "SELECT count(*) FROM tenantq_job_attempts "
-                        "WHERE job_id = %s AND outcome = 'stale'",
-                        (job_id,),
-                    ).fetchone()
-                    == (1,)
-                ),
+                lambda: stale_attempts(db, job_id) == 1,
                 timeout=60,
                 what="the held result to reach the database and be refused",
             )
@@ -104,11 +105,7 @@ def test_a_result_held_past_its_lease_is_refused_after_the_takeover(
             (job_id,),
         ).fetchone()
         assert job == ("succeeded", 2, None, successor_id)
-        attempts = db.execute(
-            "SELECT attempt, worker_id, outcome FROM tenantq_job_attempts "
-            "WHERE job_id = %s ORDER BY attempt",
-            (job_id,),
-        ).fetchall()
+        attempts = attempt_outcomes(db, job_id)
         assert attempts == [(1, owner_a, "stale"), (2, successor_id, "succeeded")]
         # Two executions: the duplicate is A's, whose result the fence refused.
         assert executions(db, job_id) == [(1, "done"), (2, "done")]

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import apps
@@ -107,6 +107,23 @@ def secrets_of(stack: TopologyStack) -> list[str]:
 
 
 # -- everything works ------------------------------------------------------------------------
+
+
+def assert_commands_refused(
+    commands: Iterable[list[str]],
+    environment: dict[str, str],
+    prefix: str,
+    assert_refusal: Callable[[str], None],
+) -> None:
+    """Each ``tenantq`` command exits 2 within ``COMMAND_SECONDS`` with one line on stderr
+    that starts with ``prefix`` and passes ``assert_refusal``."""
+    for arguments in commands:
+        status, stdout, stderr, seconds = tenantq_command(arguments, environment)
+        assert status == 2, (arguments, stdout, stderr)
+        line = one_line(stderr)
+        assert line.startswith(prefix), line
+        assert_refusal(line)
+        assert seconds < COMMAND_SECONDS, (arguments, seconds)
 
 
 def test_producer_worker_relay_console_and_cli_work_over_the_secure_stack(
@@ -232,19 +249,14 @@ def test_a_wrong_kafka_password_is_one_line_from_every_client(
     assert entries == (1,), "the entry waits for a relay that gets in"
 
     environment = client_environment(secure, bad)
-    for arguments in (
+    kafka_commands = (
         ["worker", "apps:APP"],
         ["outbox", "relay"],
         ["outbox", "relay", "--once"],
         ["enqueue", "marker", "--tenant", "acme"],
         ["topics", "ensure"],
-    ):
-        status, stdout, stderr, seconds = tenantq_command(arguments, environment)
-        assert status == 2, (arguments, stdout, stderr)
-        line = one_line(stderr)
-        assert line.startswith("tenantq: "), line
-        assert_refusal(line)
-        assert seconds < COMMAND_SECONDS, (arguments, seconds)
+    )
+    assert_commands_refused(kafka_commands, environment, "tenantq: ", assert_refusal)
     # The DLQ tools name the cluster and the refusal in their own words.
     status, _, stderr, _ = tenantq_command(["dlq", "list"], environment)
     line = one_line(stderr)
@@ -273,17 +285,12 @@ def test_a_wrong_database_password_is_one_line_from_every_client(
     assert_refusal(str(raised.value))
 
     environment = client_environment(secure, bad)
-    for arguments in (
+    database_commands = (
         ["worker", "apps:APP"],
         ["outbox", "relay"],
         ["enqueue", "marker", "--tenant", "acme"],
         ["stats"],
         ["jobs", "show", str(uuid.uuid4())],
         ["db", "upgrade"],
-    ):
-        status, stdout, stderr, seconds = tenantq_command(arguments, environment)
-        assert status == 2, (arguments, stdout, stderr)
-        line = one_line(stderr)
-        assert line.startswith("tenantq: PostgreSQL"), line
-        assert_refusal(line)
-        assert seconds < COMMAND_SECONDS, (arguments, seconds)
+    )
+    assert_commands_refused(database_commands, environment, "tenantq: PostgreSQL", assert_refusal)

@@ -29,7 +29,15 @@ import psycopg
 import pytest
 from apps import APP
 from private_stack import PrivateStack
-from support import WorkerProcess, all_in, short_leases, wait_for
+from support import (
+    WorkerProcess,
+    all_in,
+    attempt_outcomes,
+    running_in_thread,
+    short_leases,
+    take_over_from_frozen_owner,
+    wait_for,
+)
 
 import tenantq
 from tenantq.consumer.share.group import ShareGroupOptions
@@ -71,24 +79,8 @@ def running_share_worker(
         group=ShareGroupOptions(lock_seconds=LOCK_SECONDS),
         **options,
     )
-    errors: list[BaseException] = []
-
-    def main() -> None:
-        try:
-            worker.run()
-        except BaseException as error:  # surfaced in the test
-            errors.append(error)
-
-    thread = threading.Thread(target=main, name="test-share-worker", daemon=True)
-    thread.start()
-    try:
-        yield worker
-    finally:
-        worker.stop()
-        thread.join(60)
-        assert not thread.is_alive(), "share worker did not stop"
-        if errors:
-            raise errors[0]
+    with running_in_thread(worker, "test-share-worker", "share worker") as running:
+        yield running
 
 
 def share_member_process(settings: tenantq.Settings) -> WorkerProcess:
@@ -252,40 +244,19 @@ def test_a_frozen_members_result_is_refused_after_another_member_took_its_record
         frozen = share_member_process(settings)
         try:
             wait_for(lambda: all_in(db, [job_id], {"leased"}), timeout=90, what="attempt 1")
-            owner = db.execute(
-                "SELECT lease_owner FROM tenantq_jobs WHERE id = %s", (job_id,)
-            ).fetchone()
-            frozen.signal(signal.SIGSTOP)
-            with running_share_worker(APP, settings, concurrency=4) as successor:
-                wait_for(lambda: all_in(db, [job_id], {"succeeded"}), timeout=90, what="takeover")
-                frozen.signal(signal.SIGCONT)
-                wait_for(
-                    lambda: (
-                        db.execute(
-                            "SELECT count(*) FROM tenantq_job_attempts "
-                            "WHERE job_id = %s AND outcome = 'stale'",
-                            (job_id,),
-                        ).fetchone()
-                        == (1,)
-                    ),
-                    timeout=60,
-                    what="the frozen member's result to be refused",
-                )
-                assert successor.stats["succeeded"] == 1
+            member = running_share_worker(APP, settings, concurrency=4)
+            refused = "the frozen member's result to be refused"
+            owner, successor = take_over_from_frozen_owner(db, job_id, frozen, member, refused)
         finally:
             frozen.signal(signal.SIGCONT)
             frozen.kill()
         job = db.execute(
             "SELECT state::text, attempts, lease_owner FROM tenantq_jobs WHERE id = %s", (job_id,)
         ).fetchone()
-        attempts = db.execute(
-            "SELECT attempt, worker_id, outcome FROM tenantq_job_attempts "
-            "WHERE job_id = %s ORDER BY id",
-            (job_id,),
-        ).fetchall()
+        attempts = attempt_outcomes(db, job_id)
         ran = executions(db, job_id)
     assert job == ("succeeded", 2, None)
     assert (2, successor.worker_id, "succeeded") in attempts
-    assert (1, owner[0] if owner else None, "stale") in attempts
+    assert (1, owner, "stale") in attempts
     # At-least-once execution, one result: both handlers ran to the end; the store kept one.
     assert sorted(ran) == [(1, "done"), (2, "done")]

@@ -4,12 +4,17 @@ attempt is recorded as such."""
 
 from __future__ import annotations
 
-import signal
 from typing import Any
 
 import psycopg
 from apps import APP
-from support import all_in, leased_by_a_worker_process, running_worker, short_leases, wait_for
+from support import (
+    attempt_outcomes,
+    leased_by_a_worker_process,
+    running_worker,
+    short_leases,
+    take_over_from_frozen_owner,
+)
 
 
 def test_result_of_a_frozen_worker_is_refused(
@@ -17,34 +22,15 @@ def test_result_of_a_frozen_worker_is_refused(
 ) -> None:
     settings = make_settings(worker=short_leases())
     with leased_by_a_worker_process(settings, db) as (job_id, frozen):
-        owner = db.execute(
-            "SELECT lease_owner FROM tenantq_jobs WHERE id = %s", (job_id,)
-        ).fetchone()
-        frozen.signal(signal.SIGSTOP)
-        with running_worker(APP, settings, concurrency=2) as successor:
-            wait_for(lambda: all_in(db, [job_id], {"succeeded"}), timeout=90, what="takeover")
-            frozen.signal(signal.SIGCONT)
-            wait_for(
-                lambda: (
-                    db.execute(
-                        "SELECT count(*) FROM tenantq_job_attempts "
-                        "WHERE job_id = %s AND outcome = 'stale'",
-                        (job_id,),
-                    ).fetchone()
-                    == (1,)
-                ),
-                timeout=60,
-                what="the stale result to be refused",
-            )
-            assert successor.stats["succeeded"] == 1
+        successor_running = running_worker(APP, settings, concurrency=2)
+        refused = "the stale result to be refused"
+        owner, successor = take_over_from_frozen_owner(
+            db, job_id, frozen, successor_running, refused
+        )
     job = db.execute(
         "SELECT state::text, attempts, lease_owner FROM tenantq_jobs WHERE id = %s", (job_id,)
     ).fetchone()
     assert job == ("succeeded", 2, None)
-    attempts = db.execute(
-        "SELECT attempt, worker_id, outcome FROM tenantq_job_attempts "
-        "WHERE job_id = %s ORDER BY id",
-        (job_id,),
-    ).fetchall()
+    attempts = attempt_outcomes(db, job_id)
     assert (2, successor.worker_id, "succeeded") in attempts
-    assert (1, owner[0] if owner else None, "stale") in attempts
+    assert (1, owner, "stale") in attempts

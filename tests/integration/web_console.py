@@ -69,21 +69,37 @@ def console_settings(settings: tenantq.Settings, token: str | None) -> tenantq.S
 @contextlib.contextmanager
 def serving(settings: tenantq.Settings) -> Iterator[str]:
     """The console on a free port of 127.0.0.1 for the block; yields its base URL."""
+    with served(create_app(settings), "test-console") as base:
+        yield base
+
+
+@contextlib.contextmanager
+def served(
+    app: FastAPI,
+    thread_name: str,
+    ssl_certfile: str | None = None,
+    ssl_keyfile: str | None = None,
+) -> Iterator[str]:
+    """``app`` served by uvicorn (the console's server options) in a thread named
+    ``thread_name``, on a free port of 127.0.0.1, over TLS when given a certificate and its
+    key; yields its base URL."""
     port = free_port()
     config = uvicorn.Config(
-        create_app(settings),
+        app,
         host="127.0.0.1",
         port=port,
         log_level="warning",
         lifespan="on",
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
         **SERVER_OPTIONS,
     )
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="test-console", daemon=True)
+    thread = threading.Thread(target=server.run, name=thread_name, daemon=True)
     thread.start()
     try:
         wait_for(lambda: server.started, timeout=30, what="console started")
-        yield f"http://127.0.0.1:{port}"
+        yield f"{'https' if ssl_certfile else 'http'}://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(15)

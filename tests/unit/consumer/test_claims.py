@@ -6,17 +6,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from fakes import DoneOffsets, FakeLane, quota_parts, work_item
+from fakes import DoneOffsets, FakeLane, claims_over, work_item
 
-import tenantq
 from tenantq import headers
-from tenantq.consumer.claims import Claims
 from tenantq.consumer.ledger import Claim
 from tenantq.consumer.work import WorkItem
-from tenantq.observability.worker_events import WorkerEvents
 from tenantq.states import JobState
 from tenantq.store.job_store import JobStatus
-from tenantq.topic_admin import queue_topics
 
 
 class Rig:
@@ -28,19 +24,8 @@ class Rig:
         self.lane = FakeLane()
         self.pushed: list[WorkItem] = []
         self.published: list[Any] = []
-        self.claims = Claims(
-            main=self.lane,
-            lane=FakeLane(),
-            settings=tenantq.Settings().worker,
-            worker_id="this-worker",
-            topics={"default": queue_topics(tenantq.Settings(), "default")},
-            events=WorkerEvents(),
-            hold=lambda items: None,
-            mark_done=self.done.done_items,
-            push=self.pushed.append,
-            unclaimed=lambda item: None,
-            publish=self.published.extend,
-            **quota_parts(self.pushed.append),
+        self.claims = claims_over(
+            self.lane, self.done, push=self.pushed.append, publish=self.published.extend
         )
 
 

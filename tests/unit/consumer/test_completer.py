@@ -7,13 +7,11 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from fakes import DoneOffsets, FakeLane, FakePublisher, make_settings, work_item
+from fakes import FakeLane, completer_over, work_item
 
 from tenantq.consumer.completer import Completer, Completion, _result
 from tenantq.consumer.outcomes import Verdict
-from tenantq.observability.worker_events import WorkerEvents
 from tenantq.states import JobState
-from tenantq.topic_admin import queue_topics
 
 
 def completion() -> Completion:
@@ -26,19 +24,7 @@ def statements(lane: FakeLane) -> list[list[uuid.UUID]]:
 
 
 def completer(tmp_path: Path, lane: FakeLane) -> Completer:
-    settings = make_settings(tmp_path)
-    return Completer(
-        settings=settings,
-        topics={"default": queue_topics(settings, "default")},
-        worker_id="w",
-        publish=FakePublisher().publish,
-        results=lane,
-        events=WorkerEvents(),
-        release_holds=lambda job_ids: set(),
-        mark_done=DoneOffsets().done_items,
-        completing=lambda job_ids: None,
-        stats={},
-    )
+    return completer_over(tmp_path, lane)
 
 
 def test_an_idle_lane_gets_each_completion_at_once(tmp_path: Path) -> None:

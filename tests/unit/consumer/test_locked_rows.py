@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes import DoneOffsets, FakeLane, FakePublisher, make_settings, quota_parts, work_item
+from fakes import DoneOffsets, FakeLane, claims_over, completer_over, work_item
 
-import tenantq
 from tenantq.consumer import completer as completer_module
 from tenantq.consumer.claims import LOCKED_RECHECK_SECONDS, Claims
 from tenantq.consumer.completer import Completer, Completion
@@ -23,7 +22,6 @@ from tenantq.consumer.outcomes import Verdict
 from tenantq.observability.worker_events import WorkerEvents
 from tenantq.states import JobState
 from tenantq.store.job_store import Completed, JobStatus
-from tenantq.topic_admin import queue_topics
 
 
 class Recorder:
@@ -49,17 +47,12 @@ class StaleEvents(WorkerEvents):
 
 
 def make_completer(tmp_path: Path, lane: FakeLane, recorder: Recorder) -> Completer:
-    settings = make_settings(tmp_path)
-    return Completer(
-        settings=settings,
-        topics={"default": queue_topics(settings, "default")},
-        worker_id="w",
-        publish=FakePublisher().publish,
-        results=lane,
+    return completer_over(
+        tmp_path,
+        lane,
         events=StaleEvents(recorder),
         release_holds=recorder.release_holds,
-        mark_done=recorder.done.done_items,
-        completing=lambda job_ids: None,
+        done=recorder.done,
         stats={"succeeded": 0, "stale_refused": 0},
     )
 
@@ -148,20 +141,7 @@ def test_a_result_neither_applied_nor_locked_is_stale(tmp_path: Path) -> None:
 
 
 def claims(done: DoneOffsets, lane: FakeLane) -> Claims:
-    return Claims(
-        main=lane,
-        lane=FakeLane(),
-        settings=tenantq.Settings().worker,
-        worker_id="this-worker",
-        topics={"default": queue_topics(tenantq.Settings(), "default")},
-        events=WorkerEvents(),
-        hold=lambda items: None,
-        mark_done=done.done_items,
-        push=lambda item: None,
-        unclaimed=lambda item: None,
-        publish=lambda outgoing: None,
-        **quota_parts(lambda item: None),
-    )
+    return claims_over(lane, done)
 
 
 @pytest.mark.parametrize(

@@ -19,15 +19,8 @@ from tenantq.states import (
 
 
 def test_seven_states() -> None:
-    assert [s.value for s in JobState] == [
-        "pending",
-        "runnable",
-        "leased",
-        "succeeded",
-        "retrying",
-        "dead",
-        "canceled",
-    ]
+    seven = ["pending", "runnable", "leased", "succeeded", "retrying", "dead", "canceled"]
+    assert [s.value for s in JobState] == seven
 
 
 def test_terminal_states_have_no_way_out_but_replay() -> None:
