@@ -61,11 +61,14 @@ from tenantq.consumer.share.records import ShareRecords
 from tenantq.consumer.slots import SlotBook
 from tenantq.consumer.starts import RunningTasks, Starter
 from tenantq.consumer.stopping import StopRequest
+from tenantq.consumer.throttles import Throttles
 from tenantq.consumer.topic_map import TopicMap
 from tenantq.consumer.work import WorkItem
 from tenantq.observability.worker import WorkerObservability
 from tenantq.observability.worker_events import WorkerEvents
 from tenantq.producer.publisher import Publisher
+from tenantq.quotas.book import QuotaBook
+from tenantq.quotas.shares import ShareBook
 from tenantq.settings import Settings
 from tenantq.states import Outcome
 from tenantq.store.job_store import JobStore
@@ -193,6 +196,8 @@ class ShareWorker:
             admit=self._dispatcher.push,
         )
         worker_settings = settings.worker
+        quota_book = QuotaBook(settings.tenant_defaults)
+        quota_book.replace([])
         self._claims = claims = Claims(
             main=ledger.claims,
             lane=ledger.lane_claims,
@@ -205,6 +210,17 @@ class ShareWorker:
             push=self._dispatcher.push,
             unclaimed=slots.unclaimed,
             publish=intake.publish_and_mark,
+            # The spike leaves tenant limits out: the defaults' book, never synced with the
+            # fleet, and nothing held back by partition (records are not read in order).
+            quotas=quota_book,
+            shares=ShareBook(quota_book.weight),
+            throttles=Throttles(
+                push=self._dispatcher.push,
+                held_back=lambda items, count: None,
+                events=events,
+                worker_id=self.worker_id,
+            ),
+            more_waiting=lambda queue, tenant: False,
         )
         self._starter = starter = Starter(
             settings=worker_settings,

@@ -35,8 +35,13 @@ def test_a_worker_stopped_with_jobs_claimed_ahead_gives_them_back(
     app, ran = counting_app(settings, "tiny")
     job_ids = enqueue_noops(settings, "tiny", 5_000)
     with running_worker(app, settings, concurrency=4) as first:
-        wait_for(lambda: succeeded(db, job_ids) >= 500, timeout=120, what="500 jobs done")
-    assert first.stats["claimed_ahead"] > 0, "short jobs were never claimed ahead"
+        # The estimate needs a few claims and finishes before it leases ahead; a loaded
+        # machine gets there later, not never.
+        wait_for(
+            lambda: first.stats["claimed_ahead"] > 0 and succeeded(db, job_ids) >= 500,
+            timeout=120,
+            what="500 jobs done, some of them claimed ahead",
+        )
     assert succeeded(db, job_ids) < len(job_ids), "the worker finished before it was stopped"
     # Nothing is left leased: the waiting leases went back at the stop, not at their expiry.
     leased = db.execute(
