@@ -166,8 +166,10 @@ class Producer:
             config.setdefault("error_cb", self._on_client_error)
             config.setdefault("logger", self._client_report)
             kafka_client = confluent_kafka.Producer(config)
-            flood_config = {**config, "client.id": f"{config['client.id']}-flood"}
-            self._new_flood_client = lambda: confluent_kafka.Producer(flood_config)
+            # A transactional id names one producer: a second client would fence the first.
+            if "transactional.id" not in config:
+                flood_config = {**config, "client.id": f"{config['client.id']}-flood"}
+                self._new_flood_client = lambda: confluent_kafka.Producer(flood_config)
         elif flood_kafka_client is not None:
             self._new_flood_client = lambda: flood_kafka_client
         self._kafka = kafka_client
