@@ -343,8 +343,8 @@ class ProducerSettings(BaseModel):
         "jobs go through a second Kafka client of the same configuration, so that the other "
         "tenants' jobs are not queued behind its requests in one client (one connection per "
         "broker, five requests in flight, answered in turn). It goes back once under half the "
-        "rate for 5 s; each tenant's jobs keep their order across a move. None: one client "
-        "for every tenant.",
+        "rate for 5 s; each tenant's jobs keep their order across a move. None (in Python, or "
+        "TENANTQ_PRODUCER='{\"flood_rate_per_second\": null}'): one client for every tenant.",
     )
     tenant_rate_per_second: float | None = Field(
         None, gt=0, description="Per-tenant admission rate (token bucket); none = unlimited."
