@@ -562,6 +562,12 @@ class Producer:
                 channel, part, rest = self._shared, shared, flood
             else:
                 channel, part, rest = self._flood_channel(), flood, []
+            if left is None and not rest:
+                # The other channel gets nothing of this publication: its reports are not held
+                # back until the publication ends (``DeliveryReports.publishing``).
+                idle = self._flood if channel is self._shared else self._shared
+                if idle is not None:
+                    idle.reports.not_publishing()
             if left is None and not rest and part is not None and len(part) == len(outgoing):
                 part = None  # the whole publication goes through one channel
             with channel.lock:
