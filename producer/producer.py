@@ -207,6 +207,9 @@ class Producer:
             if flood_rate is not None and self._new_flood_client is not None
             else None
         )
+        self._shared_only = (self._shared,)
+        #: Per publishing thread, the channels its publication handed jobs to (``channels``).
+        self._used = threading.local()
         #: A tenant began to flood: its jobs on the shared client are delivered before the
         #: flood channel takes more (under the flood channel's lock).
         self._flood_behind_shared = False
@@ -537,6 +540,7 @@ class Producer:
         """
         meter = self._flood_meter
         if meter is None:
+            self._used.channels = self._shared_only
             stopped = self._hand_over_to(self._shared, outgoing, callbacks, refused, True)
             if stopped is None:
                 return None
@@ -562,12 +566,16 @@ class Producer:
                 channel, part, rest = self._shared, shared, flood
             else:
                 channel, part, rest = self._flood_channel(), flood, []
-            if left is None and not rest:
-                # The other channel gets nothing of this publication: its reports are not held
-                # back until the publication ends (``DeliveryReports.publishing``).
-                idle = self._flood if channel is self._shared else self._shared
-                if idle is not None:
-                    idle.reports.not_publishing()
+            if left is None:
+                # This publication's channels, for ``_serve_ready``. The flood channel's
+                # delivery thread keeps out of the way of the publications that reach it only,
+                # and the shared one's is let go as soon as one does not reach it: each serves
+                # as a producer of its own would (``DeliveryReports.publishing``).
+                self._used.channels = (channel,) if not rest else (channel, self._flood_channel())
+                if channel is not self._shared:
+                    self._reports.not_publishing()
+                if rest or channel is not self._shared:
+                    self._flood_channel().reports.publishing(time.monotonic())
             if left is None and not rest and part is not None and len(part) == len(outgoing):
                 part = None  # the whole publication goes through one channel
             with channel.lock:
@@ -755,19 +763,20 @@ class Producer:
             )
 
     def _publishing(self, started: float) -> None:
+        """A publication begins: the shared channel's delivery thread keeps out of its way
+        (the flood channel's only once the publication reaches it, ``_hand_over``)."""
+        self._used.channels = self._shared_only
         self._reports.publishing(started)
-        if self._flood is not None:
-            self._flood.reports.publishing(started)
 
     def _serve_ready(self, started: float) -> None:
-        self._reports.serve_ready(started)
-        if self._flood is not None:
-            self._flood.reports.serve_ready(started)
+        """The reports ready on the channels this thread's publication used."""
+        for channel in getattr(self._used, "channels", self._shared_only):
+            channel.reports.serve_ready(started)
 
     def _published(self) -> None:
-        self._reports.published()
-        if self._flood is not None:
-            self._flood.reports.published()
+        """The publication is over: the delivery threads of its channels may serve again."""
+        for channel in getattr(self._used, "channels", self._shared_only):
+            channel.reports.published()
 
     def _buffer_stayed_full(self) -> QueueFull:
         return QueueFull(
