@@ -338,6 +338,17 @@ class ProducerSettings(BaseModel):
     buffer_timeout_seconds: float = Field(
         5.0, ge=0, description="How long enqueue blocks on a full local buffer before QueueFull."
     )
+    flood_rate_per_second: float | None = Field(
+        1_000.0,
+        gt=0,
+        description="A tenant that sends at least this many jobs a second through one "
+        "producer, and at least a quarter of its jobs (measured over 0.1 s), floods it: its "
+        "jobs go through a second Kafka client of the same configuration, so that the other "
+        "tenants' jobs are not queued behind its requests in one client (one connection per "
+        "broker, five requests in flight, answered in turn). It goes back once under half the "
+        "rate for 5 s; each tenant's jobs keep their order across a move. None (in Python, or "
+        "TENANTQ_PRODUCER='{\"flood_rate_per_second\": null}'): one client for every tenant.",
+    )
     tenant_rate_per_second: float | None = Field(
         None, gt=0, description="Per-tenant admission rate (token bucket); none = unlimited."
     )

@@ -81,6 +81,9 @@ class TenantqConfig:
     #: OpenTelemetry tracing on: the jobs enqueued in a traced publication, the worker
     #: exporting an attempt span per job (OTLP/HTTP to ``otlp_sink``).
     traced: bool = False
+    #: A ``tenantq_tenants`` row for each of the ``TENANTS`` tenants, with limits the run
+    #: never reaches (``write_tenant_rows``): what the claim's quota check costs.
+    tenant_rows: bool = False
 
     @classmethod
     def parse(cls, text: str) -> TenantqConfig:
@@ -88,16 +91,21 @@ class TenantqConfig:
         (``128x2t``) runs handlers in threads (``TENANTQ_WORKER__HANDLER_PROCESS=false``):
         what the handler process's crash isolation costs; an ``a`` (``128x2a``, ``128x2ta``)
         makes the no-op an ``async def`` handler, as PgQueuer's is; an ``o`` at the end
-        (``default o`` is ``defaulto``, ``512x2o``, ``512x2tao``) turns tracing on."""
+        (``default o`` is ``defaulto``, ``512x2o``, ``512x2tao``) turns tracing on; a ``q`` after
+        everything (``2048x2tq``, ``defaultq``) writes a row of limits for every tenant first."""
+        tenant_rows = text.endswith("q")
+        text = text.removesuffix("q")
         traced = text.endswith("o")
         text = text.removesuffix("o")
         if text == "default":
-            return cls(None, 1, traced=traced)
+            return cls(None, 1, traced=traced, tenant_rows=tenant_rows)
         asynchronous = text.endswith("a")
         text = text.removesuffix("a")
         threads = text.endswith("t")
         concurrency, _, processes = text.removesuffix("t").partition("x")
-        return cls(int(concurrency), int(processes or 1), threads, asynchronous, traced)
+        return cls(
+            int(concurrency), int(processes or 1), threads, asynchronous, traced, tenant_rows
+        )
 
     def label(self, default_concurrency: int) -> str:
         """``tenantq c32 p1 (defaults)``; the default concurrency is the settings' (the
@@ -111,7 +119,8 @@ class TenantqConfig:
             label += ", async handler"
         elif defaults and not self.threads:
             label += " (defaults)"
-        return label + (", traced" if self.traced else "")
+        label += ", traced" if self.traced else ""
+        return label + (f", {TENANTS} tenant rows" if self.tenant_rows else "")
 
     def arguments(self) -> list[str]:
         flags = [] if self.concurrency is None else ["--concurrency", str(self.concurrency)]
@@ -154,6 +163,28 @@ def seed_history(url: str, count: int) -> None:
         if count:
             connection.execute(HISTORY_JOBS, {"count": count})
         connection.execute("VACUUM ANALYZE tenantq_jobs, tenantq_attempt_log")
+
+
+#: The limits of each tenant row (``TenantqConfig.tenant_rows``): a cap and a rate no run
+#: comes near (200 tenants share at most a few thousand slots and some 40,000 starts a
+#: second), so every claim checks them and none holds a job back.
+ROW_MAX_RUNNING = 100_000
+ROW_RATE = 1_000_000.0
+ROW_BURST = 1_000_000
+
+
+def write_tenant_rows(settings: tenantq.Settings) -> None:
+    """A row of limits for each of the ``TENANTS`` tenants of ``settings``' deployment,
+    written as an operator would (``tenantq.Tenants``, what ``tenantq tenants set`` calls)."""
+    tenants = tenantq.Tenants(settings=settings)
+    for index in range(TENANTS):
+        tenants.set(
+            f"tenant-{index}",
+            max_running=ROW_MAX_RUNNING,
+            rate=ROW_RATE,
+            burst=ROW_BURST,
+            updated_by="throughput-bench",
+        )
 
 
 class GroupProgress:
@@ -272,6 +303,8 @@ class TenantqSide(KafkaSide):
             user_kafka_config,
         ):
             topic = f"{settings.topic_prefix}.{QUEUE}"
+            if config.tenant_rows:
+                write_tenant_rows(settings)
             enqueue(settings, options.jobs, sink=self._sink() if config.traced else None)
             progress = GroupProgress(settings, topic)
             try:

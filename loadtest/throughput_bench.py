@@ -32,6 +32,7 @@ server (dropped at the end). Once, the raw confluent-kafka consumer reads the sa
     python loadtest/throughput_bench.py --runs 3            # min and median of 3 rounds
     python loadtest/throughput_bench.py --tenantq 2048x2t --pgqueuer 500x2 --latency-seconds 0
     python loadtest/throughput_bench.py --tenantq 512x1 --share 512x1 --pgqueuer ''  # spike
+    python loadtest/throughput_bench.py --tenantq 2048x2t,2048x2tq --pgqueuer '' --runs 2  # rows
 
 With ``--share`` (a Kafka 4.2+ broker), the share-group spike (``bench_share``) runs the same
 jobs in every round, each share configuration next to the consumer-group one of the same
@@ -182,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         help="worker configurations, CONCURRENCYxPROCESSES, comma-separated ('default': no "
         "flags; a 't' after it: handlers in threads, without the handler process; then an "
         "'a': the no-op is an async def handler, as PgQueuer's is; an 'o' at the end: "
-        "OpenTelemetry tracing on, spans exported as OTLP/HTTP to a sink process)",
+        "OpenTelemetry tracing on, spans exported as OTLP/HTTP to a sink process; a 'q' after "
+        "everything: a tenantq_tenants row for each of the 200 tenants, with limits never "
+        "reached, written before the jobs)",
     )
     parser.add_argument(
         "--pgqueuer",

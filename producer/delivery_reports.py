@@ -55,6 +55,8 @@ class DeliveryReports:
         self._serving = threading.RLock()
         #: Set by each publication, to wake the delivery thread from an idle wait.
         self._wake = threading.Event()
+        #: Set by ``not_publishing``, to end the delivery thread's wait for a publication.
+        self._unquiet = threading.Event()
         #: Until when the delivery thread leaves the reports to a publishing thread.
         self._quiet_until = 0.0
         self._stop = threading.Event()
@@ -70,6 +72,13 @@ class DeliveryReports:
     def published(self) -> None:
         """The publication is over: the delivery thread may serve again, shortly."""
         self._quiet_until = time.monotonic() + PUBLISHING_GRACE_SECONDS
+
+    def not_publishing(self) -> None:
+        """The publication under way hands this client nothing (the producer's other client
+        takes all of it): the delivery thread serves again at once, so this client's reports
+        do not wait for the end of another client's publications."""
+        self._quiet_until = 0.0
+        self._unquiet.set()
 
     def serve(self, timeout: float, turn_timeout: float = SERVING_TURN_SECONDS) -> None:
         """``poll(timeout)`` in this thread's turn, or without one after ``turn_timeout``."""
@@ -97,6 +106,7 @@ class DeliveryReports:
         """Stop the delivery thread (after a flush: what is left is served by the caller)."""
         self._stop.set()
         self._wake.set()
+        self._unquiet.set()
         self._thread.join()
 
     @contextlib.contextmanager
@@ -131,7 +141,8 @@ class DeliveryReports:
             except Exception:  # a failing user callback must not stop deliveries
                 logger.exception("error while serving delivery reports")
             if quiet > 0:
-                time.sleep(quiet)
+                self._unquiet.wait(quiet)
+                self._unquiet.clear()
                 continue
             self._wake.clear()
             in_flight = self._in_flight()

@@ -13,8 +13,9 @@ import asyncio
 import datetime as dt
 import itertools
 import logging
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from operator import length_hint
 from types import TracebackType
@@ -32,6 +33,7 @@ from tenantq.observability.tracing import Publication
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.admission import TenantAdmission
 from tenantq.producer.batch import BatchFuture, JobRefs
+from tenantq.producer.channel import Channel
 from tenantq.producer.config import producer_config
 from tenantq.producer.delivery import (
     UNCONFIRMED_ERROR,
@@ -41,6 +43,7 @@ from tenantq.producer.delivery import (
     delivery_futures,
 )
 from tenantq.producer.delivery_reports import DeliveryReports
+from tenantq.producer.flood_meter import FloodChange, FloodMeter
 from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.pending_rows import PendingRecorder
 from tenantq.producer.publication_span import describe_publication, publishing_call
@@ -67,6 +70,9 @@ logger = logging.getLogger("tenantq.producer")
 PARTITION_COUNT_TTL_SECONDS = 60.0
 #: How long the first enqueue to a topic waits for its metadata (a refusal ends it sooner).
 METADATA_TIMEOUT_SECONDS = 10.0
+#: A tenant that begins to flood: how long its new jobs wait for its earlier ones to be
+#: acknowledged by the client it leaves (only the flooding tenants' jobs wait).
+FLOOD_JOIN_WAIT_SECONDS = 5.0
 
 
 def positional_produce(client: Any) -> Produce:
@@ -107,6 +113,11 @@ class Producer:
     payload models and default queues of known job types. Extra keyword arguments are
     librdkafka settings (``linger_ms=20`` or ``**{"linger.ms": 20}``) that win over both.
     ``kafka_client`` replaces the confluent-kafka producer (tests, instrumentation).
+
+    A tenant that floods the producer (``producer.flood_rate_per_second``,
+    ``tenantq.producer.flood_meter``) gets a second Kafka client of the same configuration, so
+    that the other tenants' jobs are not queued behind its requests; ``flood_kafka_client``
+    replaces that one (with ``kafka_client`` given and not it, every tenant shares one client).
     """
 
     def __init__(
@@ -117,6 +128,7 @@ class Producer:
         placement_book: PlacementBook | None = None,
         latency_guard: LatencyGuard | None = None,
         kafka_client: Any = None,
+        flood_kafka_client: Any = None,
         clock: Callable[[], float] = time.monotonic,
         **kafka_overrides: Any,
     ) -> None:
@@ -147,11 +159,19 @@ class Producer:
         # next metadata wait at once, with the cluster's reason (``tenantq.kafka_access``).
         self._client_report = ClientReport(self.settings.kafka_bootstrap_servers or "")
         self._refusal_logged = False
+        #: Makes the flood client, the first time a tenant floods (None: no flood client).
+        self._new_flood_client: Callable[[], Any] | None = None
         if kafka_client is None:
             config = producer_config(self.settings, kafka_overrides)
             config.setdefault("error_cb", self._on_client_error)
             config.setdefault("logger", self._client_report)
             kafka_client = confluent_kafka.Producer(config)
+            # A transactional id names one producer: a second client would fence the first.
+            if "transactional.id" not in config:
+                flood_config = {**config, "client.id": f"{config['client.id']}-flood"}
+                self._new_flood_client = lambda: confluent_kafka.Producer(flood_config)
+        elif flood_kafka_client is not None:
+            self._new_flood_client = lambda: flood_kafka_client
         self._kafka = kafka_client
         self._produce = positional_produce(kafka_client)
         self._resender = Resender(kafka_client)
@@ -176,6 +196,23 @@ class Producer:
         self._reports = DeliveryReports(
             kafka_client, self._pending_rows.write if self._pending_rows is not None else None
         )
+        #: Every tenant's jobs, but those of the tenants that flood.
+        self._shared = Channel(kafka_client, self._produce, self._reports)
+        #: The flooding tenants' jobs: made by ``_flood_channel`` when the first one floods.
+        self._flood: Channel | None = None
+        self._flood_made = threading.Lock()
+        flood_rate = producer_settings.flood_rate_per_second
+        self._flood_meter = (
+            FloodMeter(flood_rate, clock)
+            if flood_rate is not None and self._new_flood_client is not None
+            else None
+        )
+        self._shared_only = (self._shared,)
+        #: Per publishing thread, the channels its publication handed jobs to (``channels``).
+        self._used = threading.local()
+        #: A tenant began to flood: its jobs on the shared client are delivered before the
+        #: flood channel takes more (under the flood channel's lock).
+        self._flood_behind_shared = False
 
     # -- public API -------------------------------------------------------------------------
 
@@ -217,14 +254,14 @@ class Producer:
         accepted ones are kept.
         """
         started = time.monotonic()
-        with publishing_call(self._reports, started) as publication:
+        with publishing_call(self._publishing, self._published, started) as publication:
             outgoing, existing = self._prepare_and_admit(requests, publication)
             if not outgoing:
                 return []
             if existing:
                 return self._publish_new(outgoing, existing, started)
             futures = self._publish(outgoing)
-            self._reports.serve_ready(started)
+            self._serve_ready(started)
             return futures
 
     def enqueue_batch(self, requests: Iterable[EnqueueRequest | Mapping[str, Any]]) -> BatchFuture:
@@ -239,17 +276,17 @@ class Producer:
         fail inside the batch result.
         """
         started = time.monotonic()
-        with publishing_call(self._reports, started) as publication:
+        with publishing_call(self._publishing, self._published, started) as publication:
             outgoing, existing = self._prepare_and_admit(requests, publication)
             batch = BatchFuture(outgoing, existing, self._resender)
             if existing:
                 positions = [index for index in range(len(outgoing)) if index not in existing]
                 if positions:
                     self._publish_batch(outgoing.subset(positions), batch, positions)
-                    self._reports.serve_ready(started)
+                    self._serve_ready(started)
             elif outgoing:
                 self._publish_batch(outgoing, batch)
-                self._reports.serve_ready(started)
+                self._serve_ready(started)
             return batch
 
     async def enqueue_async(self, job_type: str, **arguments: Any) -> JobRef:
@@ -263,7 +300,12 @@ class Producer:
     def flush(self, timeout: float = 30.0) -> int:
         """Wait until every published job is acknowledged (or failed) or ``timeout`` passes.
         Returns how many are still waiting; their futures stay pending."""
-        return self._reports.flush(timeout)
+        deadline = time.monotonic() + timeout
+        remaining = self._reports.flush(timeout)
+        flood = self._flood
+        if flood is not None:
+            remaining += flood.reports.flush(max(0.0, deadline - time.monotonic()))
+        return remaining
 
     def close(self, timeout: float = 30.0) -> int:
         """Flush, then stop. Jobs still unacknowledged after ``timeout`` are purged and their
@@ -272,13 +314,17 @@ class Producer:
         if self._closed:
             return 0
         self._closed = True
-        remaining = self._reports.flush(timeout)
+        remaining = self.flush(timeout)
+        channels = [self._shared] if self._flood is None else [self._shared, self._flood]
         if remaining:
             logger.warning("%d jobs unacknowledged after %.1fs; failing them", remaining, timeout)
-            self._kafka.purge(in_queue=True, in_flight=True, blocking=False)
-            self._reports.flush(min(timeout, 5.0))
-        self._reports.stop()
-        self._kafka.poll(0)
+            for channel in channels:
+                channel.client.purge(in_queue=True, in_flight=True, blocking=False)
+            for channel in channels:
+                channel.reports.flush(min(timeout, 5.0))
+        for channel in channels:
+            channel.reports.stop()
+            channel.client.poll(0)
         if self._pending_rows is not None:
             self._pending_rows.write(now_or_never=True)
             self._pending_rows.close()
@@ -400,7 +446,7 @@ class Producer:
                 futures.append(known)
             else:
                 futures.append(next(published))
-        self._reports.serve_ready(started)
+        self._serve_ready(started)
         return futures
 
     def _publish(self, outgoing: PreparedJobs) -> list[Future[JobRef]]:
@@ -414,10 +460,10 @@ class Producer:
 
         stopped = self._hand_over(outgoing, futures, refused)
         if stopped is not None:
-            index, full = stopped
-            futures[index].set_exception(full)
-            for unsent in futures[index + 1 :]:
-                unsent.set_exception(QueueFull(str(full), retry_after=full.retry_after))
+            unsent, full = stopped
+            futures[unsent[0]].set_exception(full)
+            for index in unsent[1:]:
+                futures[index].set_exception(QueueFull(str(full), retry_after=full.retry_after))
         # A list of DeliveryFuture is one of Future[JobRef]; only list invariance objects.
         return cast("list[Future[JobRef]]", futures)
 
@@ -432,12 +478,12 @@ class Producer:
 
         stopped = self._hand_over(outgoing, itertools.repeat(batch.on_delivery), fail)
         if stopped is not None:
-            index, full = stopped
-            for unsent in range(index, len(outgoing)):
+            unsent, full = stopped
+            for index in unsent:
                 fail(
-                    unsent,
+                    index,
                     EnqueueFailed(
-                        f"job {outgoing[unsent].job_id} was not handed to Kafka: {full}",
+                        f"job {outgoing[index].job_id} was not handed to Kafka: {full}",
                         retriable=True,
                         possibly_persisted=False,
                     ),
@@ -446,18 +492,109 @@ class Producer:
     def _hand_over(
         self,
         outgoing: PreparedJobs,
-        callbacks: Iterable[Callback],
+        callbacks: Sequence[Callback] | Iterator[Callback],
         refused: Callable[[int, EnqueueFailed], None],
-    ) -> tuple[int, QueueFull] | None:
-        """``produce`` every message with its delivery callback, in order.
+    ) -> tuple[list[int], QueueFull] | None:
+        """``produce`` every message with its delivery callback (``callbacks``: one per
+        message, or one repeated without end), through the channel of its tenant.
 
         A message the client refuses outright is settled through ``refused``. A full buffer
         is waited out for ``buffer_timeout_seconds``; if it stays full, ``QueueFull`` is
-        raised when nothing was handed over yet, else returned with the index of the first
-        message not handed over (the caller settles it and the rest). None: all handed over.
+        raised when nothing was handed over yet, else returned with the indexes of the
+        messages not handed over (the caller settles them). None: all handed over.
         """
+        meter = self._flood_meter
+        if meter is None:
+            self._used.channels = self._shared_only
+            stopped = self._hand_over_to(self._shared, outgoing, callbacks, refused, True)
+            if stopped is None:
+                return None
+            first, full = stopped
+            return list(range(first, len(outgoing))), full
+        change = meter.count(outgoing.destinations)
+        if change is not None:
+            self._move(meter, change)
+        # The jobs not handed over yet (None: all of them), handed over one channel at a time:
+        # each under its channel's lock, with the tenants that flood as they are then.
+        left: list[int] | None = None
+        sent = False
+        while True:
+            flooding = meter.flooding
+            shared: list[int] | None = left
+            flood: list[int] = []
+            if flooding:
+                destinations = outgoing.destinations
+                shared = []
+                for index in range(len(outgoing)) if left is None else left:
+                    (flood if destinations[index].tenant_id in flooding else shared).append(index)
+            if shared is None or shared:
+                channel, part, rest = self._shared, shared, flood
+            else:
+                channel, part, rest = self._flood_channel(), flood, []
+            if left is None:
+                # This publication's channels, for ``_serve_ready``. The flood channel's
+                # delivery thread keeps out of the way of the publications that reach it only,
+                # and the shared one's is let go as soon as one does not reach it: each serves
+                # as a producer of its own would (``DeliveryReports.publishing``).
+                self._used.channels = (channel,) if not rest else (channel, self._flood_channel())
+                if channel is not self._shared:
+                    self._reports.not_publishing()
+                if rest or channel is not self._shared:
+                    self._flood_channel().reports.publishing(time.monotonic())
+            if left is None and not rest and part is not None and len(part) == len(outgoing):
+                part = None  # the whole publication goes through one channel
+            with channel.lock:
+                if meter.flooding is not flooding:
+                    continue  # a tenant moved meanwhile: its jobs go where it is now
+                if channel is not self._shared and self._flood_behind_shared:
+                    # A tenant began to flood: its earlier jobs, on the shared client, go first.
+                    self._reports.flush(FLOOD_JOIN_WAIT_SECONDS)
+                    self._flood_behind_shared = False
+                stopped = self._hand_over_part(channel, outgoing, part, callbacks, refused, sent)
+            if stopped is not None:
+                first, full = stopped
+                unsent = list(range(first, len(outgoing))) if part is None else part[first:]
+                return sorted(unsent + rest), full
+            if not rest:
+                return None
+            sent = True
+            left = rest
+
+    def _hand_over_part(
+        self,
+        channel: Channel,
+        outgoing: PreparedJobs,
+        part: list[int] | None,
+        callbacks: Sequence[Callback] | Iterator[Callback],
+        refused: Callable[[int, EnqueueFailed], None],
+        sent: bool,
+    ) -> tuple[int, QueueFull] | None:
+        """``_hand_over_to`` of the jobs of ``outgoing`` at ``part`` (None: all of them); the
+        index returned is one of ``part``'s."""
+        if part is None:
+            return self._hand_over_to(channel, outgoing, callbacks, refused, not sent)
+        chosen = part
+        return self._hand_over_to(
+            channel,
+            outgoing.subset(chosen),
+            callbacks if isinstance(callbacks, Iterator) else [callbacks[i] for i in chosen],
+            lambda index, failure: refused(chosen[index], failure),
+            not sent,
+        )
+
+    def _hand_over_to(
+        self,
+        channel: Channel,
+        outgoing: PreparedJobs,
+        callbacks: Iterable[Callback],
+        refused: Callable[[int, EnqueueFailed], None],
+        nothing_sent: bool,
+    ) -> tuple[int, QueueFull] | None:
+        """``produce`` every message of ``outgoing`` to ``channel``, in order (``_hand_over``);
+        a full buffer that stays full raises ``QueueFull`` at the first message when
+        ``nothing_sent``, else returns the index of the first message not handed over."""
         # The hot loop of every enqueue: locals instead of attribute lookups per message.
-        produce = self._produce
+        produce = channel.produce
         job_id_header = header_names.JOB_ID
         values = outgoing.values
         # Only a job with options may get a pending row (``_with_pending_row``).
@@ -492,15 +629,16 @@ class Producer:
                 )
             except (BufferError, confluent_kafka.KafkaException) as error:
                 index = len(values) - length_hint(remaining) - 1
-                full = self._produce_despite(error, outgoing, index, on_delivery, refused)
+                full = self._produce_despite(channel, error, outgoing, index, on_delivery, refused)
                 if full is not None:
-                    if index == 0:
+                    if index == 0 and nothing_sent:
                         raise full from None
                     return index, full
         return None
 
     def _produce_despite(
         self,
+        channel: Channel,
         error: Exception,
         outgoing: PreparedJobs,
         index: int,
@@ -525,9 +663,9 @@ class Producer:
             if time.monotonic() >= deadline:
                 return self._buffer_stayed_full()
             # Serving delivery reports is what frees room in librdkafka's queue.
-            self._reports.serve(0.05)
+            channel.reports.serve(0.05)
             try:
-                self._produce(
+                channel.produce(
                     destination.topic,
                     outgoing.values[index],
                     destination.key,
@@ -540,6 +678,70 @@ class Producer:
                 return None
             except (BufferError, confluent_kafka.KafkaException) as again:
                 error = again
+
+    # -- the flood channel ----------------------------------------------------------------------
+
+    def _flood_channel(self) -> Channel:
+        """The channel of the flooding tenants, made the first time one floods."""
+        flood = self._flood
+        if flood is None:
+            with self._flood_made:
+                flood = self._flood
+                if flood is None:
+                    assert self._new_flood_client is not None  # a meter only with a maker
+                    client = self._new_flood_client()
+                    flood = self._flood = Channel(
+                        client, positional_produce(client), DeliveryReports(client)
+                    )
+        return flood
+
+    def _move(self, meter: FloodMeter, change: FloodChange) -> None:
+        """Move the tenants of ``change`` between the channels, keeping each one's order.
+
+        A move holds the flood channel's lock, then the shared one's for the instant of the
+        change (always in that order), so no publication is halfway through handing a moving
+        tenant's jobs to the channel it leaves, and the other tenants' publications wait for
+        no flush. A tenant that begins to flood: the next hand-over to the flood channel
+        first waits for the shared client to deliver what it holds (up to
+        ``FLOOD_JOIN_WAIT_SECONDS``; only flooding tenants wait for it). One that stops goes
+        back only when the flood client holds nothing undelivered (else it is tried again
+        at the next window).
+        """
+        flood = self._flood_channel()
+        with flood.lock:
+            leaving = change.leaving if change.leaving and flood.in_flight() == 0 else frozenset()
+            with self._shared.lock:
+                meter.apply(FloodChange(change.joining, leaving))
+            if change.joining:
+                self._flood_behind_shared = True
+        if change.joining:
+            logger.info(
+                "tenants %s flood this producer (>= %g jobs/s): their jobs go through a Kafka "
+                "client of their own",
+                ", ".join(sorted(change.joining)),
+                meter.rate,
+            )
+        if leaving:
+            logger.info(
+                "tenants %s no longer flood this producer: back on its shared Kafka client",
+                ", ".join(sorted(leaving)),
+            )
+
+    def _publishing(self, started: float) -> None:
+        """A publication begins: the shared channel's delivery thread keeps out of its way
+        (the flood channel's only once the publication reaches it, ``_hand_over``)."""
+        self._used.channels = self._shared_only
+        self._reports.publishing(started)
+
+    def _serve_ready(self, started: float) -> None:
+        """The reports ready on the channels this thread's publication used."""
+        for channel in getattr(self._used, "channels", self._shared_only):
+            channel.reports.serve_ready(started)
+
+    def _published(self) -> None:
+        """The publication is over: the delivery threads of its channels may serve again."""
+        for channel in getattr(self._used, "channels", self._shared_only):
+            channel.reports.published()
 
     def _buffer_stayed_full(self) -> QueueFull:
         return QueueFull(

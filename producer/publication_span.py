@@ -11,12 +11,11 @@ and type of each job are on its attempt spans.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tenantq.enqueue_request import EnqueueRequest
 from tenantq.observability.tracing import Publication, PublicationScope, job_tracer
-from tenantq.producer.delivery_reports import DeliveryReports
 from tenantq.producer.request import PreparedJobs
 
 
@@ -26,12 +25,14 @@ def start_publication() -> Publication | None:
     return None if tracer is None else tracer.publication("send")
 
 
-def publishing_call(reports: DeliveryReports, started: float) -> PublicationScope:
-    """One publishing call, ``with`` it: the delivery thread keeps out of its way while it
-    runs, and its span (``as``: None when the process does not trace) ends with it, failed
-    by what the call raised."""
-    reports.publishing(started)
-    return PublicationScope(start_publication(), reports.published)
+def publishing_call(
+    publishing: Callable[[float], None], published: Callable[[], None], started: float
+) -> PublicationScope:
+    """One publishing call, ``with`` it: the delivery threads keep out of its way while it
+    runs (``publishing``, then ``published`` at its end), and its span (``as``: None when the
+    process does not trace) ends with it, failed by what the call raised."""
+    publishing(started)
+    return PublicationScope(start_publication(), published)
 
 
 def describe_publication(
