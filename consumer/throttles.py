@@ -36,6 +36,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from tenantq.consumer.work import WorkItem
 from tenantq.log import log_event
@@ -134,15 +135,8 @@ class Throttles:
             self._schedule(key, held, now + wait)
             self._events.quota_throttled(key[0], key[1], held.reason.value, len(pairs))
             if fresh:
-                log_event(
-                    log,
-                    "tenant.held_back",
-                    tenant=key[1],
-                    queue=key[0],
-                    reason=held.reason.value,
-                    waiting=len(items),
-                    retry_after=round(wait, 3),
-                    worker=self._worker_id,
+                self._log(
+                    "tenant.held_back", key, held, waiting=len(items), retry_after=round(wait, 3)
                 )
 
     def release_due(self) -> None:
@@ -250,13 +244,22 @@ class Throttles:
 
     def _end(self, key: Key, held: _Held, now: float) -> None:
         del self._held[key]
+        self._log(
+            "tenant.no_longer_held_back",
+            key,
+            held,
+            held_back=held.held_back,
+            seconds=round(held.last_held - held.since, 3),
+        )
+
+    def _log(self, event: str, key: Key, held: _Held, **fields: Any) -> None:
+        """The start or the end of a tenant's time held back, named alike in both."""
         log_event(
             log,
-            "tenant.no_longer_held_back",
+            event,
             tenant=key[1],
             queue=key[0],
             reason=held.reason.value,
-            held_back=held.held_back,
-            seconds=round(held.last_held - held.since, 3),
+            **fields,
             worker=self._worker_id,
         )
