@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from tenantq.consumer.claims import Claims
 from tenantq.consumer.dispatcher import FairDispatcher
@@ -20,43 +21,33 @@ from tenantq.consumer.work import HOT_LANE_SUFFIX, WorkItem
 from tenantq.settings import Settings
 
 
+@dataclass(eq=False, kw_only=True)
 class Dispatch:
     """Chooses, claims, and starts what the claims leased (poll thread only)."""
 
-    def __init__(
-        self,
-        *,
-        dispatcher: FairDispatcher[WorkItem],
-        slots: SlotBook,
-        claims: Claims,
-        busy: Callable[[], int],
-        may_claim: Callable[[], bool],
-        start_ready: Callable[[], None],
-        stats: dict[str, int],
-    ) -> None:
-        self._dispatcher = dispatcher
-        self._slots = slots
-        self._claims = claims
-        #: Handler slots running now (the executor's).
-        self._busy = busy
-        #: Not stopping, and the database is up.
-        self._may_claim = may_claim
-        #: Start leased jobs in free slots (``Starter.start_ready``).
-        self._start_ready = start_ready
-        self._stats = stats
+    dispatcher: FairDispatcher[WorkItem]
+    slots: SlotBook
+    claims: Claims
+    #: Handler slots running now (the executor's).
+    busy: Callable[[], int]
+    #: Not stopping, and the database is up.
+    may_claim: Callable[[], bool]
+    #: Start leased jobs in free slots (``Starter.start_ready``).
+    start_ready: Callable[[], None]
+    stats: dict[str, int]
 
     def round(self) -> None:
         """Choose the next jobs fairly and hand them to the claims lanes."""
-        if not self._may_claim():
+        if not self.may_claim():
             return
-        claims = self._claims
+        claims = self.claims
         main_full = claims.full(lane=False)
         lane_full = claims.full(lane=True)
         if main_full and lane_full:
             return
-        slots = self._slots
-        free = slots.free(self._busy())
-        if free <= 0 or not len(self._dispatcher):
+        slots = self.slots
+        free = slots.free(self.busy())
+        if free <= 0 or not len(self.dispatcher):
             return
         has_room = slots.has_room
 
@@ -64,7 +55,7 @@ class Dispatch:
             return not (lane_full if item.lane else main_full) and has_room(item)
 
         # Each is reserved as it is chosen: that counts it in flight for the next choice.
-        chosen = self._dispatcher.pop_many(free, runnable, slots.reserve)
+        chosen = self.dispatcher.pop_many(free, runnable, slots.reserve)
         if chosen:
             slots.chosen(len(chosen))
             claims.claim(chosen)
@@ -80,11 +71,11 @@ class Dispatch:
             if answer is not None and not answer.again
             else None
         )
-        claimed = self._claims.claimed(operation)
-        self._slots.answered(items, claimed, seconds)
-        self._start_ready()
+        claimed = self.claims.claimed(operation)
+        self.slots.answered(items, claimed, seconds)
+        self.start_ready()
         # What did not start waits for a slot: claimed ahead.
-        self._stats["claimed_ahead"] += min(len(self._slots.ready), len(claimed))
+        self.stats["claimed_ahead"] += min(len(self.slots.ready), len(claimed))
 
 
 def fair_dispatcher(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
@@ -48,60 +49,42 @@ REWIND_IDLE_SECONDS = 60.0
 ForgetUnstarted = Callable[[Callable[[WorkItem], bool], set[Key] | None, str], None]
 
 
+@dataclass(eq=False, kw_only=True)
 class Handover:
     """Rebalance callbacks and the shutdown drain (poll thread only)."""
 
-    def __init__(
-        self,
-        *,
-        settings: WorkerSettings,
-        worker_id: str,
-        consumer: Consumer,
-        partitions: Partitions,
-        events: WorkerEvents,
-        executor: Executor,
-        finisher: Finisher,
-        completer: Completer,
-        publisher: Publisher,
-        forget_unstarted: ForgetUnstarted,
-        apply_answers: Callable[[], None],
-        wait_idle: Callable[[float], bool],
-        claiming: Callable[[], int],
-        database_up: Callable[[], bool],
-        store_offsets: Callable[[float], object],
-    ) -> None:
-        self._settings = settings
-        self._worker_id = worker_id
-        self._consumer = consumer
-        self._partitions = partitions
-        self._events = events
-        self._executor = executor
-        self._finisher = finisher
-        self._completer = completer
-        self._publisher = publisher
-        self._forget_unstarted = forget_unstarted
-        #: Apply what the ledger's lanes answered.
-        self._apply_answers = apply_answers
-        #: Wait, at most this long, until the ledger's lanes have done what they were given.
-        self._wait_idle = wait_idle
-        #: Items handed to the claims lanes, not answered yet.
-        self._claiming = claiming
-        #: The database was up when the poll loop last looked (its partitions flow).
-        self._database_up = database_up
-        #: Store the commit positions that may be stored now, waiting at most this long for
-        #: the standbys to hold the state behind the rest (``StandbyGate.settle``).
-        self._store_offsets = store_offsets
+    settings: WorkerSettings
+    worker_id: str
+    consumer: Consumer
+    partitions: Partitions
+    events: WorkerEvents
+    executor: Executor
+    finisher: Finisher
+    completer: Completer
+    publisher: Publisher
+    forget_unstarted: ForgetUnstarted
+    #: Apply what the ledger's lanes answered.
+    apply_answers: Callable[[], None]
+    #: Wait, at most this long, until the ledger's lanes have done what they were given.
+    wait_idle: Callable[[float], bool]
+    #: Items handed to the claims lanes, not answered yet.
+    claiming: Callable[[], int]
+    #: The database was up when the poll loop last looked (its partitions flow).
+    database_up: Callable[[], bool]
+    #: Store the commit positions that may be stored now, waiting at most this long for
+    #: the standbys to hold the state behind the rest (``StandbyGate.settle``).
+    store_offsets: Callable[[float], object]
 
     # -- rebalance -----------------------------------------------------------------------------
 
     def assigned(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """``on_assign``: never raises into the client."""
         try:
-            fresh = self._partitions.assigned(partitions)
+            fresh = self.partitions.assigned(partitions)
             log.info(
                 "assigned %s",
                 [(p.topic, p.partition) for p in partitions],
-                extra={"worker": self._worker_id},
+                extra={"worker": self.worker_id},
             )
             if partitions:
                 consumer.incremental_assign(partitions)
@@ -109,7 +92,7 @@ class Handover:
                 # (the pause outlives the assignment in the client); our state for it starts
                 # fresh and unpaused, so the client's must too, or it never flows again.
                 # One named again while still ours keeps the pauses it has.
-                if fresh and self._database_up():
+                if fresh and self.database_up():
                     consumer.resume(fresh)
                 elif fresh:
                     consumer.pause(fresh)
@@ -135,45 +118,45 @@ class Handover:
         if not keys:
             return
         log.info(
-            "%s %s", "lost" if lost else "revoked", sorted(keys), extra={"worker": self._worker_id}
+            "%s %s", "lost" if lost else "revoked", sorted(keys), extra={"worker": self.worker_id}
         )
 
         def ours(item: WorkItem) -> bool:
             return (item.topic, item.partition) in keys
 
         reason = "partition revoked" if not lost else "partition lost"
-        executor, completer = self._executor, self._completer
-        self._partitions.mark_revoked(keys)
+        executor, completer = self.executor, self.completer
+        self.partitions.mark_revoked(keys)
         for topic, partition in keys:
-            self._events.partition_revoked(topic, partition)
-        self._forget_unstarted(ours, keys, reason)
-        grace = self._settings.revoke_grace_seconds
+            self.events.partition_revoked(topic, partition)
+        self.forget_unstarted(ours, keys, reason)
+        grace = self.settings.revoke_grace_seconds
         # Attempts that ended already have results, written under their leases (fenced by
         # them, whoever owns the partition now): given back instead, they ran twice.
-        self._finisher.collect()
+        self.finisher.collect()
         if not lost:
             # Results already decided are written; their offsets can be committed.
             deadline = time.monotonic() + grace
             while time.monotonic() < deadline and any(ours(t.item) for t in executor.running()):
                 time.sleep(0.02)
                 executor.expire()
-                self._finisher.collect()
+                self.finisher.collect()
                 completer.flush(now=True)
-                self._apply_answers()
+                self.apply_answers()
         unfinished = [t for t in executor.running() if ours(t.item)]
         for task in unfinished:
             executor.cancel(task, "revoked")
-        completer.release(self._finisher.abandon(unfinished), reason)
+        completer.release(self.finisher.abandon(unfinished), reason)
         if not lost:
             completer.flush(now=True)
             self._settle_in_time(grace)
-            self._publisher.settle(grace)
-            self._store_offsets(grace)
+            self.publisher.settle(grace)
+            self.store_offsets(grace)
             # Unbounded, inside the callback: the commit must land before the partitions have
             # a new owner, or it could overwrite the new owner's commit with positions past
             # jobs that owner has given back since (then nobody reads them again).
-            self._partitions.commit(self._consumer, keys, timeout=None)
-        self._partitions.forget(keys)
+            self.partitions.commit(self.consumer, keys, timeout=None)
+        self.partitions.forget(keys)
 
     # -- failover ------------------------------------------------------------------------------
 
@@ -186,7 +169,7 @@ class Handover:
         and each partition is read again from its last stored position, behind what the
         standbys had (``tenantq.consumer.standby_gate``): what the new primary lacks runs
         again, what it has is found done."""
-        partitions = self._partitions
+        partitions = self.partitions
         keys = {key for key, state in partitions.states.items() if not state.revoked}
         stored = {key: partitions.states[key].stored for key in keys}
         owned = [TopicPartition(topic, partition) for topic, partition in sorted(keys)]
@@ -213,17 +196,17 @@ class Handover:
             if offset is None:
                 offset = committed.get(key, OFFSET_BEGINNING)
             try:
-                self._consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
+                self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
             except KafkaException as error:
                 log.warning(
                     "seek of %s[%d] to %d failed: %s", tp.topic, tp.partition, offset, error
                 )
         # As on an assignment: the client's pauses outlive our state of the partitions.
         try:
-            if self._database_up():
-                self._consumer.resume(fresh)
+            if self.database_up():
+                self.consumer.resume(fresh)
             else:
-                self._consumer.pause(fresh)
+                self.consumer.pause(fresh)
         except KafkaException as error:
             log.debug("resume after the rewind failed: %s", error)
 
@@ -235,14 +218,14 @@ class Handover:
         for lanes still backing off from the failover, up to ``REWIND_IDLE_SECONDS``."""
         # Results waiting for their next step (a retry, a dead letter) to be acknowledged
         # by Kafka go to the lanes once it is.
-        self._publisher.settle(self._settings.revoke_grace_seconds)
+        self.publisher.settle(self.settings.revoke_grace_seconds)
         deadline = time.monotonic() + REWIND_IDLE_SECONDS
         while True:
-            self._completer.flush(now=True)
-            self._wait_idle(max(0.0, deadline - time.monotonic()))
-            self._apply_answers()
-            self._completer.flush(now=True)
-            if self._wait_idle(0.0):
+            self.completer.flush(now=True)
+            self.wait_idle(max(0.0, deadline - time.monotonic()))
+            self.apply_answers()
+            self.completer.flush(now=True)
+            if self.wait_idle(0.0):
                 return
             if time.monotonic() >= deadline:
                 log.warning(
@@ -256,7 +239,7 @@ class Handover:
         if not partitions:
             return []
         try:
-            return list(self._consumer.committed(partitions, timeout=REWIND_RELEASE_SECONDS))
+            return list(self.consumer.committed(partitions, timeout=REWIND_RELEASE_SECONDS))
         except KafkaException as error:
             log.warning("committed offsets unknown (%s): those partitions are read again", error)
             return []
@@ -266,37 +249,37 @@ class Handover:
     def drain(self, deadline: Callable[[], float]) -> None:
         """Run the deploy contract until ``deadline()`` (``time.monotonic``; asked each turn:
         a second stop signal moves it to now)."""
-        executor, finisher, completer = self._executor, self._finisher, self._completer
+        executor, finisher, completer = self.executor, self.finisher, self.completer
         deadline()  # the drain window starts now
         log.info("draining %d running jobs", executor.busy)
-        self._partitions.pause_all(self._consumer)
-        self._forget_unstarted(lambda item: True, None, "worker shut down before the job started")
+        self.partitions.pause_all(self.consumer)
+        self.forget_unstarted(lambda item: True, None, "worker shut down before the job started")
         finish_running(
             executor=executor,
             finisher=finisher,
             completer=completer,
             deadline=deadline,
-            claiming=self._claiming,
+            claiming=self.claiming,
             turn=self._drain_turn,
-            flush_events=self._events.flush,
+            flush_events=self.events.flush,
         )
         self._settle_in_time(FINAL_WRITE_SECONDS)
-        self._publisher.settle(FINAL_WRITE_SECONDS)
-        self._store_offsets(FINAL_WRITE_SECONDS)
-        self._partitions.commit(self._consumer, None, timeout=FINAL_WRITE_SECONDS)
+        self.publisher.settle(FINAL_WRITE_SECONDS)
+        self.store_offsets(FINAL_WRITE_SECONDS)
+        self.partitions.commit(self.consumer, None, timeout=FINAL_WRITE_SECONDS)
 
     def _drain_turn(self) -> None:
-        self._consumer.consume(num_messages=1, timeout=0.05)  # stay in the group
-        self._apply_answers()
+        self.consumer.consume(num_messages=1, timeout=0.05)  # stay in the group
+        self.apply_answers()
 
     def leave_group(self, timeout: float = 30.0) -> None:
         """Leave the group. ``close()`` can hang in a rebalance (librdkafka #4527), so it runs
         with a bound; the process exits regardless, and the group notices via the session."""
-        if not finished_within(self._consumer.close, timeout, "tenantq-consumer-close"):
+        if not finished_within(self.consumer.close, timeout, "tenantq-consumer-close"):
             log.warning("consumer close did not finish within %.0fs; leaving anyway", timeout)
 
     def _settle_in_time(self, timeout: float) -> None:
         """Let the lanes finish what they were given (bounded: the database may be away) and
         apply their answers."""
-        self._wait_idle(max(0.0, timeout))
-        self._apply_answers()
+        self.wait_idle(max(0.0, timeout))
+        self.apply_answers()

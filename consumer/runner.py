@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenantq.app import JobType
+from tenantq.app import Handler, JobType
 from tenantq.consumer.context import JobContext
 from tenantq.consumer.outcomes import BreakerSignal, Verdict, breaker_signal, classify
 from tenantq.consumer.retry_policy import RetryPolicy
@@ -317,15 +317,24 @@ class HandlerRunner:
         except RuntimeError:
             pass  # the loop is closed: the runner stopped, and its attempt with it
 
-    def _canceled_before_start(self, task: Task) -> bool:
-        """A task asked to stop while it waited for a slot (a revoke, the shutdown, an
-        operator) never starts: the member may have given its lease back already. It ends as
-        a handler that raised ``JobCanceled`` at once would."""
+    def _begin(self, task: Task) -> bool:
+        """Whether the attempt starts. A task asked to stop while it waited for a slot (a
+        revoke, the shutdown, an operator) never starts: the member may have given its lease
+        back already. It ends as a handler that raised ``JobCanceled`` at once would. One that
+        starts has its trace begin here, in the thread or asyncio task that runs it, so the
+        span is current there and only there."""
         reason = task.context.cancel_reason
-        if reason is None:
+        if reason is not None:
+            self._finish(task, JobCanceled(f"job {task.context.job_id} canceled ({reason})"))
             return False
-        self._finish(task, JobCanceled(f"job {task.context.job_id} canceled ({reason})"))
+        if task.trace is not None:
+            task.trace.begin()
         return True
+
+    def _end(self, task: Task, error: BaseException | None) -> None:
+        if task.trace is not None:
+            task.trace.leave()
+        self._finish(task, error)
 
     def _finish(self, task: Task, error: BaseException | None, *, timed_out: bool = False) -> bool:
         with self._lock:
@@ -368,60 +377,28 @@ class HandlerRunner:
             self._threads.discard(me)
 
     def _run_sync(self, task: Task) -> None:
-        if self._canceled_before_start(task):
+        if not self._begin(task):
             return
-        trace = task.trace
-        if trace is not None:
-            trace.begin()  # the current span of the handler's thread while it runs
-        error: BaseException | None = None
         for retry in range(TRANSIENT_RETRIES + 1):
-            error = None
-            try:
-                handler = task.job_type.handler
-                assert handler is not None
-                if self._on_start is not None:
-                    self._on_start(task.context.job_id)
-                handler(task.context, decode_payload(task.job_type, task.payload))
-            except BaseException as raised:  # noqa: BLE001 - classified when judged
-                error = raised
-            finally:
-                if self._on_start is not None:
-                    self._on_start(None)
-            if not self._retry_in_place(task, error, retry):
+            with _HandlerCall(self._on_start) as call:
+                handler, payload = call.begin(task)
+                handler(task.context, payload)
+            if not self._retry_in_place(task, call.error, retry):
                 break
             time.sleep(backoff_seconds(retry))
-        if trace is not None:
-            trace.leave()
-        self._finish(task, error)
+        self._end(task, call.error)
 
     async def _run_async(self, task: Task) -> None:
-        if self._canceled_before_start(task):
+        if not self._begin(task):
             return
-        trace = task.trace
-        if trace is not None:
-            trace.begin()  # the asyncio task's own context: current only in this attempt
-        error: BaseException | None = None
         for retry in range(TRANSIENT_RETRIES + 1):
-            error = None
-            try:
-                handler = task.job_type.handler
-                assert handler is not None
-                if self._on_start is not None:
-                    self._on_start(task.context.job_id)
-                await handler(task.context, decode_payload(task.job_type, task.payload))
-            except asyncio.CancelledError as cancelled:
-                error = cancelled
-            except BaseException as raised:  # noqa: BLE001 - classified when judged
-                error = raised
-            finally:
-                if self._on_start is not None:
-                    self._on_start(None)
-            if not self._retry_in_place(task, error, retry):
+            with _HandlerCall(self._on_start) as call:
+                handler, payload = call.begin(task)
+                await handler(task.context, payload)
+            if not self._retry_in_place(task, call.error, retry):
                 break
             await asyncio.sleep(backoff_seconds(retry))
-        if trace is not None:
-            trace.leave()
-        self._finish(task, error)
+        self._end(task, call.error)
 
     @staticmethod
     def _retry_in_place(task: Task, error: BaseException | None, retry: int) -> bool:
@@ -433,6 +410,36 @@ class HandlerRunner:
             and not task.context.cancelled
             and is_transient_database_error(error)
         )
+
+
+class _HandlerCall:
+    """One call of an attempt's handler, sync or awaited, as a ``with`` block: what the block
+    raises is kept in ``error`` (classified when the task is judged), never let out, and
+    ``on_start`` hears that the job runs (``begin``) and, when the block ends, that none does."""
+
+    __slots__ = ("_on_start", "error")
+
+    def __init__(self, on_start: Callable[[uuid.UUID | None], None] | None) -> None:
+        self._on_start = on_start
+        self.error: BaseException | None = None
+
+    def __enter__(self) -> _HandlerCall:
+        return self
+
+    def begin(self, task: Task) -> tuple[Handler, Any]:
+        """The handler and its payload, decoded for it (a payload that does not fit its model
+        raises here, inside the block, as a handler's error would)."""
+        handler = task.job_type.handler
+        assert handler is not None
+        if self._on_start is not None:
+            self._on_start(task.context.job_id)
+        return handler, decode_payload(task.job_type, task.payload)
+
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> bool:
+        if self._on_start is not None:
+            self._on_start(None)
+        self.error = error
+        return True
 
 
 def _cancel_in_loop(task: Task) -> None:

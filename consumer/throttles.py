@@ -36,6 +36,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from tenantq.consumer.work import WorkItem
 from tenantq.log import log_event
@@ -75,30 +76,22 @@ class _Held:
     held_back: int = 0
 
 
+@dataclass(eq=False, kw_only=True)
 class Throttles:
     """The held-back jobs of this worker (see the module docstring). Poll thread only."""
 
-    def __init__(
-        self,
-        *,
-        push: Callable[[WorkItem], None],
-        held_back: Callable[[Iterable[WorkItem], int], None],
-        events: WorkerEvents,
-        worker_id: str,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        #: Back to fair dispatch (the dispatcher's ``push``).
-        self._push = push
-        #: Their messages leave their windows (1) or count in them again (-1).
-        self._held_back = held_back
-        self._events = events
-        self._worker_id = worker_id
-        self._clock = clock
-        self._held: dict[Key, _Held] = {}
-        #: (retry at, key): when each tenant's jobs go back; stale entries (a later hold
-        #: moved the time) are skipped when reached.
-        self._due: list[tuple[float, Key]] = []
-        self._count = 0
+    #: Back to fair dispatch (the dispatcher's ``push``).
+    push: Callable[[WorkItem], None]
+    #: Their messages leave their windows (1) or count in them again (-1).
+    held_back: Callable[[Iterable[WorkItem], int], None]
+    events: WorkerEvents
+    worker_id: str
+    clock: Callable[[], float] = time.monotonic
+    _held: dict[Key, _Held] = field(default_factory=dict, init=False)
+    #: (retry at, key): when each tenant's jobs go back; stale entries (a later hold
+    #: moved the time) are skipped when reached.
+    _due: list[tuple[float, Key]] = field(default_factory=list, init=False)
+    _count: int = field(default=0, init=False)
 
     def __len__(self) -> int:
         """Jobs held back here now."""
@@ -108,7 +101,7 @@ class Throttles:
         """Park the jobs a claim held back, each until the time its answer gave."""
         if not throttled:
             return
-        now = self._clock()
+        now = self.clock()
         by_key: dict[Key, list[tuple[WorkItem, Throttle]]] = {}
         for item, throttle in throttled:
             by_key.setdefault((item.queue, item.tenant_id), []).append((item, throttle))
@@ -125,24 +118,17 @@ class Throttles:
                 if not item.held_back:
                     item.held_back = True
                     fresh_items.append(item)
-            self._held_back(fresh_items, 1)
+            self.held_back(fresh_items, 1)
             self._count += len(pairs)
             wait = max(LEAST_WAIT_SECONDS, min(throttle.retry_after for _, throttle in pairs))
             held.reason = pairs[0][1].reason
             held.last_held = now
             held.held_back += len(pairs)
             self._schedule(key, held, now + wait)
-            self._events.quota_throttled(key[0], key[1], held.reason.value, len(pairs))
+            self.events.quota_throttled(key[0], key[1], held.reason.value, len(pairs))
             if fresh:
-                log_event(
-                    log,
-                    "tenant.held_back",
-                    tenant=key[1],
-                    queue=key[0],
-                    reason=held.reason.value,
-                    waiting=len(items),
-                    retry_after=round(wait, 3),
-                    worker=self._worker_id,
+                self._log(
+                    "tenant.held_back", key, held, waiting=len(items), retry_after=round(wait, 3)
                 )
 
     def release_due(self) -> None:
@@ -151,7 +137,7 @@ class Throttles:
         due = self._due
         if not due and not self._held:
             return
-        now = self._clock()
+        now = self.clock()
         while due and due[0][0] <= now:
             retry_at, key = heapq.heappop(due)
             held = self._held.get(key)
@@ -225,7 +211,7 @@ class Throttles:
         gone = [item for item in items if item.held_back]
         for item in gone:
             item.held_back = False
-        self._held_back(gone, -1)
+        self.held_back(gone, -1)
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -241,22 +227,31 @@ class Throttles:
         # They stay out of their windows until their claim answers (``let_go``): a window
         # that took them back on every ask would pause and resume its partition each time.
         for item in released:
-            self._push(item)
+            self.push(item)
         self._count -= len(released)
         if items:
             # The rest follow when the claim of the released ones answers (``hold``,
             # ``let_through``), or after a while if none does.
-            self._schedule(key, held, self._clock() + UNANSWERED_SECONDS)
+            self._schedule(key, held, self.clock() + UNANSWERED_SECONDS)
 
     def _end(self, key: Key, held: _Held, now: float) -> None:
         del self._held[key]
+        self._log(
+            "tenant.no_longer_held_back",
+            key,
+            held,
+            held_back=held.held_back,
+            seconds=round(held.last_held - held.since, 3),
+        )
+
+    def _log(self, event: str, key: Key, held: _Held, **fields: Any) -> None:
+        """The start or the end of a tenant's time held back, named alike in both."""
         log_event(
             log,
-            "tenant.no_longer_held_back",
+            event,
             tenant=key[1],
             queue=key[0],
             reason=held.reason.value,
-            held_back=held.held_back,
-            seconds=round(held.last_held - held.since, 3),
-            worker=self._worker_id,
+            **fields,
+            worker=self.worker_id,
         )

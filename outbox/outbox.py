@@ -38,6 +38,7 @@ from tenantq.job_ids import new_job_id_ints
 from tenantq.observability.tracing import Publication, PublicationScope, job_tracer
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.request import EnqueueRequest, RequestPreparer
+from tenantq.producer.unique import KeyedJob, check_same_job
 from tenantq.schemas.envelope import decode_envelope
 from tenantq.settings import Settings, load_settings
 from tenantq.store import outbox as outbox_store
@@ -241,16 +242,14 @@ def _existing(row: outbox_store.OutboxRow, job: outbox_store.ExistingJob | None)
             f"idempotency key {row.idempotency_key!r} of queue {row.queue!r} is held by a job "
             "that could not be read; try again"
         )
-    if (job.job_type, job.tenant_id, job.payload_sha256) != (
-        row.job_type,
-        row.tenant_id,
-        row.payload_sha256,
-    ):
-        raise JobConflict(
-            f"idempotency key {row.idempotency_key!r} of queue {row.queue!r} already names "
-            f"job {job.job_id} ({job.job_type} of tenant {job.tenant_id!r}) with another "
-            "job type, tenant or payload; the original is kept"
-        )
+    check_same_job(
+        row.idempotency_key,
+        row.queue,
+        job.job_id,
+        KeyedJob(job.job_type, job.tenant_id, job.payload_sha256),
+        KeyedJob(row.job_type, row.tenant_id, row.payload_sha256),
+        "the original is kept",
+    )
     return OutboxRef(job.job_id, False, row.queue)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import InvalidStateError
 from typing import Any, overload
 
@@ -25,11 +25,12 @@ from tenantq.job_ids import uuid_of_int
 from tenantq.producer.delivery import JobRef, Resender, enqueue_failure, unconfirmed_failure
 from tenantq.producer.job_future import JobFuture
 from tenantq.producer.request import PreparedJobs
+from tenantq.producer.rows import Rows
 
 logger = logging.getLogger("tenantq.producer")
 
 
-class JobRefs(Sequence[JobRef]):
+class JobRefs(Rows[JobRef]):
     """The ``JobRef`` of every job of a batch, in request order: a read-only sequence that
     makes each ``JobRef`` when it is read.
 
@@ -83,16 +84,6 @@ class JobRefs(Sequence[JobRef]):
             zip(self._job_ints, self._topics, self._partitions, self._offsets, strict=True)
         ):
             yield JobRef(make(job_int), topic, partition, offset, position not in existing)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, JobRefs | list | tuple):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"JobRefs({list(self)!r})"
 
 
 class BatchFuture(JobFuture[JobRefs]):

@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_INVALID, Consumer, TopicPartition
 
@@ -25,40 +26,35 @@ logger = logging.getLogger("tenantq.producer")
 AgeProbe = Callable[[str], float | None]
 
 
+@dataclass(eq=False)
 class LatencyGuard:
     """Raises ``LatencyBudgetExceeded`` when ``probe(queue)`` exceeds ``budget_seconds``.
 
     Probe results are kept ``cache_seconds`` so the hot path pays a dictionary lookup.
     """
 
-    def __init__(
-        self,
-        budget_seconds: float,
-        probe: AgeProbe,
-        cache_seconds: float = 5.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.budget_seconds = budget_seconds
-        self._probe = probe
-        self._cache_seconds = cache_seconds
-        self._clock = clock
-        self._ages: dict[str, tuple[float, float | None]] = {}
-        self._lock = threading.Lock()
+    budget_seconds: float
+    probe: AgeProbe
+    cache_seconds: float = 5.0
+    clock: Callable[[], float] = time.monotonic
+    #: Queue -> (until when it holds, the age read).
+    _ages: dict[str, tuple[float, float | None]] = field(default_factory=dict, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def oldest_age(self, queue: str) -> float | None:
         cached = self._ages.get(queue)
-        if cached is not None and self._clock() < cached[0]:
+        if cached is not None and self.clock() < cached[0]:
             return cached[1]
         with self._lock:
             cached = self._ages.get(queue)
-            if cached is not None and self._clock() < cached[0]:
+            if cached is not None and self.clock() < cached[0]:
                 return cached[1]
             try:
-                age = self._probe(queue)
+                age = self.probe(queue)
             except Exception as error:
                 logger.warning("latency guard cannot read the age of %r: %s", queue, error)
                 age = None
-            self._ages[queue] = (self._clock() + self._cache_seconds, age)
+            self._ages[queue] = (self.clock() + self.cache_seconds, age)
             return age
 
     def check(self, queue: str) -> None:
@@ -67,7 +63,7 @@ class LatencyGuard:
             raise LatencyBudgetExceeded(
                 f"queue {queue!r} is past its latency budget: its oldest waiting job is "
                 f"{age:.1f}s old, the budget is {self.budget_seconds:g}s",
-                retry_after=self._cache_seconds,
+                retry_after=self.cache_seconds,
             )
 
 

@@ -18,6 +18,7 @@ from tenantq.job_ids import job_id_text
 from tenantq.partitioner.placement import Placement, key_partition
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer import validation
+from tenantq.producer.rows import Rows
 from tenantq.producer.validation import (
     check_idempotency_key,
     check_job_id,
@@ -122,7 +123,7 @@ class Destination:
         )
 
 
-class PreparedJobs(Sequence[EncodedJob]):
+class PreparedJobs(Rows[EncodedJob]):
     """The jobs of one ``prepare_all`` call: a read-only sequence of ``EncodedJob`` kept as
     columns, each ``EncodedJob`` made when it is read.
 
@@ -187,17 +188,6 @@ class PreparedJobs(Sequence[EncodedJob]):
     def __iter__(self) -> Iterator[EncodedJob]:
         for index in range(len(self.values)):
             yield self[index]
-
-    def __eq__(self, other: object) -> bool:
-        # Equal to a list of the same jobs, as the list that ``prepare_all`` returned was.
-        if isinstance(other, PreparedJobs | list | tuple):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"PreparedJobs({list(self)!r})"
 
     def subset(self, positions: Iterable[int]) -> PreparedJobs:
         """The jobs at ``positions``, in that order."""

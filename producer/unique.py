@@ -24,19 +24,47 @@ import logging
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
 from tenantq.errors import JobConflict
 from tenantq.producer.delivery import JobRef
 from tenantq.producer.request import EncodedJob, EnqueueRequest
-from tenantq.schemas.envelope import decode_envelope
+from tenantq.schemas.envelope import Envelope, decode_envelope
 from tenantq.settings import Settings
 from tenantq.store.engine import DeploymentConnection, connect
 from tenantq.store.outbox import jobs_by_idempotency_keys
 
 logger = logging.getLogger("tenantq.producer")
+
+
+class KeyedJob(NamedTuple):
+    """What a request must share with the job its idempotency key already names to be that
+    job again (the digest is None for a row written before digests were kept)."""
+
+    job_type: str
+    tenant_id: str
+    payload_sha256: bytes | None
+
+    @classmethod
+    def of(cls, envelope: Envelope) -> KeyedJob:
+        """The job type, tenant and payload digest of ``envelope``."""
+        return cls(envelope.job_type, envelope.tenant_id, hashlib.sha256(envelope.payload).digest())
+
+
+def check_same_job(
+    key: object, queue: str, holder_id: object, holder: KeyedJob, wanted: KeyedJob, kept: str
+) -> None:
+    """Raise ``JobConflict`` unless the job ``holder_id`` that ``key`` already names in
+    ``queue`` is the job ``wanted`` again; ``kept`` says what became of the request (the
+    same rule and words for the producer, the outbox and the recording producer)."""
+    if holder != wanted:
+        raise JobConflict(
+            f"idempotency key {key!r} of queue {queue!r} already names job {holder_id} "
+            f"({holder.job_type} of tenant {holder.tenant_id!r}) with another job type, "
+            f"tenant or payload; {kept}"
+        )
 
 
 def idempotency_key_of(request: object) -> str | None:
@@ -82,17 +110,14 @@ class UniqueJobs:
             if row is None:
                 continue
             job_id, job_type, tenant_id, digest, topic, partition, offset = row
-            mine = (
-                envelope.job_type,
-                envelope.tenant_id,
-                hashlib.sha256(envelope.payload).digest(),
+            check_same_job(
+                envelope.idempotency_key,
+                envelope.queue,
+                job_id,
+                KeyedJob(job_type, tenant_id, None if digest is None else bytes(digest)),
+                KeyedJob.of(envelope),
+                "nothing was published",
             )
-            if (job_type, tenant_id, None if digest is None else bytes(digest)) != mine:
-                raise JobConflict(
-                    f"idempotency key {envelope.idempotency_key!r} of queue {envelope.queue!r} "
-                    f"already names job {job_id} ({job_type} of tenant {tenant_id!r}) with "
-                    "another job type, tenant or payload; nothing was published"
-                )
             found[index] = JobRef(
                 uuid.UUID(str(job_id)),
                 topic or outgoing[index].topic,

@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar, Unpack
 
 from tenantq.app import App, JobType, resolve_max_attempts
 from tenantq.closing import ClosedOnExit
@@ -44,6 +44,21 @@ PayloadT = TypeVar("PayloadT")
 EXPIRY_CHECK_SECONDS = 0.01
 #: Snoozes a ``run_to_end`` follows before it stops and reports the job still waiting.
 MAX_SNOOZES = 100
+
+
+class AttemptOptions(TypedDict, total=False):
+    """The options of one attempt, as keyword arguments of ``JobHarness.run`` (which hands
+    them to ``run_encoded``, where their defaults are)."""
+
+    tenant: str
+    attempt: int
+    max_attempts: int | None
+    progress: Any
+    timeout: float | None
+    job_id: uuid.UUID | None
+    idempotency_key: str | None
+    cancel: str | None
+    cancel_after: float
 
 
 class JobHarness(ClosedOnExit):
@@ -90,45 +105,24 @@ class JobHarness(ClosedOnExit):
         job: JobHandle[PayloadT, Any] | str,
         *,
         payload: PayloadT,
-        tenant: str = "tenant",
-        attempt: int = 1,
-        max_attempts: int | None = None,
-        progress: Any = None,
-        timeout: float | None = None,
-        job_id: uuid.UUID | None = None,
-        idempotency_key: str | None = None,
-        cancel: str | None = None,
-        cancel_after: float = 0.0,
+        **options: Unpack[AttemptOptions],
     ) -> Attempt:
         """Run one attempt of ``job`` (its handle or its name) with ``payload`` and report
         how it ended.
 
         ``payload`` is checked and encoded as ``Producer.enqueue`` would (a payload it would
-        refuse raises the same error here, and nothing runs). ``attempt`` is the attempt's
-        number and ``progress`` what an earlier attempt saved; ``max_attempts`` and
-        ``timeout`` default to the job type's, then the worker's. ``cancel`` asks the
-        handler to stop ``cancel_after`` seconds into the attempt, as the worker would for
-        that reason (``operator``, ``shutdown``, ``revoked``; or ``lease_lost``, after which
-        ``ctx.heartbeat()`` and ``ctx.checkpoint()`` answer False: the store would refuse
-        the attempt's result, whatever its verdict).
+        refuse raises the same error here, and nothing runs). The ``options`` are
+        ``run_encoded``'s: ``tenant``; ``attempt``, the attempt's number (default 1), and
+        ``progress``, what an earlier attempt saved; ``max_attempts`` and ``timeout``
+        default to the job type's, then the worker's. ``cancel`` asks the handler to stop
+        ``cancel_after`` seconds into the attempt, as the worker would for that reason
+        (``operator``, ``shutdown``, ``revoked``; or ``lease_lost``, after which
+        ``ctx.heartbeat()`` and ``ctx.checkpoint()`` answer False: the store would refuse the
+        attempt's result, whatever its verdict).
         """
         job_type = self._job_type(job)
-        data = encode_payload(
-            job_type.name, payload, job_type.model, self.settings.max_payload_bytes
-        )
-        return self.run_encoded(
-            job_type.name,
-            data,
-            tenant=tenant,
-            attempt=attempt,
-            max_attempts=max_attempts,
-            progress=progress,
-            timeout=timeout,
-            job_id=job_id,
-            idempotency_key=idempotency_key,
-            cancel=cancel,
-            cancel_after=cancel_after,
-        )
+        data = self._encoded(job_type, payload)
+        return self.run_encoded(job_type.name, data, **options)
 
     def run_encoded(
         self,
@@ -219,9 +213,7 @@ class JobHarness(ClosedOnExit):
         progress the one before saved; a snooze keeps the attempt's number. No delay is
         waited for: each is reported (``Attempt.delay_seconds``)."""
         job_type = self._job_type(job)
-        data = encode_payload(
-            job_type.name, payload, job_type.model, self.settings.max_payload_bytes
-        )
+        data = self._encoded(job_type, payload)
         return self._follow(job_type, data, tenant, max_attempts, progress, timeout, None)
 
     def run_enqueued(self, job_type: str | None = None) -> list[JobRun]:
@@ -256,6 +248,12 @@ class JobHarness(ClosedOnExit):
         if job_type.handler is None:
             raise ConfigurationError(f"job type {job_type.name!r} has no handler in this app")
         return job_type
+
+    def _encoded(self, job_type: JobType, payload: Any) -> bytes:
+        """``payload`` checked and encoded as ``Producer.enqueue`` would."""
+        return encode_payload(
+            job_type.name, payload, job_type.model, self.settings.max_payload_bytes
+        )
 
     def _attempt(self, task: Task, cancel: Callable[[], None] | None, cancel_after: float) -> Task:
         """``task`` run by the runner until it is judged (finished, or past its timeout);

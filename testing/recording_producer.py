@@ -20,11 +20,12 @@ from typing import Any
 
 from tenantq.app import App
 from tenantq.enqueue_request import EnqueueRequest
-from tenantq.errors import ConfigurationError, JobConflict
+from tenantq.errors import ConfigurationError
 from tenantq.job_ids import new_job_id_block, new_job_id_ints
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.delivery import JobRef
 from tenantq.producer.request import RequestPreparer
+from tenantq.producer.unique import KeyedJob, check_same_job
 from tenantq.schemas.envelope import Envelope, decode_envelope
 from tenantq.settings import Settings
 from tenantq.topic_admin import declared_topics
@@ -161,16 +162,14 @@ class RecordingProducer:
         holder = keys.setdefault((job.queue, key), job)
         if holder is job:
             return None
-        mine, theirs = job.envelope, holder.envelope
-        if (mine.job_type, mine.tenant_id, mine.payload) != (
-            theirs.job_type,
-            theirs.tenant_id,
-            theirs.payload,
-        ):
-            raise JobConflict(
-                f"idempotency key {key!r} of queue {job.queue!r} already names job "
-                f"{holder.job_id} with another job type, tenant or payload; the original is kept"
-            )
+        check_same_job(
+            key,
+            job.queue,
+            holder.job_id,
+            KeyedJob.of(holder.envelope),
+            KeyedJob.of(job.envelope),
+            "the original is kept",
+        )
         return holder
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, KafkaException, Message, ShareConsumer
 
@@ -13,41 +14,34 @@ from tenantq.consumer.share.records import ShareRecords
 log = logging.getLogger("tenantq.worker")
 
 
+@dataclass(eq=False)
 class ShareReader:
     """Polls the share consumer (poll thread only: it owns the consumer's reads)."""
 
-    def __init__(
-        self,
-        consumer: ShareConsumer,
-        records: ShareRecords,
-        may_read: Callable[[], bool],
-        wait: Callable[[float], object],
-        fatal: Callable[[str], None],
-    ) -> None:
-        self._consumer = consumer
-        self._records = records
-        #: Not stopping, and the database is up (nothing read now could be claimed).
-        self._may_read = may_read
-        #: Sleep until woken (``Inbox.wait``): an answer or a finished attempt ends it.
-        self._wait = wait
-        #: The client can go no further (a broker without share groups answers the group's
-        #: heartbeat UNSUPPORTED_VERSION, a fatal error): told why, once.
-        self._fatal = fatal
+    consumer: ShareConsumer
+    records: ShareRecords
+    #: Not stopping, and the database is up (nothing read now could be claimed).
+    may_read: Callable[[], bool]
+    #: Sleep until woken (``Inbox.wait``): an answer or a finished attempt ends it.
+    wait: Callable[[float], object]
+    #: The client can go no further (a broker without share groups answers the group's
+    #: heartbeat UNSUPPORTED_VERSION, a fatal error): told why, once.
+    fatal: Callable[[str], None]
 
     def read(self, timeout: float) -> list[Message]:
         """The records of one poll, acquired for this member, waiting at most ``timeout``;
         none while the last poll's records are open. The poll also carries the last poll's
         acknowledgements to the broker."""
-        if not self._may_read() or not self._records.settled():
+        if not self.may_read() or not self.records.settled():
             if timeout > 0:
-                self._wait(timeout)
+                self.wait(timeout)
             return []
         try:
-            messages = list(self._consumer.poll(timeout))
+            messages = list(self.consumer.poll(timeout))
         except KafkaException as error:
             problem = error.args[0] if error.args else None
             if isinstance(problem, KafkaError) and problem.fatal():
-                self._fatal(problem.str())
+                self.fatal(problem.str())
             else:
                 log.warning("share consumer poll failed: %s", error)
             return []
@@ -56,7 +50,7 @@ class ShareReader:
             # records are settled) or a concurrent use of the consumer.
             log.warning("share consumer poll failed: %s", error)
             return []
-        self._records.acquired(messages)
+        self.records.acquired(messages)
         usable = []
         for message in messages:
             problem = message.error()

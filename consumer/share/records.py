@@ -32,6 +32,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import AcknowledgeType, KafkaException, Message
@@ -46,26 +47,21 @@ RecordKey = tuple[str, int, int]
 Acknowledge = Callable[[str, int, int, AcknowledgeType], None]
 
 
+@dataclass(eq=False)
 class ShareRecords:
     """The open records of the last poll (poll thread only)."""
 
-    def __init__(
-        self,
-        acknowledge: Acknowledge,
-        lock_seconds: float,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._acknowledge = acknowledge
-        self._lock_seconds = lock_seconds
-        self._clock = clock
-        #: The number of the last poll (0: none yet).
-        self.poll_number = 0
-        #: Records of the last poll not acknowledged yet.
-        self._open: set[RecordKey] = set()
-        self._acquired_at = 0.0
-        #: received, redelivered (delivery count above 1), accepted, released, rejected,
-        #: expired (still open when the lock ran out), late (done after its poll was left).
-        self.counts: Counter[str] = Counter()
+    acknowledge: Acknowledge
+    lock_seconds: float
+    clock: Callable[[], float] = time.monotonic
+    #: The number of the last poll (0: none yet).
+    poll_number: int = field(default=0, init=False)
+    #: Records of the last poll not acknowledged yet.
+    _open: set[RecordKey] = field(default_factory=set, init=False)
+    _acquired_at: float = field(default=0.0, init=False)
+    #: received, redelivered (delivery count above 1), accepted, released, rejected,
+    #: expired (still open when the lock ran out), late (done after its poll was left).
+    counts: Counter[str] = field(default_factory=Counter, init=False)
 
     # -- polls -----------------------------------------------------------------------------
 
@@ -74,7 +70,7 @@ class ShareRecords:
         the client has acknowledged them itself (REJECT for a corrupt batch, RELEASE for one
         it could not decompress)."""
         self.poll_number += 1
-        self._acquired_at = self._clock()
+        self._acquired_at = self.clock()
         for message in messages:
             if message.error() is not None:
                 continue
@@ -97,13 +93,13 @@ class ShareRecords:
         already, and waiting for them would stop this member for as long as they run."""
         if not self._open:
             return True
-        if self._clock() - self._acquired_at < self._lock_seconds:
+        if self.clock() - self._acquired_at < self.lock_seconds:
             return False
         log.warning(
             "%d record(s) still open when their lock ran out (%.0fs): the group has them "
             "back; their jobs' leases fence what still runs here",
             len(self._open),
-            self._lock_seconds,
+            self.lock_seconds,
         )
         self.counts["expired"] += len(self._open)
         self.release_open()
@@ -174,7 +170,7 @@ class ShareRecords:
         }[kind]
         try:
             # Local until the next poll or commit carries it to the broker.
-            self._acknowledge(*key, kind)
+            self.acknowledge(*key, kind)
             self.counts[name] += 1
         except (KafkaException, RuntimeError) as error:
             # IllegalStateException (a RuntimeError): the client no longer holds the record.
