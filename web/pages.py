@@ -27,7 +27,7 @@ from tenantq.store.placement import (
 )
 from tenantq.tenant_ids import validate_tenant_id
 from tenantq.web import job_actions
-from tenantq.web.console import acting, console_of, declared_queue, job_id_of, render
+from tenantq.web.console import SearchText, acting, console_of, declared_queue, job_id_of, render
 from tenantq.web.messages import shorten
 from tenantq.web.security import Actor
 from tenantq.web.tenant_limits import change_from_form, limits_context
@@ -220,17 +220,12 @@ def _time(text: str | None, name: str) -> dt.datetime | None:
 
 
 @dataclass(frozen=True)
-class JobFilters:
+class JobFilters(SearchText):
     """The job search's filters as query text (empty = any) but the states, which the page
     takes one of and the API several: a dependency of the Jobs page and of
     ``GET /api/jobs``."""
 
     queue: str = ""
-    tenant: str = ""
-    job_type: str = ""
-    error_class: str = ""
-    since: str = ""
-    until: str = ""
 
     def search(
         self,
