@@ -7,7 +7,6 @@ none at all.
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import importlib
 import inspect
@@ -15,13 +14,13 @@ import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, overload
+from typing import Any, TypedDict, TypeVar, Unpack, overload
 
 from pydantic import BaseModel
 
 from tenantq.errors import ConfigurationError, UnknownJobType
 from tenantq.handles import JobHandle
-from tenantq.schedules import Schedule, make_schedule
+from tenantq.schedules import Schedule, ScheduleOptions, make_schedule
 from tenantq.settings import Settings, load_settings
 
 JOB_TYPE_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -62,6 +61,21 @@ class JobType:
         return self.handler is not None and inspect.iscoroutinefunction(self.handler)
 
 
+class JobOptions(TypedDict, total=False):
+    """The keyword arguments of ``App.job`` besides the model, as ``JobType`` keeps them
+    (each an iterable there, a tuple here)."""
+
+    queue: str
+    max_attempts: int | None
+    timeout: float | None
+    concurrency: int | None
+    tenant_concurrency: int | None
+    never_retry_on: Iterable[type[BaseException]]
+    retry_on: Iterable[type[BaseException]]
+    retry_budgets: dict[type[BaseException], int] | None
+    dependencies: Iterable[str]
+
+
 class App:
     """A tenantq application: settings plus the registered job types.
 
@@ -85,38 +99,16 @@ class App:
             self._settings = load_settings()
         return self._settings
 
+    # The two forms differ only in where the payload's type comes from: the handler's
+    # annotation, or the model given.
     @overload
     def job(
-        self,
-        name: str,
-        *,
-        queue: str = "default",
-        model: None = None,
-        max_attempts: int | None = None,
-        timeout: float | None = None,
-        concurrency: int | None = None,
-        tenant_concurrency: int | None = None,
-        never_retry_on: Iterable[type[BaseException]] = (),
-        retry_on: Iterable[type[BaseException]] = (),
-        retry_budgets: dict[type[BaseException], int] | None = None,
-        dependencies: Iterable[str] = (),
+        self, name: str, *, model: None = None, **options: Unpack[JobOptions]
     ) -> Callable[[Callable[[Any, PayloadT], ResultT]], JobHandle[PayloadT, ResultT]]: ...
 
     @overload
     def job(
-        self,
-        name: str,
-        *,
-        queue: str = "default",
-        model: type[ModelT],
-        max_attempts: int | None = None,
-        timeout: float | None = None,
-        concurrency: int | None = None,
-        tenant_concurrency: int | None = None,
-        never_retry_on: Iterable[type[BaseException]] = (),
-        retry_on: Iterable[type[BaseException]] = (),
-        retry_budgets: dict[type[BaseException], int] | None = None,
-        dependencies: Iterable[str] = (),
+        self, name: str, *, model: type[ModelT], **options: Unpack[JobOptions]
     ) -> Callable[[Callable[[Any, ModelT], ResultT]], JobHandle[ModelT, ResultT]]: ...
 
     def job(
@@ -194,18 +186,7 @@ class App:
             "probes": probes,
         }
 
-    def periodic(
-        self,
-        name: str,
-        *,
-        job_type: str,
-        tenant: str,
-        payload: Any = None,
-        every: float | dt.timedelta | None = None,
-        cron: str | None = None,
-        queue: str | None = None,
-        catch_up: bool = False,
-    ) -> None:
+    def periodic(self, name: str, **declaration: Unpack[ScheduleOptions]) -> None:
         """Enqueue a ``job_type`` job for ``tenant`` on a schedule: ``every`` seconds (or a
         ``timedelta``, ticks at whole multiples since the epoch) or at each match of a
         five-field ``cron`` expression (UTC). Every ``tenantq worker`` of this app schedules,
@@ -213,16 +194,7 @@ class App:
         unless ``catch_up``. ``name`` is unique per deployment (``tenantq periodic list``)."""
         if name in self._schedules:
             raise ConfigurationError(f"periodic {name!r} is declared twice")
-        self._schedules[name] = make_schedule(
-            name,
-            job_type=job_type,
-            tenant=tenant,
-            payload=payload,
-            every=every,
-            cron=cron,
-            queue=queue,
-            catch_up=catch_up,
-        )
+        self._schedules[name] = make_schedule(name, **declaration)
 
     @property
     def schedules(self) -> dict[str, Schedule]:

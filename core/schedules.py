@@ -23,7 +23,7 @@ import math
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from cronsim import CronSim, CronSimError
 
@@ -33,6 +33,18 @@ from tenantq.tenant_ids import validate_tenant_id
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _MICROSECOND = dt.timedelta(microseconds=1)
+
+
+class ScheduleOptions(TypedDict, total=False):
+    """The keyword arguments of ``app.periodic(name, ...)``, checked by ``make_schedule``."""
+
+    job_type: Required[str]
+    tenant: Required[str]
+    payload: Any
+    every: float | dt.timedelta | None
+    cron: str | None
+    queue: str | None
+    catch_up: bool
 
 
 @dataclass(frozen=True)

@@ -419,6 +419,16 @@ def parse_duration(value: object) -> dt.timedelta:
     return dt.timedelta(seconds=seconds)
 
 
+def duration_text(value: dt.timedelta) -> str:
+    """``value`` as a setting would be written: in whole days, hours or minutes when it is
+    one (``7d``, ``90m``), else in seconds (``0s``, ``1.5s``)."""
+    seconds = value.total_seconds()
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"
+
+
 def _shown(value: object) -> str:
     """A bounded ``repr`` for error messages (the value may be anything anyone typed)."""
     shown = repr(value)

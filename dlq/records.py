@@ -26,7 +26,7 @@ import datetime as dt
 import hashlib
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 from tenantq import headers
 from tenantq.dlq import header_values
@@ -142,6 +142,16 @@ class DeadLetter:
         return data
 
 
+class _Place(NamedTuple):
+    """Where a record sits, and its headers as they came (what is known before any parsing)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int | None
+    raw_headers: list[tuple[str, bytes]]
+
+
 def decode_dead_letter(
     *,
     topic: str,
@@ -162,32 +172,17 @@ def decode_dead_letter(
         envelope = decode_envelope(value, max_bytes=max_bytes)
     except EnvelopeError as error:
         reason = f"{error.reason}: {error}"
-    error_class = _str_of(parsed, headers.ERROR_CLASS)
+    error_class = _header(parsed, headers.ERROR_CLASS, str)
     if envelope is None and not (error_class or "").startswith(UNDECODABLE_PREFIX):
         problems.append(
             f"body: not an envelope ({printable(reason, 200)}) and no "
             f"{UNDECODABLE_PREFIX}* error class says the worker found it so"
         )
-    dead_at = parsed.get(headers.DEAD_AT_MS)
-    return DeadLetter(
-        topic=topic,
-        dlq_partition=partition,
-        dlq_offset=offset,
-        timestamp_ms=timestamp_ms,
+    return _letter(
+        _Place(topic, partition, offset, timestamp_ms, raw_headers),
         key=key,
         value=value,
-        headers=tuple(raw_headers),
-        job_id=envelope.job_id if envelope else _uuid_of(parsed, headers.JOB_ID),
-        job_type=envelope.job_type if envelope else _str_of(parsed, headers.JOB_TYPE),
-        tenant=envelope.tenant_id if envelope else _str_of(parsed, headers.TENANT),
-        error_class=error_class or "(unknown)",
-        error_message=_str_of(parsed, headers.ERROR_MESSAGE) or "",
-        attempts=_int_of(parsed, headers.ATTEMPTS),
-        worker=_str_of(parsed, headers.WORKER),
-        source_topic=_str_of(parsed, headers.SOURCE_TOPIC),
-        source_partition=_int_of(parsed, headers.SOURCE_PARTITION),
-        source_offset=_int_of(parsed, headers.SOURCE_OFFSET),
-        dead_at=dead_at if isinstance(dead_at, dt.datetime) else time_of_ms(timestamp_ms),
+        parsed=parsed,
         envelope=envelope,
         undecodable_reason=reason,
         unreadable_reason="; ".join(problems) or None,
@@ -203,45 +198,67 @@ def unreadable_letter(
     raw_headers: list[tuple[str, bytes]],
     reason: str,
 ) -> DeadLetter:
-    """A record that could not be read at all, with where it sits and why."""
-    return DeadLetter(
-        topic=topic,
-        dlq_partition=partition,
-        dlq_offset=offset,
-        timestamp_ms=timestamp_ms,
+    """A record that could not be read at all, with where it sits and why: a letter of which
+    nothing was read."""
+    return _letter(
+        _Place(topic, partition, offset, timestamp_ms, raw_headers),
         key=None,
         value=None,
-        headers=tuple(raw_headers),
-        job_id=None,
-        job_type=None,
-        tenant=None,
-        error_class="(unknown)",
-        error_message="",
-        attempts=None,
-        worker=None,
-        source_topic=None,
-        source_partition=None,
-        source_offset=None,
-        dead_at=time_of_ms(timestamp_ms),
+        parsed={},
         envelope=None,
         undecodable_reason=None,
         unreadable_reason=reason,
     )
 
 
-def _str_of(parsed: dict[str, header_values.HeaderValue], header: str) -> str | None:
+def _letter(
+    place: _Place,
+    *,
+    key: bytes | None,
+    value: bytes | None,
+    parsed: dict[str, header_values.HeaderValue],
+    envelope: Envelope | None,
+    undecodable_reason: str | None,
+    unreadable_reason: str | None,
+) -> DeadLetter:
+    """The ``DeadLetter`` of what was read: the job from its envelope when it decoded, else
+    from the headers that parsed; what neither says is unknown (None)."""
+    topic, partition, offset, timestamp_ms, raw_headers = place
+    dead_at = parsed.get(headers.DEAD_AT_MS)
+    return DeadLetter(
+        topic=topic,
+        dlq_partition=partition,
+        dlq_offset=offset,
+        timestamp_ms=timestamp_ms,
+        key=key,
+        value=value,
+        headers=tuple(raw_headers),
+        job_id=envelope.job_id if envelope else _header(parsed, headers.JOB_ID, uuid.UUID),
+        job_type=envelope.job_type if envelope else _header(parsed, headers.JOB_TYPE, str),
+        tenant=envelope.tenant_id if envelope else _header(parsed, headers.TENANT, str),
+        error_class=_header(parsed, headers.ERROR_CLASS, str) or "(unknown)",
+        error_message=_header(parsed, headers.ERROR_MESSAGE, str) or "",
+        attempts=_header(parsed, headers.ATTEMPTS, int),
+        worker=_header(parsed, headers.WORKER, str),
+        source_topic=_header(parsed, headers.SOURCE_TOPIC, str),
+        source_partition=_header(parsed, headers.SOURCE_PARTITION, int),
+        source_offset=_header(parsed, headers.SOURCE_OFFSET, int),
+        dead_at=dead_at if isinstance(dead_at, dt.datetime) else time_of_ms(timestamp_ms),
+        envelope=envelope,
+        undecodable_reason=undecodable_reason,
+        unreadable_reason=unreadable_reason,
+    )
+
+
+HeaderT = TypeVar("HeaderT", str, int, uuid.UUID)
+
+
+def _header(
+    parsed: dict[str, header_values.HeaderValue], header: str, kind: type[HeaderT]
+) -> HeaderT | None:
+    """The parsed value of ``header`` when it is a ``kind``, else None."""
     value = parsed.get(header)
-    return value if isinstance(value, str) else None
-
-
-def _uuid_of(parsed: dict[str, header_values.HeaderValue], header: str) -> uuid.UUID | None:
-    value = parsed.get(header)
-    return value if isinstance(value, uuid.UUID) else None
-
-
-def _int_of(parsed: dict[str, header_values.HeaderValue], header: str) -> int | None:
-    value = parsed.get(header)
-    return value if isinstance(value, int) else None
+    return value if isinstance(value, kind) else None
 
 
 def _text(value: bytes | None) -> str | None:

@@ -24,7 +24,7 @@ import annotated_types
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
-from tenantq.settings import QueueSettings, Settings
+from tenantq.settings import QueueSettings, Settings, duration_text
 
 PAGE = Path(__file__).with_name("settings.md")
 PREFIX = "TENANTQ_"
@@ -138,7 +138,7 @@ def _value_text(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return f"`{int(value)}`"
     if isinstance(value, dt.timedelta):
-        return f"`{_duration_text(value)}`"
+        return f"`{duration_text(value)}`"
     if isinstance(value, tuple | list):
         return "`" + json.dumps([_json_number(item) for item in value]) + "`"
     if isinstance(value, dict):
@@ -148,14 +148,6 @@ def _value_text(value: Any) -> str:
 
 def _json_number(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
-def _duration_text(value: dt.timedelta) -> str:
-    seconds = value.total_seconds()
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
 
 
 def _accepts(field: FieldInfo) -> str:

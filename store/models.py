@@ -94,6 +94,15 @@ def _moments(*names: str) -> list[Column[Any]]:
     return [Column(name, DateTime(timezone=True), nullable=True) for name in names]
 
 
+def _limits() -> list[Column[Any]]:
+    """A running cap, a start rate and its burst, each NULL when not limited."""
+    return [
+        Column("max_running", Integer, nullable=True),
+        Column("rate", Double, nullable=True),
+        Column("burst", Integer, nullable=True),
+    ]
+
+
 jobs = Table(
     "tenantq_jobs",
     metadata,
@@ -390,9 +399,7 @@ tenants = Table(
     "tenantq_tenants",
     metadata,
     *_texts("deployment", "tenant_id", "queue", "job_type"),
-    Column("max_running", Integer, nullable=True),
-    Column("rate", Double, nullable=True),
-    Column("burst", Integer, nullable=True),
+    *_limits(),
     Column("weight", Integer, nullable=True),
     _stamped("updated_at"),
     Column("updated_by", Text, nullable=True),
@@ -430,9 +437,7 @@ tenant_usage = Table(
     _counter("wanted"),
     _counter("granted"),
     # The limits the last claim applied.
-    Column("max_running", Integer, nullable=True),
-    Column("rate", Double, nullable=True),
-    Column("burst", Integer, nullable=True),
+    *_limits(),
     # At least as many of the scope's jobs as run now: raised by every start let through,
     # brought down to a count of the live leases when it leaves less room than wanted.
     Column("running_bound", Integer, nullable=True),

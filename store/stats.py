@@ -16,7 +16,7 @@ with the deployment, and every statement reads the connection's deployment only
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tenantq.store.engine import DeploymentConnection
@@ -166,17 +166,8 @@ class JobCounts:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain data for JSON, with ``depth`` included."""
-        return {
-            "depth": self.depth,
-            "pending": self.pending,
-            "runnable": self.runnable,
-            "leased": self.leased,
-            "retrying": self.retrying,
-            "dead_last_hour": self.dead_last_hour,
-            "succeeded_last_minute": self.succeeded_last_minute,
-            "oldest_runnable_age_seconds": self.oldest_runnable_age_seconds,
-        }
+        """Plain data for JSON: ``depth``, then every field."""
+        return {"depth": self.depth, **asdict(self)}
 
 
 @dataclass

@@ -33,6 +33,7 @@ from tenantq.web.dead_letters import (
     replay_selection,
 )
 from tenantq.web.messages import quoted
+from tenantq.web.pages import JobFilters
 from tenantq.web.security import Actor
 from tenantq.web.views import hot_lane_of
 
@@ -99,13 +100,8 @@ def tenants(request: Request, queue: str = Query("default")) -> dict[str, Any]:
 @router.get("/jobs")
 def jobs(
     request: Request,
-    queue: str = Query(""),
-    tenant: str = Query(""),
-    job_type: str = Query(""),
+    filters: JobFilters = Depends(),
     state: list[str] = Query([]),
-    error_class: str = Query(""),
-    since: str = Query(""),
-    until: str = Query(""),
     limit: int = Query(100, ge=1, le=1000),
 ) -> dict[str, Any]:
     """Jobs matching every given filter, newest first."""
@@ -113,14 +109,10 @@ def jobs(
     if unknown:
         raise HTTPException(400, f"state: {quoted(unknown[0])} is not a job state")
     try:
-        search = console_store.JobSearch(
-            queue=queue or None,
-            tenant=tenant or None,
-            job_type=job_type or None,
+        search = filters.search(
             states=tuple(state),
-            error_class=error_class or None,
-            since=parse_time(since) if since else None,
-            until=parse_time(until) if until else None,
+            since=parse_time(filters.since) if filters.since else None,
+            until=parse_time(filters.until) if filters.until else None,
             limit=limit,
         )
     except FilterError as error:

@@ -8,6 +8,7 @@ What the gate (``tenantq.web.gate``) found out about a request before any route 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import HTTPException, Request
@@ -33,6 +34,18 @@ from tenantq.web.security import (
 from tenantq.web.sessions import Session, Sessions
 from tenantq.web.state import OverviewReader
 from tenantq.web.views import templates
+
+
+@dataclass(frozen=True)
+class SearchText:
+    """The filters the Jobs and DLQ searches share, as query text (empty = any): a tenant, a
+    job type, an error class (prefix) and a time window."""
+
+    tenant: str = ""
+    job_type: str = ""
+    error_class: str = ""
+    since: str = ""
+    until: str = ""
 
 
 class Console:

@@ -26,7 +26,7 @@ from tenantq.settings import Settings
 from tenantq.store import console as console_store
 from tenantq.store.job_admin import get_job
 from tenantq.store.replay import job_state_summary
-from tenantq.web.console import acting, console_of, declared_queue, job_id_of, render
+from tenantq.web.console import SearchText, acting, console_of, declared_queue, job_id_of, render
 from tenantq.web.database import Database
 from tenantq.web.messages import shorten
 from tenantq.web.security import Actor
@@ -59,15 +59,10 @@ def current_states(database: Database, letters: list[DeadLetter]) -> dict[uuid.U
 
 
 @dataclass(frozen=True)
-class LetterFilters:
+class LetterFilters(SearchText):
     """The CLI's filters as query text (empty = any): a dependency of the DLQ page and of
     ``GET /api/dlq``."""
 
-    tenant: str = ""
-    job_type: str = ""
-    error_class: str = ""
-    since: str = ""
-    until: str = ""
     job_id: str = ""
 
     def parse(self) -> DeadLetterFilter:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from fastapi import APIRouter, Depends, Form, Query, Request
@@ -26,7 +27,7 @@ from tenantq.store.placement import (
 )
 from tenantq.tenant_ids import validate_tenant_id
 from tenantq.web import job_actions
-from tenantq.web.console import acting, console_of, declared_queue, job_id_of, render
+from tenantq.web.console import SearchText, acting, console_of, declared_queue, job_id_of, render
 from tenantq.web.messages import shorten
 from tenantq.web.security import Actor
 from tenantq.web.tenant_limits import change_from_form, limits_context
@@ -218,44 +219,56 @@ def _time(text: str | None, name: str) -> dt.datetime | None:
         raise ValueError(f"{name}: {error}") from None
 
 
+@dataclass(frozen=True)
+class JobFilters(SearchText):
+    """The job search's filters as query text (empty = any) but the states, which the page
+    takes one of and the API several: a dependency of the Jobs page and of
+    ``GET /api/jobs``."""
+
+    queue: str = ""
+
+    def search(
+        self,
+        *,
+        states: tuple[str, ...],
+        since: dt.datetime | None,
+        until: dt.datetime | None,
+        limit: int,
+    ) -> console_store.JobSearch:
+        """The store's search: these filters, and the states and times as the caller read
+        them."""
+        return console_store.JobSearch(
+            queue=self.queue or None,
+            tenant=self.tenant or None,
+            job_type=self.job_type or None,
+            states=states,
+            error_class=self.error_class or None,
+            since=since,
+            until=until,
+            limit=limit,
+        )
+
+
 @router.get("/jobs", response_class=HTMLResponse)
 def jobs_page(
     request: Request,
     id: str = Query(""),
-    queue: str = Query(""),
-    tenant: str = Query(""),
-    job_type: str = Query(""),
+    filters: JobFilters = Depends(),
     state: str = Query(""),
-    error_class: str = Query(""),
-    since: str = Query(""),
-    until: str = Query(""),
     limit: int = Query(100, ge=1, le=1000),
 ) -> Response:
     """Search jobs; an id goes straight to the job's page."""
     if id.strip():
         return RedirectResponse(f"/jobs/{job_id_of(id.strip())}", status_code=303)
-    form = {
-        "queue": queue,
-        "tenant": tenant,
-        "job_type": job_type,
-        "state": state,
-        "error_class": error_class,
-        "since": since,
-        "until": until,
-        "limit": limit,
-    }
+    form = {**asdict(filters), "state": state, "limit": limit}
     context: dict[str, Any] = {"form": form, "states": [s.value for s in JobState]}
     try:
         if state and state not in context["states"]:
             raise ValueError(f"state: {state!r} is not a job state")
-        search = console_store.JobSearch(
-            queue=queue or None,
-            tenant=tenant or None,
-            job_type=job_type or None,
+        search = filters.search(
             states=(state,) if state else (),
-            error_class=error_class or None,
-            since=_time(since, "since"),
-            until=_time(until, "until"),
+            since=_time(filters.since, "since"),
+            until=_time(filters.until, "until"),
             limit=limit,
         )
     except ValueError as error:

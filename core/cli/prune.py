@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from tenantq.errors import ConfigurationError
-from tenantq.settings import load_settings, parse_duration
+from tenantq.settings import duration_text, load_settings, parse_duration
 from tenantq.store.engine import connect
 from tenantq.store.retention import PRUNED_STATES, Pruned, job_prune_preview
 
@@ -87,16 +87,8 @@ def _report(pruned: Pruned, age: dt.timedelta, *, dry_run: bool) -> None:
     verb = "would remove" if dry_run else "removed"
     by_state = ", ".join(f"{pruned.jobs.get(name, 0)} {name}" for name in PRUNED_STATES)
     console.print(
-        f"{verb} {pruned.total} jobs finished more than {_age(age)} ago ({by_state}) "
+        f"{verb} {pruned.total} jobs finished more than {duration_text(age)} ago ({by_state}) "
         f"and {pruned.attempts} attempt rows",
         highlight=False,
         soft_wrap=True,
     )
-
-
-def _age(age: dt.timedelta) -> str:
-    seconds = age.total_seconds()
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if seconds >= size and seconds % size == 0:
-            return f"{seconds / size:g}{unit}"
-    return f"{seconds:g}s"

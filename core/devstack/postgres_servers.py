@@ -49,6 +49,23 @@ class PostgresSecurity:
     ca_cert: Path
 
 
+@dataclass
+class _Cluster:
+    """What one ``up`` works on: the nodes and the pids of those running, as starting them
+    changes both, and the state file they are recorded in."""
+
+    nodes: list[PostgresNode]
+    pids: dict[str, int]
+    state: dict[str, Any]
+    save: Callable[[], None]
+
+    def record(self) -> None:
+        """Write the nodes and pids to the state file now, so that a server already started
+        is found (and stopped by ``dev down``) even when a later step fails."""
+        record_postgres(self.state, self.nodes, self.pids)
+        self.save()
+
+
 class PostgresServers:
     """The PostgreSQL servers of the dev home ``home``, as its state file records them."""
 
@@ -77,12 +94,8 @@ class PostgresServers:
     def node_url(
         self, node: PostgresNode, security: PostgresSecurity | None, database: str = "postgres"
     ) -> str:
-        return postgres.url_for(
-            [node.port],
-            database,
-            password=security.password if security else None,
-            ca_cert=security.ca_cert if security else None,
-        )
+        """The URL of ``node`` alone."""
+        return self.client_url([node], security, database)
 
     # -- up ------------------------------------------------------------------------------------
 
@@ -115,13 +128,13 @@ class PostgresServers:
             chosen = postgres.embedded_bin_dir() if made else None
             state["postgres_bin_dir"] = str(chosen or postgres.choose_bin_dir(topology.secure))
         nodes = self._shape(nodes, pids, topology.standby, state)
-        primary = next(node for node in nodes if node.role == PRIMARY)
-        nodes, pids = self._up_primary(primary, nodes, pids, security, save, state)
-        primary = next(node for node in nodes if node.role == PRIMARY)
-        for standby in [node for node in nodes if node.role == STANDBY]:
-            nodes, pids = self._up_standby(standby, primary, nodes, pids, security, save, state)
-        record_postgres(state, nodes, pids)
-        state["database_url"] = self.client_url(nodes, security, postgres.DATABASE)
+        cluster = _Cluster(nodes, pids, state, save)
+        self._up_primary(next(node for node in nodes if node.role == PRIMARY), cluster, security)
+        primary = next(node for node in cluster.nodes if node.role == PRIMARY)
+        for standby in [node for node in cluster.nodes if node.role == STANDBY]:
+            self._up_standby(standby, primary, cluster, security)
+        record_postgres(state, cluster.nodes, cluster.pids)
+        state["database_url"] = self.client_url(cluster.nodes, security, postgres.DATABASE)
 
     def _live_pids(self, state: dict[str, Any], nodes: list[PostgresNode]) -> dict[str, int]:
         """The pid of each node whose postmaster runs (its ``postmaster.pid`` first: the
@@ -156,49 +169,39 @@ class PostgresServers:
         return nodes
 
     def _up_primary(
-        self,
-        primary: PostgresNode,
-        nodes: list[PostgresNode],
-        pids: dict[str, int],
-        security: PostgresSecurity | None,
-        save: Callable[[], None],
-        state: dict[str, Any],
-    ) -> tuple[list[PostgresNode], dict[str, int]]:
-        paths = self.paths(primary, state)
+        self, primary: PostgresNode, cluster: _Cluster, security: PostgresSecurity | None
+    ) -> None:
+        paths = self.paths(primary, cluster.state)
         url = self.node_url(primary, security)
-        if primary.name in pids and postgres.server_healthy(url):
+        if primary.name in cluster.pids and postgres.server_healthy(url):
             postgres.ensure_database(url)
-            return nodes, pids
-        if primary.name in pids:
-            self._stop_node(primary, pids, state)
+            return
+        if primary.name in cluster.pids:
+            self._stop_node(primary, cluster.pids, cluster.state)
         postgres.init_cluster(paths, security.password if security else None)
         port = pick_port(primary.port)
         if port != primary.port:
-            nodes = [replace(node, port=port) if node == primary else node for node in nodes]
+            cluster.nodes = [
+                replace(node, port=port) if node == primary else node for node in cluster.nodes
+            ]
             primary = replace(primary, port=port)
-        options = postgres.server_options(
-            primary.port, paths.socket_dir, security.server_tls if security else None
-        )
-        pids[primary.name] = self._start(paths, options, security)
-        record_postgres(state, nodes, pids)
-        save()
+        cluster.pids[primary.name] = self._start(paths, primary.port, security)
+        cluster.record()
         postgres.ensure_database(self.node_url(primary, security))
-        return nodes, pids
 
     def _up_standby(
         self,
         standby: PostgresNode,
         primary: PostgresNode,
-        nodes: list[PostgresNode],
-        pids: dict[str, int],
+        cluster: _Cluster,
         security: PostgresSecurity | None,
-        save: Callable[[], None],
-        state: dict[str, Any],
-    ) -> tuple[list[PostgresNode], dict[str, int]]:
-        paths = self.paths(standby, state)
-        if standby.name in pids and postgres.server_healthy(self.node_url(standby, security)):
-            return nodes, pids
-        self._stop_node(standby, pids, state)
+    ) -> None:
+        paths = self.paths(standby, cluster.state)
+        if standby.name in cluster.pids and postgres.server_healthy(
+            self.node_url(standby, security)
+        ):
+            return
+        self._stop_node(standby, cluster.pids, cluster.state)
         port = pick_port(standby.port, taken={primary.port})
         if standby.needs_clone or not postgres.is_standby(paths):
             conninfo = f"host=127.0.0.1 port={primary.port} user={postgres.SUPERUSER}"
@@ -211,18 +214,16 @@ class PostgresServers:
                 application_name=f"tenantq-standby-{standby.name}",
             )
         updated = replace(standby, port=port, needs_clone=False)
-        nodes = [updated if node.name == standby.name else node for node in nodes]
+        cluster.nodes = [updated if node.name == standby.name else node for node in cluster.nodes]
+        cluster.pids[standby.name] = self._start(paths, port, security)
+        cluster.record()
+
+    def _start(
+        self, paths: postgres.PostgresPaths, port: int, security: PostgresSecurity | None
+    ) -> int:
         options = postgres.server_options(
             port, paths.socket_dir, security.server_tls if security else None
         )
-        pids[standby.name] = self._start(paths, options, security)
-        record_postgres(state, nodes, pids)
-        save()
-        return nodes, pids
-
-    def _start(
-        self, paths: postgres.PostgresPaths, options: str, security: PostgresSecurity | None
-    ) -> int:
         try:
             return postgres.start_server(paths, options)
         except DevStackError as error:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 
@@ -31,11 +31,8 @@ class Credentials:
         return cls(*(secrets.token_hex(16) for _ in range(3)))
 
     def to_state(self) -> dict[str, str]:
-        return {
-            "kafka_broker_password": self.kafka_broker_password,
-            "kafka_client_password": self.kafka_client_password,
-            "postgres_password": self.postgres_password,
-        }
+        """Every password, by field name, as the state file records them."""
+        return asdict(self)
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Credentials | None:

@@ -11,7 +11,7 @@ A home made before topologies existed reads as one broker of the version its sta
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from tenantq.errors import DevStackError
@@ -115,13 +115,8 @@ class Topology:
         return f"{count} of Kafka {self.kafka_version} over {listener}"
 
     def to_state(self) -> dict[str, Any]:
-        return {
-            "brokers": self.brokers,
-            "standby": self.standby,
-            "secure": self.secure,
-            "kafka_version": self.kafka_version,
-            "kafka_version_pinned": self.kafka_version_pinned,
-        }
+        """Every field, by name, as the state file records it (``from_state`` reads it)."""
+        return asdict(self)
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Topology | None:

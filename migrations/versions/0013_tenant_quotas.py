@@ -20,6 +20,7 @@ Create Date: 2026-12-09 10:00:00
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -51,13 +52,21 @@ QUEUE_NAME = "^[A-Za-z0-9_-]{1,64}$"
 JOB_TYPE = "^[A-Za-z0-9_.:-]{1,128}$"
 
 
+def _limit_columns() -> list[sa.Column[Any]]:
+    """A running cap, a start rate and its burst, each NULL when not limited: as operators
+    set them (``tenantq_tenants``), and as the last claim applied them (``_usage``)."""
+    return [
+        sa.Column("max_running", sa.Integer(), nullable=True),
+        sa.Column("rate", sa.Double(), nullable=True),
+        sa.Column("burst", sa.Integer(), nullable=True),
+    ]
+
+
 def upgrade() -> None:
     op.create_table(
         TENANTS,
         *text_columns("deployment", "tenant_id", "queue", "job_type"),
-        sa.Column("max_running", sa.Integer(), nullable=True),
-        sa.Column("rate", sa.Double(), nullable=True),
-        sa.Column("burst", sa.Integer(), nullable=True),
+        *_limit_columns(),
         sa.Column("weight", sa.Integer(), nullable=True),
         stamped_column("updated_at"),
         sa.Column("updated_by", sa.Text(), nullable=True),
@@ -83,9 +92,7 @@ def upgrade() -> None:
         counter_column("claims", sa.BigInteger),
         counter_column("wanted"),
         counter_column("granted"),
-        sa.Column("max_running", sa.Integer(), nullable=True),
-        sa.Column("rate", sa.Double(), nullable=True),
-        sa.Column("burst", sa.Integer(), nullable=True),
+        *_limit_columns(),
         sa.Column("running_bound", sa.Integer(), nullable=True),
         sa.Column("counted", sa.Integer(), nullable=True),
         *optional_times("rate_tat", "throttled_at"),

@@ -3,6 +3,7 @@ never appear in a repr."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -151,6 +152,26 @@ def test_bad_durations_are_refused(written: object) -> None:
 
     with pytest.raises(ValueError):
         parse_duration(written)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0, "0s"),
+        (1.5, "1.5s"),
+        (90, "90s"),
+        (5_400, "90m"),
+        (7_200, "2h"),
+        (86_400 * 30, "30d"),
+        # Large counts stay whole numbers, never exponent notation.
+        (60 * 1_000_001, "1000001m"),
+    ],
+)
+def test_durations_are_written_in_their_largest_whole_unit(seconds: float, text: str) -> None:
+    from tenantq.settings import duration_text, parse_duration
+
+    assert duration_text(dt.timedelta(seconds=seconds)) == text
+    assert parse_duration(text).total_seconds() == seconds
 
 
 def test_retention_reads_durations_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
