@@ -317,6 +317,31 @@ def run_tool(
     return output
 
 
+def tenantq_command(
+    arguments: list[str], environment: dict[str, str], timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """`tenantq ARGUMENTS` as an operator runs it: with only these ``TENANTQ_*`` variables
+    (none of this process's), this folder first on its ``PYTHONPATH`` (for the apps) and a
+    wide terminal (an error line is not wrapped); its output captured."""
+    clean = {name: value for name, value in os.environ.items() if not name.startswith("TENANTQ_")}
+    clean["PYTHONPATH"] = str(HERE) + os.pathsep + clean.get("PYTHONPATH", "")
+    return subprocess.run(
+        [sys.executable, "-m", "tenantq.cli", *arguments],
+        env={**clean, **environment, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def one_line(stderr: str) -> str:
+    """The one line of a command's ``stderr`` (asserted: one line, no traceback)."""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
 def counting_app(
     settings: tenantq.Settings, job_type: str, *, seconds: float = 0.0, max_attempts: int = 3
 ) -> tuple[tenantq.App, Counter[uuid.UUID]]:
