@@ -298,19 +298,29 @@ def take_over_from_frozen_owner(
     return owner_id, running
 
 
-def run_tool(
-    command: list[str], servers: tuple[str, str], database_url: str, timeout: float
-) -> str:
-    """Run a command line tool against the test servers (named to it by
-    ``TENANTQ_KAFKA_BOOTSTRAP_SERVERS`` and ``TENANTQ_DATABASE_URL``, no other ``TENANTQ_*``
-    of this process); asserts it exits 0 and returns what it printed."""
+def tool_environment(servers: tuple[str, str], database_url: str) -> dict[str, str]:
+    """The environment of a command line tool run against the test servers: they are named
+    to it by ``TENANTQ_KAFKA_BOOTSTRAP_SERVERS`` and ``TENANTQ_DATABASE_URL``, and it gets
+    no other ``TENANTQ_*`` of this process but the servers' client security."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TENANTQ_")}
     environment["TENANTQ_KAFKA_BOOTSTRAP_SERVERS"] = servers[0]
     environment["TENANTQ_DATABASE_URL"] = database_url
     if "TENANTQ_KAFKA_CONFIG" in os.environ:  # the servers' client security (a secure stack)
         environment["TENANTQ_KAFKA_CONFIG"] = os.environ["TENANTQ_KAFKA_CONFIG"]
+    return environment
+
+
+def run_tool(
+    command: list[str], servers: tuple[str, str], database_url: str, timeout: float
+) -> str:
+    """Run a command line tool against the test servers (``tool_environment``); asserts it
+    exits 0 and returns what it printed."""
     completed = subprocess.run(
-        command, env=environment, capture_output=True, text=True, timeout=timeout
+        command,
+        env=tool_environment(servers, database_url),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     output = completed.stdout + completed.stderr
     assert completed.returncode == 0, output
