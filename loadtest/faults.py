@@ -413,7 +413,8 @@ class FaultEvent:
 
     @classmethod
     def over_now(cls, index: int, kind: str, at: float, detail: str) -> FaultEvent:
-        """A fault injected at ``at`` and over now, as its injector returns (``back``)."""
+        """A fault injected at ``at`` that is over as its injector returns: ``back`` is how
+        long it lasted."""
         return cls(index, kind, at, detail, back=time.time() - at)
 
 
