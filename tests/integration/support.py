@@ -535,6 +535,19 @@ def while_alive(predicate: Callable[[], bool], *workers: LoggedWorkerProcess) ->
     return check
 
 
+def wait_for_states(
+    db: psycopg.Connection[Any],
+    job_ids: list[uuid.UUID],
+    wanted: set[str],
+    *workers: LoggedWorkerProcess,
+    timeout: float,
+    what: str,
+) -> None:
+    """Wait until every job of ``job_ids`` is in a state of ``wanted``; fails at once when one
+    of ``workers`` has exited."""
+    wait_for(while_alive(lambda: all_in(db, job_ids, wanted), *workers), timeout=timeout, what=what)
+
+
 def migrate_to(url: str, revision: str, *, down: bool = False) -> None:
     """Upgrade (or with ``down``, downgrade) the database of ``url`` to ``revision``, in one
     transaction."""
