@@ -1,5 +1,6 @@
-"""Helpers of the integration scenarios: workers in threads or in processes, and waiting on the
-database for jobs to reach their states."""
+"""Helpers of the integration scenarios: workers in threads or in processes, waiting on the
+database for jobs to reach their states, and the `tenantq` command and the load test tools run
+as operators run them."""
 
 from __future__ import annotations
 
