@@ -582,12 +582,7 @@ def _judge(scenario: ClusterScenario, run: Run, result: ScenarioResult) -> None:
             ).fetchall()
         )
         recorded = {str(row[0]) for row in db.execute("SELECT run FROM fault_executions")}
-        given_back: dict[uuid.UUID, set[int]] = defaultdict(set)
-        for job_id, attempt in db.execute(
-            "SELECT job_id, attempt FROM tenantq_attempt_log "
-            "WHERE outcome = 'released' AND error_message = 'partition lost'"
-        ).fetchall():
-            given_back[job_id].add(attempt)
+        given_back = faults.given_back_attempts(db)
     lost = [e.job_id for e in work if states.get(e.job_id) != "succeeded"]
     result.checks.append(
         Check(

@@ -388,6 +388,18 @@ WARM_UP = Scenario(
 # -- measurements --
 
 
+def given_back_attempts(db: psycopg.Connection[Any]) -> dict[uuid.UUID, set[int]]:
+    """The attempts a worker gave back when it lost the job's partition (its group session
+    ran out, as when it was frozen past its lease), per job."""
+    given_back: dict[uuid.UUID, set[int]] = defaultdict(set)
+    for job_id, attempt in db.execute(
+        "SELECT job_id, attempt FROM tenantq_job_attempts "
+        "WHERE outcome = 'released' AND error_message = 'partition lost'"
+    ).fetchall():
+        given_back[job_id].add(attempt)
+    return given_back
+
+
 @dataclass
 class FaultEvent:
     index: int
@@ -398,6 +410,12 @@ class FaultEvent:
     first_done: float | None = None
     stall: float | None = None
     rate_back: float | None = None
+
+    @classmethod
+    def over_now(cls, index: int, kind: str, at: float, detail: str) -> FaultEvent:
+        """A fault injected at ``at`` that is over as its injector returns: ``back`` is how
+        long it lasted."""
+        return cls(index, kind, at, detail, back=time.time() - at)
 
 
 @dataclass
@@ -743,14 +761,13 @@ class Run:
         survivors = self.workers.kill(slot)
         time.sleep(max(0.0, at + 1.0 - time.time()))
         self.workers.restart(slot)
-        return FaultEvent(
+        return FaultEvent.over_now(
             index,
             "worker-kill",
             at,
             f"kill -9 of worker {pid}"
             + (f" ({survivors} of its processes ran on)" if survivors else "")
             + "; started again",
-            back=time.time() - at,
         )
 
     def _member_kill(self, index: int) -> FaultEvent:
@@ -768,12 +785,11 @@ class Run:
         worker.signal_group(signal.SIGSTOP)
         time.sleep(pause)
         worker.signal_group(signal.SIGCONT)
-        return FaultEvent(
+        return FaultEvent.over_now(
             index,
             "worker-stop",
             at,
             f"SIGSTOP of worker {worker.pid} for {pause:.0f}s (lease {lease:.0f}s), SIGCONT",
-            back=time.time() - at,
         )
 
     def _member_churn(self, index: int) -> FaultEvent:
@@ -782,12 +798,11 @@ class Run:
         at = time.time()
         status = self.workers.terminate(slot)
         self.workers.restart(slot)
-        return FaultEvent(
+        return FaultEvent.over_now(
             index,
             "member-churn",
             at,
             f"SIGTERM to worker {pid} (exit {status}), started again",
-            back=time.time() - at,
         )
 
     def _kafka_kill(self, index: int) -> FaultEvent:
@@ -802,9 +817,7 @@ class Run:
         """``kill`` (a kill -9 that returns when it was), then the stack restarted."""
         at = kill()
         took = self.stack.restart()
-        return FaultEvent(
-            index, kind, at, f"{server} kill -9, back in {took:.1f}s", back=time.time() - at
-        )
+        return FaultEvent.over_now(index, kind, at, f"{server} kill -9, back in {took:.1f}s")
 
     def _handler_exit(self, index: int) -> FaultEvent:
         tenant = self.rng.choice(self.light or ["poisoned"])
@@ -839,7 +852,7 @@ class Run:
             _settle(first, 60)
             _settle(second, 60)
         self.pairs.append((key, first, second))
-        return FaultEvent(
+        return FaultEvent.over_now(
             index,
             "duplicate-key",
             at,
@@ -863,7 +876,6 @@ class Run:
             "database-latency",
             at,
             f"+{latency * 1000:.0f} ms per round trip for {lasting:.0f}s",
-            back=time.time() - at,
         )
 
     def _database_cut(self, index: int) -> FaultEvent:
@@ -926,13 +938,12 @@ class Run:
                 f"in {TAKEOVER_PATIENCE:.0f}s"
             )
         results = sum(STATEMENT_MARKS["result"] in sql for sql in held)
-        return FaultEvent(
+        return FaultEvent.over_now(
             index,
             "lease-expiry-race",
             at,
             f"worker {worker.pid}: {len(held)} statements held ({results} of results), "
             f"{len(jobs)} jobs leased; SIGSTOP, taken over in {took:.1f}s; SIGCONT, released",
-            back=time.time() - at,
         )
 
     def _operator_row_locks(self, index: int) -> FaultEvent:
@@ -1254,15 +1265,9 @@ def evaluate(run: Run) -> ScenarioResult:
             "WHERE outcome IN ('stale', 'crashed')"
         ).fetchall():
             unfinished_attempts[job_id].append((outcome, worker_id or ""))
-        #: The attempts a worker gave back when it lost the job's partition (its group session
-        #: ran out while it was frozen past its lease), per job, and the attempts under which
-        #: each job's handler completed: a completed run of a given-back attempt runs again.
-        given_back: dict[uuid.UUID, set[int]] = defaultdict(set)
-        for job_id, attempt in db.execute(
-            "SELECT job_id, attempt FROM tenantq_job_attempts "
-            "WHERE outcome = 'released' AND error_message = 'partition lost'"
-        ).fetchall():
-            given_back[job_id].add(attempt)
+        #: The attempts a worker gave back, and the attempts under which each job's handler
+        #: completed: a completed run of a given-back attempt runs again.
+        given_back = given_back_attempts(db)
         done_attempts: dict[uuid.UUID, list[int]] = defaultdict(list)
         for job_id, attempt in db.execute(
             "SELECT job_id, attempt FROM fault_executions WHERE note = 'done' ORDER BY at"

@@ -59,9 +59,12 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -119,6 +122,8 @@ from tenantq.store.engine import create_sqlalchemy_engine, psycopg_url  # noqa: 
 from tenantq.store.statements import QUEUE_JOBS_DELETE  # noqa: E402
 from tenantq.topic_admin import declared_topics, delete_topics, ensure_topics  # noqa: E402
 from tenantq.topics import consumer_group  # noqa: E402
+
+DataclassT = TypeVar("DataclassT", bound="DataclassInstance")
 
 HOT_TENANT = "whale"
 #: Worker processes of a run, unless ``--workers``.
@@ -1364,6 +1369,18 @@ def _load() -> str:
         return "?"
 
 
+def from_command_line(
+    kind: type[DataclassT], arguments: argparse.Namespace, **given: Any
+) -> DataclassT:
+    """A ``kind`` (a dataclass) of ``given`` and, for its other fields, the values of the
+    command line's options named after them; a field that neither names keeps its default."""
+    named = vars(arguments)
+    values = {
+        f.name: named[f.name] for f in fields(kind) if f.name in named and f.name not in given
+    }
+    return kind(**values, **given)
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -1453,15 +1470,7 @@ def main(argv: list[str] | None = None) -> int:
     # gracefully and the run's topics and rows removed, instead of workers left running in
     # sessions of their own.
     signal.signal(signal.SIGTERM, _interrupt)
-    knobs = Knobs(
-        calm_seconds=args.calm_seconds,
-        flood_seconds=args.flood_seconds,
-        after_seconds=args.after_seconds,
-        cold_tenants=args.cold_tenants,
-        cold_rate=args.cold_rate,
-        zipf_load=args.zipf_load,
-        job_ms=args.job_ms,
-    )
+    knobs = from_command_line(Knobs, args)
     known = scenarios(knobs)
     if args.list:
         for scenario in known.values():
@@ -1493,16 +1502,10 @@ def main(argv: list[str] | None = None) -> int:
     report_dir = args.report_dir or ROOT / "reports" / (
         "hot-partition-" + dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     )
-    options = Options(
+    options = from_command_line(
+        Options,
+        args,
         knobs=knobs,
-        seed=args.seed,
-        capacity=args.capacity,
-        saturation_jobs=args.saturation_jobs,
-        drain_timeout=args.drain_timeout,
-        keep=args.keep,
-        handler_starts=args.handler_starts,
-        until_released=args.until_released,
-        single_producer=args.single_producer,
         report_dir=report_dir,
         shape=Shape(args.workers, args.concurrency, args.partitions),
     )

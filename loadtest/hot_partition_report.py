@@ -17,7 +17,7 @@ import json
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -387,34 +387,30 @@ def side_by_side_rows(runs: Sequence[RunFigures]) -> list[tuple[str, list[str]]]
         lat = figures.latency[COLD][figures.data.phases[index].name]
         return f"{ms(lat.p50, bound=lat.censored)} / {ms(lat.p99, bound=lat.censored)}"
 
+    def add_done_when(what: str, cell: Callable[[DoneWhen], str]) -> None:
+        """A row of the isolation targets' numbers; "-" for a run without them."""
+        add(what, (cell(f.done_when) if f.done_when else "-" for f in runs))
+
     add("cold p50 / p99, calm", (cold(f, 0) for f in runs))
     add("cold p50 / p99, flood (or Zipf)", (cold(f, 1) for f in runs))
-    add(
+    add_done_when(
         f"load p99 / calm p99 (target <= {P99_RATIO_TARGET:g}x)",
-        (
-            f"{_ratio(f.done_when.p99_ratio)} {_mark(f.done_when.p99_ratio_met)}"
-            if f.done_when
-            else "-"
-            for f in runs
-        ),
+        lambda done: f"{_ratio(done.p99_ratio)} {_mark(done.p99_ratio_met)}",
     )
     reference = lowest_calm_p99(runs)
     if len(runs) > 1 and reference:
         # A calm p99 is the 10th slowest of ~1,000 jobs: one busy second on a shared machine
         # moves it a lot, and a high one flatters its run's ratio. The quietest calm of the
         # runs shown is the steadier yardstick.
-        add(
+        add_done_when(
             f"load p99 / lowest calm p99 of these runs ({ms(reference)})",
-            (
-                _ratio(f.done_when.cold_load_p99 / reference)
-                if f.done_when and f.done_when.cold_load_p99 is not None
-                else "-"
-                for f in runs
+            lambda done: (
+                "-" if done.cold_load_p99 is None else _ratio(done.cold_load_p99 / reference)
             ),
         )
-    add(
+    add_done_when(
         "neighbours' p99, load (cold tenants on the hot partition)",
-        (ms(f.done_when.neighbours_load_p99) if f.done_when else "-" for f in runs),
+        lambda done: ms(done.neighbours_load_p99),
     )
     add(
         "cold p99, calm after",
@@ -423,27 +419,14 @@ def side_by_side_rows(runs: Sequence[RunFigures]) -> list[tuple[str, list[str]]]
             for f in runs
         ),
     )
-    add(
+    add_done_when(
         "throughput in the load phase: hot / cold",
-        (
-            f"{_rate(f.done_when.hot_throughput)} / {_rate(f.done_when.cold_throughput)}"
-            if f.done_when
-            else "-"
-            for f in runs
-        ),
+        lambda done: f"{_rate(done.hot_throughput)} / {_rate(done.cold_throughput)}",
     )
-    add(
-        "unused capacity = capacity - cold",
-        (_rate(f.done_when.unused_capacity) if f.done_when else "-" for f in runs),
-    )
-    add(
+    add_done_when("unused capacity = capacity - cold", lambda done: _rate(done.unused_capacity))
+    add_done_when(
         f"hot share of unused (target >= {HOT_SHARE_TARGET:.0%})",
-        (
-            f"{_share(f.done_when.hot_share_of_unused)} {_mark(f.done_when.hot_share_met)}"
-            if f.done_when
-            else "-"
-            for f in runs
-        ),
+        lambda done: f"{_share(done.hot_share_of_unused)} {_mark(done.hot_share_met)}",
     )
     add("tenants in the hot lane", (_lane_text(f) for f in runs))
     add(

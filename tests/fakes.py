@@ -17,6 +17,7 @@ with them, and any builder that more than one test module uses, are here too.
 - ``seeded_retry_policy``: a retry policy with round numbers and a seeded jitter.
 - ``claims_over`` and ``completer_over``: the worker's ``Claims`` and ``Completer`` built
   through their constructors over a ``FakeLane``.
+- ``is_tenant_id``: the SDK's tenant id rule as a yes or no, for the rules that repeat it.
 
 Integration tests use none of this: they run against the real Kafka broker and PostgreSQL,
 never a mock of either.
@@ -43,6 +44,7 @@ from tenantq.consumer.intake import Polled
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.throttles import Throttles
 from tenantq.consumer.work import WorkItem
+from tenantq.errors import InvalidTenantId
 from tenantq.observability.worker_events import WorkerEvents
 from tenantq.quotas.book import QuotaBook
 from tenantq.quotas.shares import ShareBook
@@ -50,6 +52,7 @@ from tenantq.schemas.envelope import Envelope
 from tenantq.settings import TenantDefaults
 from tenantq.store.job_store import Lease
 from tenantq.store.placement import PlacementRecord
+from tenantq.tenant_ids import validate_tenant_id
 from tenantq.topic_admin import queue_topics
 
 
@@ -507,3 +510,12 @@ def completer_over(
         completing=lambda job_ids: None,
         stats={} if stats is None else stats,
     )
+
+
+def is_tenant_id(value: str) -> bool:
+    """Whether ``validate_tenant_id`` takes ``value``."""
+    try:
+        validate_tenant_id(value)
+    except InvalidTenantId:
+        return False
+    return True

@@ -71,6 +71,15 @@ def database_url(servers: tuple[str, str]) -> Iterator[str]:
 
 
 @pytest.fixture
+def fresh_database(servers: tuple[str, str]) -> Iterator[str]:
+    """A database of this test's own, just migrated to the head (its tables empty and never
+    analysed), for a test that changes its schema or reads its plans; dropped afterwards."""
+    _, server_url = servers
+    with migrated_database(server_url, "tenantq_fresh_") as url:
+        yield url
+
+
+@pytest.fixture
 def make_settings(
     servers: tuple[str, str], database_url: str
 ) -> Iterator[Callable[..., tenantq.Settings]]:

@@ -1,5 +1,6 @@
-"""Helpers of the integration scenarios: workers in threads or in processes, and waiting on the
-database for jobs to reach their states."""
+"""Helpers of the integration scenarios: workers in threads or in processes, waiting on the
+database for jobs to reach their states, and the `tenantq` command and the load test tools run
+as operators run them."""
 
 from __future__ import annotations
 
@@ -298,23 +299,58 @@ def take_over_from_frozen_owner(
     return owner_id, running
 
 
-def run_tool(
-    command: list[str], servers: tuple[str, str], database_url: str, timeout: float
-) -> str:
-    """Run a command line tool against the test servers (named to it by
-    ``TENANTQ_KAFKA_BOOTSTRAP_SERVERS`` and ``TENANTQ_DATABASE_URL``, no other ``TENANTQ_*``
-    of this process); asserts it exits 0 and returns what it printed."""
+def tool_environment(servers: tuple[str, str], database_url: str) -> dict[str, str]:
+    """The environment of a command line tool run against the test servers: they are named
+    to it by ``TENANTQ_KAFKA_BOOTSTRAP_SERVERS`` and ``TENANTQ_DATABASE_URL``, and it gets
+    no other ``TENANTQ_*`` of this process but the servers' client security."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TENANTQ_")}
     environment["TENANTQ_KAFKA_BOOTSTRAP_SERVERS"] = servers[0]
     environment["TENANTQ_DATABASE_URL"] = database_url
     if "TENANTQ_KAFKA_CONFIG" in os.environ:  # the servers' client security (a secure stack)
         environment["TENANTQ_KAFKA_CONFIG"] = os.environ["TENANTQ_KAFKA_CONFIG"]
+    return environment
+
+
+def run_tool(
+    command: list[str], servers: tuple[str, str], database_url: str, timeout: float
+) -> str:
+    """Run a command line tool against the test servers (``tool_environment``); asserts it
+    exits 0 and returns what it printed."""
     completed = subprocess.run(
-        command, env=environment, capture_output=True, text=True, timeout=timeout
+        command,
+        env=tool_environment(servers, database_url),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     output = completed.stdout + completed.stderr
     assert completed.returncode == 0, output
     return output
+
+
+def tenantq_command(
+    arguments: list[str], environment: dict[str, str], timeout: float = 120.0
+) -> subprocess.CompletedProcess[str]:
+    """`tenantq ARGUMENTS` as an operator runs it: with only these ``TENANTQ_*`` variables
+    (none of this process's), this folder first on its ``PYTHONPATH`` (for the apps) and a
+    wide terminal (an error line is not wrapped); its output captured."""
+    clean = {name: value for name, value in os.environ.items() if not name.startswith("TENANTQ_")}
+    clean["PYTHONPATH"] = str(HERE) + os.pathsep + clean.get("PYTHONPATH", "")
+    return subprocess.run(
+        [sys.executable, "-m", "tenantq.cli", *arguments],
+        env={**clean, **environment, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def one_line(stderr: str) -> str:
+    """The one line of a command's ``stderr`` (asserted: one line, no traceback)."""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
 
 
 def counting_app(
@@ -498,6 +534,19 @@ def while_alive(predicate: Callable[[], bool], *workers: LoggedWorkerProcess) ->
         return predicate()
 
     return check
+
+
+def wait_for_states(
+    db: psycopg.Connection[Any],
+    job_ids: list[uuid.UUID],
+    wanted: set[str],
+    *workers: LoggedWorkerProcess,
+    timeout: float,
+    what: str,
+) -> None:
+    """Wait until every job of ``job_ids`` is in a state of ``wanted``; fails at once when one
+    of ``workers`` has exited."""
+    wait_for(while_alive(lambda: all_in(db, job_ids, wanted), *workers), timeout=timeout, what=what)
 
 
 def migrate_to(url: str, revision: str, *, down: bool = False) -> None:

@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -30,7 +27,14 @@ import psycopg
 import pytest
 from confluent_kafka import Producer
 from fastapi.testclient import TestClient
-from support import all_in, caught_up, running_worker, settings_environment, wait_for
+from support import (
+    all_in,
+    caught_up,
+    running_worker,
+    settings_environment,
+    tenantq_command,
+    wait_for,
+)
 from test_failures import dlq_records
 from test_producer import total_messages
 from web_console import console_settings
@@ -194,14 +198,7 @@ def test_bad_cli_arguments_are_one_line_and_publish_nothing(
     settings: tenantq.Settings, kind: str
 ) -> None:
     arguments, said = CLI_ARGUMENTS[kind]
-    clean = {name: value for name, value in os.environ.items() if not name.startswith("TENANTQ_")}
-    completed = subprocess.run(
-        [sys.executable, "-m", "tenantq.cli", *arguments],
-        env={**clean, **settings_environment(settings), "COLUMNS": "200"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    completed = tenantq_command(arguments, settings_environment(settings))
     lines = completed.stderr.strip().splitlines()
     assert completed.returncode == 2, completed.stdout + completed.stderr
     assert len(lines) == 1 and "Traceback" not in completed.stderr, completed.stderr

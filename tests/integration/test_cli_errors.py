@@ -8,39 +8,15 @@ writes nothing)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 import uuid
 from typing import Any
 
 import psycopg
 import pytest
-from support import free_port, settings_environment
+from support import free_port, one_line, settings_environment, tenantq_command
 
 import tenantq
-
-
-def tenantq_command(arguments: list[str], environment: dict[str, str]) -> tuple[int, str, str]:
-    """Run `tenantq ARGUMENTS` with only these ``TENANTQ_*`` variables; (status, out, err)."""
-    clean = {name: value for name, value in os.environ.items() if not name.startswith("TENANTQ_")}
-    completed = subprocess.run(
-        [sys.executable, "-m", "tenantq.cli", *arguments],
-        env={**clean, **environment, "COLUMNS": "200"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return completed.returncode, completed.stdout, completed.stderr
-
-
-def one_line(stderr: str) -> str:
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr
-    assert "Traceback" not in stderr
-    return lines[0]
-
 
 JOB = str(uuid.uuid4())
 
@@ -64,18 +40,18 @@ def test_a_database_nothing_listens_on_is_one_line_naming_it(
         **settings_environment(settings),
         "TENANTQ_DATABASE_URL": f"postgresql://ops:hunter2@127.0.0.1:{port}/jobs",
     }
-    status, _, stderr = tenantq_command(arguments, environment)
-    assert status == 2
-    line = one_line(stderr)
+    completed = tenantq_command(arguments, environment)
+    assert completed.returncode == 2
+    line = one_line(completed.stderr)
     assert line.startswith(f"tenantq: PostgreSQL at 127.0.0.1:{port}/jobs: ")
     assert "Connection refused" in line and "hunter2" not in line
 
 
 def test_a_garbage_database_url_is_one_line_without_its_value(settings: tenantq.Settings) -> None:
     environment = {**settings_environment(settings), "TENANTQ_DATABASE_URL": "pg:hunter2@@x y"}
-    status, _, stderr = tenantq_command(["stats"], environment)
-    assert status == 2
-    line = one_line(stderr)
+    completed = tenantq_command(["stats"], environment)
+    assert completed.returncode == 2
+    line = one_line(completed.stderr)
     assert "TENANTQ_DATABASE_URL is not a PostgreSQL URL" in line and "hunter2" not in line
 
 
@@ -93,9 +69,9 @@ def test_a_broker_refusing_the_login_is_one_line_naming_it(settings: tenantq.Set
         }
     environment = {**settings_environment(settings), "TENANTQ_KAFKA_CONFIG": json.dumps(refused)}
     started = time.monotonic()
-    status, stdout, stderr = tenantq_command(["dlq", "list"], environment)
-    assert status == 2 and stdout == ""
-    line = one_line(stderr)  # no librdkafka log line
+    completed = tenantq_command(["dlq", "list"], environment)
+    assert completed.returncode == 2 and completed.stdout == ""
+    line = one_line(completed.stderr)  # no librdkafka log line
     assert line.startswith(f"tenantq: Kafka at {settings.require_bootstrap_servers()}: ")
     assert "SASL" in line and "hunter2" not in line
     assert time.monotonic() - started < 8  # refused: no waiting out the metadata timeout
@@ -117,9 +93,9 @@ def test_absurd_input_is_one_line_and_changes_nothing(
     settings: tenantq.Settings, db: psycopg.Connection[Any], arguments: list[str], said: str
 ) -> None:
     audits = db.execute("SELECT count(*) FROM tenantq_replay_audit").fetchone()
-    status, _, stderr = tenantq_command(arguments, settings_environment(settings))
-    assert status == 2
-    assert said in one_line(stderr)
+    completed = tenantq_command(arguments, settings_environment(settings))
+    assert completed.returncode == 2
+    assert said in one_line(completed.stderr)
     assert db.execute("SELECT count(*) FROM tenantq_replay_audit").fetchone() == audits
 
 
@@ -128,13 +104,13 @@ def test_cancelling_an_unknown_job_is_an_error_and_writes_nothing(
 ) -> None:
     environment = settings_environment(settings)
     unknown = uuid.uuid4()
-    status, _, stderr = tenantq_command(["jobs", "cancel", str(unknown)], environment)
-    assert status == 1
-    assert one_line(stderr).startswith(f"tenantq: no such job {unknown}")
+    completed = tenantq_command(["jobs", "cancel", str(unknown)], environment)
+    assert completed.returncode == 1
+    assert one_line(completed.stderr).startswith(f"tenantq: no such job {unknown}")
     assert db.execute("SELECT 1 FROM tenantq_jobs WHERE id = %s", (unknown,)).fetchone() is None
 
     # A job that is in Kafka but no worker has seen: said so explicitly, it is recorded.
-    status, stdout, _ = tenantq_command(["jobs", "cancel", str(unknown), "--unseen"], environment)
-    assert status == 0 and "canceled" in stdout
+    completed = tenantq_command(["jobs", "cancel", str(unknown), "--unseen"], environment)
+    assert completed.returncode == 0 and "canceled" in completed.stdout
     row = db.execute("SELECT state::text FROM tenantq_jobs WHERE id = %s", (unknown,)).fetchone()
     assert row == ("canceled",)

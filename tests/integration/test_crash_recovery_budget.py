@@ -16,9 +16,9 @@ from typing import Any
 import psycopg
 from support import (
     LoggedWorkerProcess,
-    all_in,
     settings_environment,
     wait_for,
+    wait_for_states,
     while_alive,
 )
 
@@ -101,13 +101,12 @@ def test_jobs_beside_a_crash_run_again_within_two_seconds_without_losing_an_atte
             finally:
                 stop_probes.set()
                 prober.join(30)
-        wait_for(
-            while_alive(lambda: all_in(db, [poison], {"dead"}), pool),
-            timeout=150,
-            what="the poison job dead",
-        )
-        wait_for(
-            while_alive(lambda: all_in(db, [*co_runners, *probes], {"succeeded"}), pool),
+        wait_for_states(db, [poison], {"dead"}, pool, timeout=150, what="the poison job dead")
+        wait_for_states(
+            db,
+            [*co_runners, *probes],
+            {"succeeded"},
+            pool,
             timeout=60,
             what="every other job succeeded",
         )

@@ -11,13 +11,12 @@ from typing import Any
 import psycopg
 from support import (
     LoggedWorkerProcess,
-    all_in,
     assert_alive,
     count_of,
     settings_environment,
     short_leases,
     wait_for,
-    while_alive,
+    wait_for_states,
 )
 
 import tenantq
@@ -46,13 +45,19 @@ def test_a_handler_that_exits_does_not_end_the_default_worker(
         wait_for(
             lambda: _runs(db, poison, "exit") >= 1, timeout=60, what="the poison job's first crash"
         )
-        wait_for(
-            while_alive(lambda: all_in(db, [poison], {"dead"}), worker),
+        wait_for_states(
+            db,
+            [poison],
+            {"dead"},
+            worker,
             timeout=120,
             what="the poison job dead after its attempts",
         )
-        wait_for(
-            while_alive(lambda: all_in(db, [*flaky, *good], {"succeeded"}), worker),
+        wait_for_states(
+            db,
+            [*flaky, *good],
+            {"succeeded"},
+            worker,
             timeout=60,
             what="the other jobs and their retries",
         )
@@ -62,10 +67,8 @@ def test_a_handler_that_exits_does_not_end_the_default_worker(
                 producer.enqueue("sleepy", tenant="later", payload={}).result(30).job_id,
                 producer.enqueue("flaky", tenant="later-flaky", payload={}).result(30).job_id,
             ]
-        wait_for(
-            while_alive(lambda: all_in(db, later, {"succeeded"}), worker),
-            timeout=60,
-            what="jobs enqueued after the crashes",
+        wait_for_states(
+            db, later, {"succeeded"}, worker, timeout=60, what="jobs enqueued after the crashes"
         )
         assert_alive(worker)
     finally:

@@ -7,12 +7,11 @@ downgrade merges the namespaces back into the previous schema, one row per name.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from support import migrate_to, migrated_database
+from support import migrate_to
 
 from tenantq.store.engine import psycopg_url
 
@@ -21,12 +20,10 @@ AFTER = "0010"
 
 
 @pytest.fixture
-def database(servers: tuple[str, str]) -> Iterator[str]:
+def database(fresh_database: str) -> str:
     """A database at the revision before deployments (the head's downgrade, on no rows)."""
-    _, server_url = servers
-    with migrated_database(server_url, "tenantq_deployments_") as url:
-        migrate_to(url, BEFORE, down=True)
-        yield url
+    migrate_to(fresh_database, BEFORE, down=True)
+    return fresh_database
 
 
 JOB = """

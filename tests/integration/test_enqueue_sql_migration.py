@@ -5,24 +5,15 @@ could not publish it), rather than losing it. Upgrading again installs the funct
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import psycopg
 import pytest
 from sqlalchemy.exc import DBAPIError
-from support import migrate_to, migrated_database
+from support import migrate_to
 
 from tenantq.store.engine import psycopg_url
 
 BEFORE = "0011"
 FUNCTION = "tenantq_enqueue(text, text, text, jsonb, text, timestamptz, text)"
-
-
-@pytest.fixture
-def database(servers: tuple[str, str]) -> Iterator[str]:
-    _, server_url = servers
-    with migrated_database(server_url, "tenantq_sql_enqueue_") as url:
-        yield url
 
 
 def installed(db: psycopg.Connection[object]) -> tuple[object, ...]:
@@ -37,8 +28,8 @@ def installed(db: psycopg.Connection[object]) -> tuple[object, ...]:
     return tuple(row)
 
 
-def test_downgrade_drops_the_function_unless_entries_wait(database: str) -> None:
-    with psycopg.connect(psycopg_url(database), autocommit=True) as db:
+def test_downgrade_drops_the_function_unless_entries_wait(fresh_database: str) -> None:
+    with psycopg.connect(psycopg_url(fresh_database), autocommit=True) as db:
         assert installed(db) == (True, True, True)
         db.execute(
             "INSERT INTO tenantq_outbox_queues (deployment, queue, main_topic, max_payload_bytes,"
@@ -48,12 +39,12 @@ def test_downgrade_drops_the_function_unless_entries_wait(database: str) -> None
         db.execute("SELECT tenantq_enqueue('default', 'send_email', 'acme', '{}')")
 
         with pytest.raises(DBAPIError, match="written by tenantq_enqueue are not published"):
-            migrate_to(database, BEFORE, down=True)
+            migrate_to(fresh_database, BEFORE, down=True)
         assert installed(db) == (True, True, True)
 
         db.execute("DELETE FROM tenantq_jobs")  # its entry goes with it
-        migrate_to(database, BEFORE, down=True)
+        migrate_to(fresh_database, BEFORE, down=True)
         assert installed(db) == (False, False, False)
 
-        migrate_to(database, "head")
+        migrate_to(fresh_database, "head")
         assert installed(db) == (True, True, True)

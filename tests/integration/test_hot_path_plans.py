@@ -8,12 +8,10 @@ crashed worker's leases) read another deployment's rows not at all."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from support import migrated_database
 
 import tenantq
 from tenantq.store import console, retention, statements, stats
@@ -32,14 +30,6 @@ HOT_PATH = {
     "JOB_CHECKPOINT": statements.JOB_CHECKPOINT,
     "WORKER_CRASHED": statements.WORKER_CRASHED,
 }
-
-
-@pytest.fixture
-def empty_database(servers: tuple[str, str]) -> Iterator[str]:
-    """A database just migrated: its job table empty and never analysed."""
-    _, server_url = servers
-    with migrated_database(server_url, "tenantq_plans_") as url:
-        yield url
 
 
 def prepare(connection: psycopg.Connection[Any], name: str, text: str) -> list[str]:
@@ -96,8 +86,8 @@ def unscoped_reads(node: dict[str, Any]) -> list[str]:
 UNSCOPED_BY_DESIGN = {"JOB_STATE_BATCH": ["x of tenantq_jobs"]}
 
 
-def test_every_hot_path_read_is_of_its_own_deployment(empty_database: str) -> None:
-    settings = tenantq.Settings(database_url=empty_database)
+def test_every_hot_path_read_is_of_its_own_deployment(fresh_database: str) -> None:
+    settings = tenantq.Settings(database_url=fresh_database)
     with connect(settings, autocommit=True, generic_plans=True) as connection:
         plans = {
             name: generic_plan(connection, name, text, as_json=True)
@@ -109,8 +99,8 @@ def test_every_hot_path_read_is_of_its_own_deployment(empty_database: str) -> No
     assert {name: reads for name, reads in unscoped.items() if reads} == UNSCOPED_BY_DESIGN
 
 
-def test_hot_path_reaches_jobs_by_primary_key_on_a_new_table(empty_database: str) -> None:
-    settings = tenantq.Settings(database_url=empty_database)
+def test_hot_path_reaches_jobs_by_primary_key_on_a_new_table(fresh_database: str) -> None:
+    settings = tenantq.Settings(database_url=fresh_database)
     with connect(settings, autocommit=True, generic_plans=True) as connection:
         plans = {name: generic_plan(connection, name, text) for name, text in HOT_PATH.items()}
     whole_table_reads = {
@@ -156,13 +146,13 @@ VALUES (%(deployment)s, %(owner)s, 'host', 1, '{default}')
 """
 
 
-def test_lease_renewal_finds_each_lease_by_key_and_joins_nothing(empty_database: str) -> None:
+def test_lease_renewal_finds_each_lease_by_key_and_joins_nothing(fresh_database: str) -> None:
     """The heartbeat's renewal, generic plan, on a ledger of finished jobs with 1,000 leases
     held: each access to the job table is by primary key, and no join compares leases with
     leases (it did: nested loops whose cost grew with the square of the leases held)."""
     owner = "w-plans"
-    settings = tenantq.Settings(database_url=empty_database)
-    with psycopg.connect(psycopg_url(empty_database), autocommit=True) as db:
+    settings = tenantq.Settings(database_url=fresh_database)
+    with psycopg.connect(psycopg_url(fresh_database), autocommit=True) as db:
         history = {"deployment": settings.topic_prefix, "count": 20_000}
         db.execute(FINISHED_JOBS, history)
         db.execute("VACUUM ANALYZE tenantq_jobs")
@@ -221,14 +211,14 @@ SEARCHES = {
 
 @pytest.mark.parametrize("plan_cache_mode", ["force_custom_plan", "force_generic_plan"])
 def test_searches_read_nothing_of_another_deployment(
-    empty_database: str, plan_cache_mode: str
+    fresh_database: str, plan_cache_mode: str
 ) -> None:
     """Another deployment's ledger (20,000 finished jobs a day old, 2,000 due, 1,000 leases
     of a worker id that this deployment's worker has too) is not read by this deployment's
     stats, prune or crash release: each reads its own few rows through an index that leads
     with the deployment, whichever plan it gets."""
     ours, theirs = "ours", "theirs"
-    with psycopg.connect(psycopg_url(empty_database), autocommit=True) as db:
+    with psycopg.connect(psycopg_url(fresh_database), autocommit=True) as db:
         db.execute(FINISHED_JOBS, {"deployment": theirs, "count": 20_000})
         db.execute(WAITING_JOBS, {"deployment": theirs, "count": 2_000})
         db.execute(LEASED_JOBS, {"deployment": theirs, "owner": "w-plans", "count": 1_000})

@@ -17,12 +17,12 @@ from typing import Any
 import psycopg
 from support import (
     LoggedWorkerProcess,
-    all_in,
     assert_alive,
     caught_up,
     descendants,
     settings_environment,
     wait_for,
+    wait_for_states,
     while_alive,
 )
 
@@ -89,19 +89,15 @@ def test_one_idempotency_key_twice_in_a_batch_does_not_kill_the_worker(
         settings_environment(settings), "apps:APP", log_path=tmp_path / "worker.log"
     )
     try:
-        wait_for(
-            while_alive(lambda: all_in(db, followers, {"succeeded"}), worker),
-            timeout=60,
-            what="the jobs behind the pair",
+        wait_for_states(
+            db, followers, {"succeeded"}, worker, timeout=60, what="the jobs behind the pair"
         )
         first = _check_pair(db, key, pair)
         # Again with the worker running (the pair arrives in one fetch of a live consumer).
         second_key = f"order-{uuid.uuid4().hex[:8]}"
         second_pair, more = _enqueue_pair_and_followers(settings, second_key, "globex")
-        wait_for(
-            while_alive(lambda: all_in(db, more, {"succeeded"}), worker),
-            timeout=60,
-            what="the jobs behind the second pair",
+        wait_for_states(
+            db, more, {"succeeded"}, worker, timeout=60, what="the jobs behind the second pair"
         )
         _check_pair(db, second_key, second_pair)
         topic = f"{settings.topic_prefix}.default"

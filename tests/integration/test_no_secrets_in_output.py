@@ -11,12 +11,8 @@ and none is found."""
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import apps
 import psycopg
@@ -26,7 +22,7 @@ from private_stack import EXECUTIONS_TABLE
 from pydantic import SecretStr
 from secure_stack import client_environment, passwords, secure_stack
 from sqlalchemy.engine import make_url
-from support import WorkerProcess, all_in, running_worker, wait_for
+from support import WorkerProcess, all_in, running_worker, tenantq_command, wait_for
 from topology_stack import TopologyStack
 from web_console import console_settings, sign_in
 
@@ -40,7 +36,6 @@ from tenantq.web.app import create_app
 
 pytestmark = [pytest.mark.slow, pytest.mark.secure]
 
-HERE = Path(__file__).resolve().parent
 TOKEN = "console-token-7f3a9c1e5b2d4068"
 WRONG_KAFKA = "wrong-kafka-password-93b1"
 WRONG_DATABASE = "wrong-database-password-5e27"
@@ -55,15 +50,7 @@ def secure() -> Iterator[TopologyStack]:
 
 def command(arguments: list[str], environment: dict[str, str]) -> str:
     """What `tenantq ARGUMENTS` printed (both streams), with only these ``TENANTQ_*``."""
-    clean = {name: value for name, value in os.environ.items() if not name.startswith("TENANTQ_")}
-    clean["PYTHONPATH"] = str(HERE) + os.pathsep + clean.get("PYTHONPATH", "")
-    completed = subprocess.run(
-        [sys.executable, "-m", "tenantq.cli", *arguments],
-        env={**clean, **environment, "COLUMNS": "200"},
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    completed = tenantq_command(arguments, environment, timeout=180)
     return completed.stdout + completed.stderr
 
 

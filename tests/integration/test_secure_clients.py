@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 
 import apps
 import psycopg
@@ -25,7 +21,7 @@ from private_stack import EXECUTIONS_TABLE
 from pydantic import SecretStr
 from secure_stack import client_environment, secure_stack
 from sqlalchemy.engine import make_url
-from support import WorkerProcess, all_in, wait_for
+from support import WorkerProcess, all_in, one_line, tenantq_command, wait_for
 from topology_stack import TopologyStack
 from web_console import console_settings
 
@@ -39,7 +35,6 @@ from tenantq.web.app import create_app
 
 pytestmark = [pytest.mark.slow, pytest.mark.secure]
 
-HERE = Path(__file__).resolve().parent
 WRONG = "not-the-password-0451"
 TOKEN = "secure-console-token-for-tests"
 #: How long a refusal may take to be said: the client's first login attempt, under load.
@@ -76,30 +71,15 @@ def with_wrong_database_password(settings: tenantq.Settings) -> tenantq.Settings
     return settings.model_copy(update={"database_url": SecretStr(url.render_as_string(False))})
 
 
-def tenantq_command(
-    arguments: list[str], environment: dict[str, str], timeout: float = 120
-) -> tuple[int, str, str, float]:
-    """`tenantq ARGUMENTS` with only these ``TENANTQ_*`` variables (and the test apps
-    importable); (status, stdout, stderr, seconds)."""
-    clean = {name: value for name, value in os.environ.items() if not name.startswith("TENANTQ_")}
-    clean["PYTHONPATH"] = str(HERE) + os.pathsep + clean.get("PYTHONPATH", "")
+def worker_refused(settings: tenantq.Settings, refusal: type[Exception]) -> str:
+    """What a worker on ``settings`` says when a server refuses it: its ``run()`` raises
+    ``refusal`` within ``REFUSAL_SECONDS``."""
+    worker = Worker(apps.APP, settings=settings, install_signal_handlers=False)
     started = time.monotonic()
-    completed = subprocess.run(
-        [sys.executable, "-m", "tenantq.cli", *arguments],
-        env={**clean, **environment, "COLUMNS": "200"},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    seconds = time.monotonic() - started
-    return completed.returncode, completed.stdout, completed.stderr, seconds
-
-
-def one_line(stderr: str) -> str:
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr
-    assert "Traceback" not in stderr
-    return lines[0]
+    with pytest.raises(refusal) as raised:
+        worker.run()
+    assert time.monotonic() - started < REFUSAL_SECONDS
+    return str(raised.value)
 
 
 def secrets_of(stack: TopologyStack) -> list[str]:
@@ -118,9 +98,11 @@ def assert_commands_refused(
     """Each ``tenantq`` command exits 2 within ``COMMAND_SECONDS`` with one line on stderr
     that starts with ``prefix`` and passes ``assert_refusal``."""
     for arguments in commands:
-        status, stdout, stderr, seconds = tenantq_command(arguments, environment)
-        assert status == 2, (arguments, stdout, stderr)
-        line = one_line(stderr)
+        started = time.monotonic()
+        completed = tenantq_command(arguments, environment)
+        seconds = time.monotonic() - started
+        assert completed.returncode == 2, (arguments, completed.stdout, completed.stderr)
+        line = one_line(completed.stderr)
         assert line.startswith(prefix), line
         assert_refusal(line)
         assert seconds < COMMAND_SECONDS, (arguments, seconds)
@@ -163,9 +145,9 @@ def test_producer_worker_relay_console_and_cli_work_over_the_secure_stack(
         (["topics", "ensure"], ""),
         (["enqueue", "marker", "--tenant", "cli", "--payload", "{}"], f"{settings.topic_prefix}"),
     ]:
-        status, stdout, stderr, _ = tenantq_command(arguments, environment)
-        assert status == 0, (arguments, stdout, stderr)
-        assert said in stdout, (arguments, stdout)
+        completed = tenantq_command(arguments, environment)
+        assert completed.returncode == 0, (arguments, completed.stdout, completed.stderr)
+        assert said in completed.stdout, (arguments, completed.stdout)
 
     app = create_app(console_settings(settings, TOKEN))
     try:
@@ -205,14 +187,8 @@ def test_a_wrong_kafka_password_is_one_line_from_every_client(
         assert time.monotonic() - started < REFUSAL_SECONDS
     assert_refusal(str(raised.value))
 
-    worker = Worker(apps.APP, settings=bad, install_signal_handlers=False)
-    started = time.monotonic()
-    with pytest.raises(KafkaAccessRefused) as raised:
-        worker.run()
-    assert time.monotonic() - started < REFUSAL_SECONDS
-    assert_refusal(str(raised.value))
+    assert_refusal(worker_refused(bad, KafkaAccessRefused))
     # The worker's Kafka clients, made when it was, go with it (else they try for ever).
-    del raised, worker
     gc.collect()
 
     url = psycopg_url(settings.require_database_url())
@@ -258,9 +234,10 @@ def test_a_wrong_kafka_password_is_one_line_from_every_client(
     )
     assert_commands_refused(kafka_commands, environment, "tenantq: ", assert_refusal)
     # The DLQ tools name the cluster and the refusal in their own words.
-    status, _, stderr, _ = tenantq_command(["dlq", "list"], environment)
-    line = one_line(stderr)
-    assert status == 2 and f"Kafka at {servers}" in line and "SASL authentication" in line
+    completed = tenantq_command(["dlq", "list"], environment)
+    line = one_line(completed.stderr)
+    assert completed.returncode == 2
+    assert f"Kafka at {servers}" in line and "SASL authentication" in line
     assert not any(secret in line for secret in forbidden)
 
 
@@ -277,12 +254,7 @@ def test_a_wrong_database_password_is_one_line_from_every_client(
         assert "\n" not in line
         assert not any(secret in line for secret in forbidden), line
 
-    worker = Worker(apps.APP, settings=bad, install_signal_handlers=False)
-    started = time.monotonic()
-    with pytest.raises(DatabaseAccessRefused) as raised:
-        worker.run()
-    assert time.monotonic() - started < REFUSAL_SECONDS
-    assert_refusal(str(raised.value))
+    assert_refusal(worker_refused(bad, DatabaseAccessRefused))
 
     environment = client_environment(secure, bad)
     database_commands = (

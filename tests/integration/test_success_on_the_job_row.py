@@ -10,12 +10,11 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from support import count_of, migrate_to, migrated_database
+from support import count_of, migrate_to
 
 import tenantq
 from tenantq.states import JobState
@@ -24,14 +23,6 @@ from tenantq.store.job_admin import list_attempts
 from tenantq.store.job_store import ClaimRequest, JobStore, Lease, Result
 
 PAYLOAD = b'{"n": 1}'
-
-
-@pytest.fixture
-def ledger(servers: tuple[str, str]) -> Iterator[str]:
-    """A database of its own: the downgrade test changes its schema."""
-    _, server_url = servers
-    with migrated_database(server_url, "tenantq_success_row_") as url:
-        yield url
 
 
 def _claim(store: JobStore, job_id: uuid.UUID, max_attempts: int = 3) -> Lease:
@@ -87,8 +78,8 @@ def _log_rows(db: psycopg.Connection[Any], job_id: uuid.UUID) -> int:
     )
 
 
-def test_a_success_is_written_on_its_job_row_and_read_through_the_view(ledger: str) -> None:
-    settings = tenantq.Settings(database_url=ledger)
+def test_a_success_is_written_on_its_job_row_and_read_through_the_view(fresh_database: str) -> None:
+    settings = tenantq.Settings(database_url=fresh_database)
     store = JobStore.open(settings, "w-success")
     try:
         job_id = uuid.uuid4()
@@ -114,9 +105,9 @@ def test_a_success_is_written_on_its_job_row_and_read_through_the_view(ledger: s
         store.close()
 
 
-def test_a_failed_attempt_is_a_log_row_and_the_success_comes_last(ledger: str) -> None:
-    job_id = _fail_then_succeed(ledger, "w-retry")
-    with connect(tenantq.Settings(database_url=ledger), autocommit=True) as db:
+def test_a_failed_attempt_is_a_log_row_and_the_success_comes_last(fresh_database: str) -> None:
+    job_id = _fail_then_succeed(fresh_database, "w-retry")
+    with connect(tenantq.Settings(database_url=fresh_database), autocommit=True) as db:
         assert _log_rows(db, job_id) == 1
         assert _history(db, job_id) == [
             (1, "w-retry", "retrying"),
@@ -129,10 +120,12 @@ def test_a_failed_attempt_is_a_log_row_and_the_success_comes_last(ledger: str) -
         assert last_error == ("Boom",)
 
 
-def test_a_success_written_again_is_recognised_by_its_record_on_the_row(ledger: str) -> None:
+def test_a_success_written_again_is_recognised_by_its_record_on_the_row(
+    fresh_database: str,
+) -> None:
     """The results lane writes a batch again when its connection dropped mid-way: a success
     applied by the first try is reported applied, and recorded once."""
-    settings = tenantq.Settings(database_url=ledger)
+    settings = tenantq.Settings(database_url=fresh_database)
     store = JobStore.open(settings, "w-again")
     other = JobStore.open(settings, "w-other")
     try:
@@ -142,7 +135,7 @@ def test_a_success_written_again_is_recognised_by_its_record_on_the_row(ledger: 
         assert _succeed(store, lease, again=True) == {job_id}
         # Another owner's result for the same attempt is stale, again or not.
         assert _succeed(other, lease, again=True) == set()
-        with psycopg.connect(psycopg_url(ledger), autocommit=True) as db:
+        with psycopg.connect(psycopg_url(fresh_database), autocommit=True) as db:
             assert _history(db, job_id) == [
                 (1, "w-other", "stale"),
                 (1, "w-again", "succeeded"),
@@ -152,8 +145,8 @@ def test_a_success_written_again_is_recognised_by_its_record_on_the_row(ledger: 
         other.close()
 
 
-def test_the_record_is_only_for_succeeded_jobs(ledger: str) -> None:
-    with psycopg.connect(psycopg_url(ledger), autocommit=True) as db:
+def test_the_record_is_only_for_succeeded_jobs(fresh_database: str) -> None:
+    with psycopg.connect(psycopg_url(fresh_database), autocommit=True) as db:
         with pytest.raises(psycopg.errors.CheckViolation):
             db.execute(
                 "INSERT INTO tenantq_jobs (id, deployment, queue, job_type, tenant_id,"
@@ -163,16 +156,16 @@ def test_the_record_is_only_for_succeeded_jobs(ledger: str) -> None:
             )
 
 
-def test_writes_through_the_view_go_to_the_log(ledger: str) -> None:
+def test_writes_through_the_view_go_to_the_log(fresh_database: str) -> None:
     """A worker of the previous release writes its attempt rows into
     ``tenantq_job_attempts``: during a rolling upgrade they land in the log, and its success
     (the job's ``success_*`` left empty) shows once."""
-    settings = tenantq.Settings(database_url=ledger)
+    settings = tenantq.Settings(database_url=fresh_database)
     store = JobStore.open(settings, "w-new")
     try:
         job_id = uuid.uuid4()
         lease = _claim(store, job_id)
-        with psycopg.connect(psycopg_url(ledger), autocommit=True) as db:
+        with psycopg.connect(psycopg_url(fresh_database), autocommit=True) as db:
             # What the previous release's result statement did: the update, then the row.
             db.execute(
                 "UPDATE tenantq_jobs SET state = 'succeeded', lease_owner = NULL, "
@@ -200,17 +193,17 @@ def test_writes_through_the_view_go_to_the_log(ledger: str) -> None:
         store.close()
 
 
-def test_a_downgrade_turns_recorded_successes_back_into_rows(ledger: str) -> None:
-    job_id = _fail_then_succeed(ledger, "w-down")
+def test_a_downgrade_turns_recorded_successes_back_into_rows(fresh_database: str) -> None:
+    job_id = _fail_then_succeed(fresh_database, "w-down")
     wanted = [(1, "w-down", "retrying"), (2, "w-down", "succeeded")]
-    migrate_to(ledger, "0007", down=True)
-    with psycopg.connect(psycopg_url(ledger), autocommit=True) as db:
+    migrate_to(fresh_database, "0007", down=True)
+    with psycopg.connect(psycopg_url(fresh_database), autocommit=True) as db:
         kind = db.execute(
             "SELECT relkind::text FROM pg_class WHERE relname = 'tenantq_job_attempts'"
         ).fetchone()
         assert kind == ("r",)  # a table again
         assert _history(db, job_id) == wanted
-    migrate_to(ledger, "head")
-    with psycopg.connect(psycopg_url(ledger), autocommit=True) as db:
+    migrate_to(fresh_database, "head")
+    with psycopg.connect(psycopg_url(fresh_database), autocommit=True) as db:
         assert _history(db, job_id) == wanted
         assert _log_rows(db, job_id) == 2

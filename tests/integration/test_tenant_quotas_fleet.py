@@ -9,45 +9,50 @@ its cap does not let the cap be exceeded, and the tenant is back at it within on
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import tool_environment
 
 TOOL = Path(__file__).resolve().parents[2] / "loadtest" / "quotas.py"
 
 
-def scenario(
-    name: str, scale: float, servers: tuple[str, str], database_url: str, folder: Path
-) -> dict[str, Any]:
-    """Run one scenario of the quota load test; its figures (``numbers``, ``targets``)."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("TENANTQ_")}
-    environment["TENANTQ_KAFKA_BOOTSTRAP_SERVERS"] = servers[0]
-    environment["TENANTQ_DATABASE_URL"] = database_url
-    if "TENANTQ_KAFKA_CONFIG" in os.environ:  # the servers' client security (a secure stack)
-        environment["TENANTQ_KAFKA_CONFIG"] = os.environ["TENANTQ_KAFKA_CONFIG"]
-    command = [sys.executable, str(TOOL), "--scenario", name, "--scale", str(scale)]
-    command += ["--report-dir", str(folder)]
-    completed = subprocess.run(
-        command, env=environment, capture_output=True, text=True, timeout=600
-    )
-    output = completed.stdout + completed.stderr
-    summary = folder / "summary.json"
-    assert summary.exists(), output
-    (figures,) = json.loads(summary.read_text())
-    assert completed.returncode in (0, 1), output  # 1: a target missed, judged below
-    numbers: dict[str, Any] = figures["numbers"]
-    return numbers
+QuotaScenario = Callable[[str, float], dict[str, Any]]
+
+
+@pytest.fixture
+def quota_scenario(servers: tuple[str, str], database_url: str, tmp_path: Path) -> QuotaScenario:
+    """Runs one scenario of the quota load test (its name, its scale) against the test
+    servers; returns its figures' ``numbers``."""
+
+    def run(name: str, scale: float) -> dict[str, Any]:
+        command = [sys.executable, str(TOOL), "--scenario", name, "--scale", str(scale)]
+        command += ["--report-dir", str(tmp_path)]
+        completed = subprocess.run(
+            command,
+            env=tool_environment(servers, database_url),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        output = completed.stdout + completed.stderr
+        summary = tmp_path / "summary.json"
+        assert summary.exists(), output
+        (figures,) = json.loads(summary.read_text())
+        assert completed.returncode in (0, 1), output  # 1: a target missed, judged below
+        numbers: dict[str, Any] = figures["numbers"]
+        return numbers
+
+    return run
 
 
 @pytest.mark.timeout(600)
-def test_a_cap_holds_across_two_worker_processes(
-    servers: tuple[str, str], database_url: str, tmp_path: Path
-) -> None:
-    numbers = scenario("cap", 0.3, servers, database_url, tmp_path)
+def test_a_cap_holds_across_two_worker_processes(quota_scenario: QuotaScenario) -> None:
+    numbers = quota_scenario("cap", 0.3)
     assert numbers["attempts"] == 90
     assert numbers["max_running"] == 5
     # The cap is a limit, not a stall: the tenant runs at (or one below) it most of the time.
@@ -55,10 +60,8 @@ def test_a_cap_holds_across_two_worker_processes(
 
 
 @pytest.mark.timeout(600)
-def test_a_rate_holds_across_two_worker_processes(
-    servers: tuple[str, str], database_url: str, tmp_path: Path
-) -> None:
-    numbers = scenario("rate", 0.3, servers, database_url, tmp_path)
+def test_a_rate_holds_across_two_worker_processes(quota_scenario: QuotaScenario) -> None:
+    numbers = quota_scenario("rate", 0.3)
     assert numbers["attempts"] == 180
     per_second = numbers["starts_per_second"]
     # At most the burst plus a second's rate in any second: 10 + 40.
@@ -68,20 +71,16 @@ def test_a_rate_holds_across_two_worker_processes(
 
 
 @pytest.mark.timeout(600)
-def test_weights_share_the_fleet_four_to_one(
-    servers: tuple[str, str], database_url: str, tmp_path: Path
-) -> None:
-    numbers = scenario("weights", 0.5, servers, database_url, tmp_path)
+def test_weights_share_the_fleet_four_to_one(quota_scenario: QuotaScenario) -> None:
+    numbers = quota_scenario("weights", 0.5)
     assert numbers["attempts"] == {"heavy": 1500, "light": 1500}
     assert numbers["starts_while_both"] >= 500
     assert 0.70 <= numbers["heavy_share_while_both"] <= 0.90, numbers
 
 
 @pytest.mark.timeout(600)
-def test_a_member_killed_at_the_cap_lets_no_one_past_it(
-    servers: tuple[str, str], database_url: str, tmp_path: Path
-) -> None:
-    numbers = scenario("crash", 0.2, servers, database_url, tmp_path)
+def test_a_member_killed_at_the_cap_lets_no_one_past_it(quota_scenario: QuotaScenario) -> None:
+    numbers = quota_scenario("crash", 0.2)
     assert numbers["member_killed_running"] >= 1  # the member killed ran some of them
     assert numbers["max_running"] == 5
     assert numbers["back_at_cap_seconds"] is not None

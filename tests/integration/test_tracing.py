@@ -17,7 +17,14 @@ from typing import Any
 
 import psycopg
 from span_recorder import recording_spans
-from support import LoggedWorkerProcess, all_in, settings_environment, wait_for, while_alive
+from support import (
+    LoggedWorkerProcess,
+    all_in,
+    settings_environment,
+    wait_for,
+    wait_for_states,
+    while_alive,
+)
 
 import tenantq
 from tenantq.dlq.actions import replay_dead_letters
@@ -80,10 +87,8 @@ def test_one_trace_from_the_enqueue_to_every_attempt_in_the_worker(
                     with tenantq.Outbox(settings=settings) as outbox, psycopg.connect(url) as conn:
                         receipt = outbox.enqueue(conn, "charge", tenant="beta", payload={"n": 2})
             charge, flaky = refs
-            wait_for(
-                while_alive(lambda: all_in(db, [doomed.job_id], {"dead"}), worker),
-                timeout=90,
-                what="the doomed job dead",
+            wait_for_states(
+                db, [doomed.job_id], {"dead"}, worker, timeout=90, what="the doomed job dead"
             )
             wait_for(lambda: _dlq_has(settings), timeout=30, what="the doomed job's dead letter")
             report, _ = replay_dead_letters(
@@ -198,10 +203,8 @@ def test_with_opentelemetry_unimportable_the_worker_runs_jobs_and_prints_no_span
                 producer.enqueue("flaky", tenant=f"t{n}", payload={}).result(30).job_id
                 for n in range(3)
             ]
-        wait_for(
-            while_alive(lambda: all_in(db, job_ids, {"succeeded"}), worker),
-            timeout=90,
-            what="the jobs run without tracing",
+        wait_for_states(
+            db, job_ids, {"succeeded"}, worker, timeout=90, what="the jobs run without tracing"
         )
         time.sleep(0.5)  # an exporter would have written by now
     finally:

@@ -48,6 +48,12 @@ def console() -> Iterator[Callable[..., FastAPI]]:
         yield make
 
 
+@pytest.fixture
+def client(settings: tenantq.Settings, console: Callable[..., FastAPI]) -> TestClient:
+    """A client of a console with the default web settings."""
+    return TestClient(console(settings), base_url=BASE)
+
+
 def assert_secured(response: Any) -> None:
     for name, value in SECURITY_HEADERS.items():
         assert response.headers.get(name) == value, (name, response.status_code)
@@ -211,9 +217,8 @@ def test_a_real_server_answers_an_unauthenticated_huge_body_at_once(
 
 
 def test_only_allowed_hosts_are_answered(
-    settings: tenantq.Settings, console: Callable[..., FastAPI]
+    settings: tenantq.Settings, console: Callable[..., FastAPI], client: TestClient
 ) -> None:
-    client = TestClient(console(settings), base_url=BASE)
     for host in ("127.0.0.1:8765", "localhost:8765", "[::1]:8765", "LOCALHOST"):
         assert client.get("/login", headers={"Host": host}).status_code == 200, host
     for host in ("evil.example", "evil.example:8765", "127.0.0.1.evil.example", ""):
@@ -274,13 +279,8 @@ JOB_PAGES = [
 
 @pytest.mark.parametrize(("method", "path", "status"), JOB_PAGES)
 def test_bad_input_in_urls_is_a_bounded_4xx(
-    settings: tenantq.Settings,
-    console: Callable[..., FastAPI],
-    method: str,
-    path: str,
-    status: int,
+    client: TestClient, method: str, path: str, status: int
 ) -> None:
-    client = TestClient(console(settings), base_url=BASE)
     answer = client.request(method, path)
     assert answer.status_code == status, answer.text[:300]
     assert_secured(answer)
@@ -313,13 +313,8 @@ REPLAY_BODIES = [
 
 @pytest.mark.parametrize(("body", "status", "named"), REPLAY_BODIES)
 def test_bad_replay_requests_are_a_bounded_4xx(
-    settings: tenantq.Settings,
-    console: Callable[..., FastAPI],
-    body: str,
-    status: int,
-    named: str,
+    client: TestClient, body: str, status: int, named: str
 ) -> None:
-    client = TestClient(console(settings), base_url=BASE)
     answer = client.post(
         "/api/dlq/replay",
         content=body.encode(),

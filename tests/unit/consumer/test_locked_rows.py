@@ -19,6 +19,7 @@ from tenantq.consumer.claims import LOCKED_RECHECK_SECONDS, Claims
 from tenantq.consumer.completer import Completer, Completion
 from tenantq.consumer.ledger import Complete
 from tenantq.consumer.outcomes import Verdict
+from tenantq.consumer.work import WorkItem
 from tenantq.observability.worker_events import WorkerEvents
 from tenantq.states import JobState
 from tenantq.store.job_store import Completed, JobStatus
@@ -118,24 +119,28 @@ def test_a_locked_result_is_set_aside_and_written_again_after_a_pause(
     assert results.waiting == 0
 
 
-def test_shutdown_hands_over_a_set_aside_result_at_once(tmp_path: Path) -> None:
-    lane, recorder = FakeLane(), Recorder()
-    results = make_completer(tmp_path, lane, recorder)
-    held = work_item(attempt=1)
-    results.add(Completion(held, Verdict.succeeded(), 0.01))
-    results.flush()
-    results.applied(answer(lane, 0, set(), {held.job_id}))
-    results.flush(now=True)
-    assert rows(lane, 1) == [held.job_id]
-
-
-def test_a_result_neither_applied_nor_locked_is_stale(tmp_path: Path) -> None:
+def one_success_not_applied(
+    tmp_path: Path, *, locked: bool
+) -> tuple[Completer, FakeLane, Recorder, WorkItem]:
+    """A completer that wrote one success and heard back that it was not applied: its row
+    locked by another transaction (``locked``), or its lease gone."""
     lane, recorder = FakeLane(), Recorder()
     results = make_completer(tmp_path, lane, recorder)
     item = work_item(attempt=1)
     results.add(Completion(item, Verdict.succeeded(), 0.01))
     results.flush()
-    results.applied(answer(lane, 0, set(), set()))
+    results.applied(answer(lane, 0, set(), {item.job_id} if locked else set()))
+    return results, lane, recorder, item
+
+
+def test_shutdown_hands_over_a_set_aside_result_at_once(tmp_path: Path) -> None:
+    results, lane, _, held = one_success_not_applied(tmp_path, locked=True)
+    results.flush(now=True)
+    assert rows(lane, 1) == [held.job_id]
+
+
+def test_a_result_neither_applied_nor_locked_is_stale(tmp_path: Path) -> None:
+    results, _, recorder, _ = one_success_not_applied(tmp_path, locked=False)
     assert recorder.stale == ["default"]
     assert results.waiting == 0
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from fakes import FakeClock, FakeKafkaProducer, make_settings
 
+import tenantq
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.flood_meter import CALM_SECONDS, WINDOW_SECONDS
 from tenantq.producer.producer import EnqueueRequest, Producer
@@ -52,18 +53,27 @@ def clock() -> FakeClock:
     return FakeClock(100.0)
 
 
-@pytest.fixture
-def producer(
-    tmp_path: Path, shared: FakeKafkaProducer, flood: WatchedFloodClient, clock: FakeClock
-) -> Iterator[Producer]:
-    settings = make_settings(tmp_path)
-    with Producer(
+def producer_over(
+    settings: tenantq.Settings,
+    shared: FakeKafkaProducer,
+    flood: WatchedFloodClient,
+    clock: FakeClock,
+) -> Producer:
+    """A producer of ``settings`` over the two fake clients, its flood meter on ``clock``."""
+    return Producer(
         settings,
         placement_book=PlacementBook(None, 5.0, clock),
         kafka_client=shared,
         flood_kafka_client=flood,
         clock=clock,
-    ) as made:
+    )
+
+
+@pytest.fixture
+def producer(
+    tmp_path: Path, shared: FakeKafkaProducer, flood: WatchedFloodClient, clock: FakeClock
+) -> Iterator[Producer]:
+    with producer_over(make_settings(tmp_path), shared, flood, clock) as made:
         yield made
 
 
@@ -144,13 +154,7 @@ def test_without_a_flood_rate_every_tenant_shares_one_client(
     tmp_path: Path, shared: FakeKafkaProducer, flood: WatchedFloodClient, clock: FakeClock
 ) -> None:
     settings = make_settings(tmp_path, producer={"flood_rate_per_second": None})
-    with Producer(
-        settings,
-        placement_book=PlacementBook(None, 5.0, clock),
-        kafka_client=shared,
-        flood_kafka_client=flood,
-        clock=clock,
-    ) as producer:
+    with producer_over(settings, shared, flood, clock) as producer:
         producer.enqueue_batch(requests(whale=300))
         clock.now += 1.5 * WINDOW_SECONDS
         batch = producer.enqueue_batch(requests(whale=300))
