@@ -117,7 +117,9 @@ wanting AS (
 -- Each cap's and rate's row as this statement's snapshot has it (read without a lock), and
 -- the live leases counted where its bound leaves less room than wanted: the usage row each
 -- would be given if it had none. The upsert reads them again as ``excluded`` when it has.
-proposed AS (
+-- Materialized: inlined, the count was planned once per reference to it in the upsert's
+-- expressions, and ran up to eight times per scope near a cap.
+proposed AS MATERIALIZED (
     SELECT w.*, coalesce(u.claims, 0) + 1 AS claims,
            CASE WHEN w.max_running IS NOT NULL
                      AND (u.running_bound IS NULL OR u.running_bound + w.wanted > w.max_running)
