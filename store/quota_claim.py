@@ -19,12 +19,14 @@ claim left, never from what its own snapshot saw. Per scope it lets start:
   scope's theoretical arrival time ``rate_tat``.
 
 ``running_bound`` is never below what runs: every start the claim lets through raises it, and
-nothing else lowers it than a count. The count is made only where the bound leaves less room
-than the batch wants (or there is no bound yet), so a tenant far from its cap costs no count.
-A count reads the statement's snapshot, taken before the row lock was granted: it is trusted
-only if no claim wrote the row in between (``claims`` unchanged), else the bound stands and
-the jobs it leaves out are asked for again shortly. A tenant under its cap thus costs one row
-update per claim; one at its cap, a count more. The locks are held to the end of the claim:
+nothing else lowers it than a count. A change of the tenant's rows drops it (the next claim
+counts): jobs started while the tenant had no cap took the plain claim, which raises none. The
+count is made only where the bound leaves less room than the batch wants (or there is no bound
+yet), so a tenant far from its cap costs no count. A count reads the statement's snapshot,
+taken before the row lock was granted: it is trusted only if no claim wrote the row in between
+(``claims`` unchanged), else the bound stands and the jobs it leaves out are asked for again
+shortly. A tenant under its cap thus costs one row update per claim; one at its cap, a count
+more. The locks are held to the end of the claim:
 the claims of one capped or paced tenant take turns across the fleet (each waits for the one
 before it to commit).
 
@@ -117,7 +119,9 @@ wanting AS (
 -- Each cap's and rate's row as this statement's snapshot has it (read without a lock), and
 -- the live leases counted where its bound leaves less room than wanted: the usage row each
 -- would be given if it had none. The upsert reads them again as ``excluded`` when it has.
-proposed AS (
+-- Materialized: inlined, the count was planned once per reference to it in the upsert's
+-- expressions, and ran up to eight times per scope near a cap.
+proposed AS MATERIALIZED (
     SELECT w.*, coalesce(u.claims, 0) + 1 AS claims,
            CASE WHEN w.max_running IS NOT NULL
                      AND (u.running_bound IS NULL OR u.running_bound + w.wanted > w.max_running)

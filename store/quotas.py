@@ -67,6 +67,26 @@ WHERE deployment = %(deployment)s AND tenant_id = %(tenant_id)s
 RETURNING {_COLUMNS}
 """  # noqa: S608 - fixed text
 
+#: After a change of a tenant's rows: the running bound of each of its usage rows is dropped,
+#: so that the next claim of the scope counts its live leases. While the tenant had no cap (no
+#: row, or one without a cap) its jobs took the plain claim, which keeps no bound, and a bound
+#: left from before would let jobs start past a cap set again. ``claims`` moves on, so a claim
+#: whose snapshot is older than the change does not trust the count it made. Rows are locked in
+#: the claims' order (``tenantq.store.quota_claim``).
+TENANT_USAGE_RECOUNT = """
+WITH locked AS (
+    SELECT queue, job_type FROM tenantq_tenant_usage
+    WHERE deployment = %(deployment)s AND tenant_id = %(tenant_id)s
+    ORDER BY queue COLLATE "C", job_type COLLATE "C"
+    FOR UPDATE
+)
+UPDATE tenantq_tenant_usage u
+SET running_bound = NULL, claims = u.claims + 1
+FROM locked l
+WHERE u.deployment = %(deployment)s AND u.tenant_id = %(tenant_id)s AND u.queue = l.queue
+  AND u.job_type = l.job_type
+"""
+
 #: Each limit row with what it holds back now: the live leases of its scope (counted), and
 #: what the claims left in its usage row (the rate's burst left, when and why a claim last
 #: held a job back). ``tenant_id`` NULL: every tenant with a row.
@@ -225,6 +245,7 @@ def tenant_limit_upsert(connection: DeploymentConnection, limit: TenantLimit) ->
             },
         )
         row = cursor.fetchone()
+        usage_recount(cursor, connection.deployment, limit.tenant_id)
         tenants_changed(cursor, connection.deployment)
     assert row is not None
     return _limit(row)
@@ -242,6 +263,7 @@ def tenant_limit_delete(
         cursor.execute(TENANT_LIMIT_DELETE, _row_key(connection, tenant_id, queue, job_type))
         deleted = [_limit(row) for row in cursor.fetchall()]
         if deleted:
+            usage_recount(cursor, connection.deployment, tenant_id)
             tenants_changed(cursor, connection.deployment)
     return deleted
 
@@ -274,6 +296,12 @@ def tenant_running(connection: DeploymentConnection, tenant_id: str) -> LimitUse
     running, _at, reason, ago = row
     empty = TenantLimit(tenant_id, "*", "*", None, None, None, None)
     return LimitUse(empty, int(running), None, reason, ago)
+
+
+def usage_recount(cursor: psycopg.Cursor[Any], deployment: str, tenant_id: str) -> None:
+    """``TENANT_USAGE_RECOUNT``: the next claim of each of the tenant's scopes counts its
+    live leases (in the caller's transaction, with the change of its rows)."""
+    cursor.execute(TENANT_USAGE_RECOUNT, {"deployment": deployment, "tenant_id": tenant_id})
 
 
 def tenants_changed(cursor: psycopg.Cursor[Any], deployment: str) -> None:
