@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -176,17 +176,15 @@ def new_cluster_id(random_bytes: Callable[[], bytes] | None = None) -> str:
             return cluster_id
 
 
-def start_broker(java: str, libs: Path, paths: KafkaNodePaths, heap: str) -> int:
-    """Start the node detached from this process; return its pid."""
+def start_broker(java: str, libs: Path, paths: KafkaNodePaths, jvm_options: Sequence[str]) -> int:
+    """Start the node detached from this process, with ``jvm_options`` (heap, collector);
+    return its pid."""
     log4j = resources.files("tenantq.devstack").joinpath("log4j2.xml")
     log4j_path = paths.config.parent / "log4j2.xml"
     log4j_path.write_text(log4j.read_text())
     command = [
         java,
-        f"-Xms{heap}",
-        f"-Xmx{heap}",
-        "-XX:+UseG1GC",
-        "-XX:MaxGCPauseMillis=20",
+        *jvm_options,
         "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={log4j_path}",
         f"-Dtenantq.kafka.log={paths.log}",
