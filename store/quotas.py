@@ -245,8 +245,7 @@ def tenant_limit_upsert(connection: DeploymentConnection, limit: TenantLimit) ->
             },
         )
         row = cursor.fetchone()
-        usage_recount(cursor, connection.deployment, limit.tenant_id)
-        tenants_changed(cursor, connection.deployment)
+        tenant_rows_changed(cursor, connection.deployment, limit.tenant_id)
     assert row is not None
     return _limit(row)
 
@@ -263,8 +262,7 @@ def tenant_limit_delete(
         cursor.execute(TENANT_LIMIT_DELETE, _row_key(connection, tenant_id, queue, job_type))
         deleted = [_limit(row) for row in cursor.fetchall()]
         if deleted:
-            usage_recount(cursor, connection.deployment, tenant_id)
-            tenants_changed(cursor, connection.deployment)
+            tenant_rows_changed(cursor, connection.deployment, tenant_id)
     return deleted
 
 
@@ -298,15 +296,12 @@ def tenant_running(connection: DeploymentConnection, tenant_id: str) -> LimitUse
     return LimitUse(empty, int(running), None, reason, ago)
 
 
-def usage_recount(cursor: psycopg.Cursor[Any], deployment: str, tenant_id: str) -> None:
-    """``TENANT_USAGE_RECOUNT``: the next claim of each of the tenant's scopes counts its
-    live leases (in the caller's transaction, with the change of its rows)."""
+def tenant_rows_changed(cursor: psycopg.Cursor[Any], deployment: str, tenant_id: str) -> None:
+    """What follows a change of ``tenant_id``'s limit rows, in the caller's transaction: the
+    next claim of each of its scopes counts its live leases (``TENANT_USAGE_RECOUNT``), and the
+    listeners (the workers' ``QuotaWatcher``) hear that ``deployment``'s limits changed when
+    the transaction commits."""
     cursor.execute(TENANT_USAGE_RECOUNT, {"deployment": deployment, "tenant_id": tenant_id})
-
-
-def tenants_changed(cursor: psycopg.Cursor[Any], deployment: str) -> None:
-    """Tell the listeners (the workers' ``QuotaWatcher``) that ``deployment``'s limits
-    changed; sent when the transaction commits."""
     cursor.execute(TENANTS_CHANGED, {"deployment": deployment})
 
 
