@@ -86,6 +86,30 @@ def built_with_openssl(bin_dir: Path) -> bool:
     return "--with-openssl" in configure or "--with-ssl=openssl" in configure
 
 
+def server_major(bin_dir: Path) -> str | None:
+    """The major version of the server in ``bin_dir`` (``18`` of ``PostgreSQL 18.6``), None
+    where it cannot be read: the format of the data directories it can run."""
+    version = (_pg_config(bin_dir / "pg_config", "--version") or "").removeprefix("PostgreSQL ")
+    return version.split(".")[0].split(" ")[0] or None
+
+
+def replacement_bin_dir(data: Path, gone: str, secure: bool) -> Path:
+    """Binaries for the data directory ``data`` whose recorded ones (``gone``) no longer
+    exist: this install's (``choose_bin_dir``), when they run the data's major version; a data
+    directory of another version is never handed to them."""
+    chosen = choose_bin_dir(secure)
+    version_file = data / "PG_VERSION"
+    if version_file.exists():
+        wanted, have = version_file.read_text().strip(), server_major(chosen)
+        if have != wanted:
+            raise DevStackError(
+                f"the dev stack's data is PostgreSQL {wanted}, made by binaries that are gone "
+                f"({gone}), and this install's are PostgreSQL {have or 'of an unknown version'}: "
+                f"remove {data.parent} to start the database afresh"
+            )
+    return chosen
+
+
 def _pg_config(pg_config: Path, option: str) -> str | None:
     try:
         result = subprocess.run(

@@ -127,6 +127,12 @@ class PostgresServers:
             made = (self.paths(nodes[0], state).data / "PG_VERSION").exists()
             chosen = postgres.embedded_bin_dir() if made else None
             state["postgres_bin_dir"] = str(chosen or postgres.choose_bin_dir(topology.secure))
+        elif not (Path(state["postgres_bin_dir"]) / "pg_ctl").exists():
+            # The install that made the home is gone (its virtualenv removed or remade).
+            data = self.paths(nodes[0], state).data
+            state["postgres_bin_dir"] = str(
+                postgres.replacement_bin_dir(data, state["postgres_bin_dir"], topology.secure)
+            )
         nodes = self._shape(nodes, pids, topology.standby, state)
         cluster = _Cluster(nodes, pids, state, save)
         self._up_primary(next(node for node in nodes if node.role == PRIMARY), cluster, security)

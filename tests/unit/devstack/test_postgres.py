@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from tenantq.devstack.postgres import SECURE_HBA, ServerTls, server_options, url_for
+from tenantq.devstack.postgres import (
+    SECURE_HBA,
+    ServerTls,
+    embedded_bin_dir,
+    replacement_bin_dir,
+    server_major,
+    server_options,
+    url_for,
+)
+from tenantq.errors import DevStackError
 
 
 def test_server_options_bind_loopback_and_keep_wal_for_a_standby() -> None:
@@ -52,3 +62,27 @@ def test_a_secure_url_carries_the_password_and_verifies_the_server() -> None:
     assert parsed["dbname"] == "jobs"
     assert parsed["sslmode"] == "verify-full"
     assert parsed["sslrootcert"] == "/h o/ca.pem"
+
+
+def test_the_wheels_server_reports_its_major_version() -> None:
+    major = server_major(embedded_bin_dir())
+    assert major is not None and major.isdigit() and int(major) >= 14
+
+
+def test_a_data_directory_whose_binaries_are_gone_runs_on_this_installs_of_its_version(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "PG_VERSION").write_text(f"{server_major(embedded_bin_dir())}\n")
+    chosen = replacement_bin_dir(tmp_path / "data", "/removed/venv/bin", secure=False)
+    assert chosen == embedded_bin_dir()
+    assert (chosen / "pg_ctl").exists()
+
+
+def test_a_data_directory_of_another_version_is_never_handed_to_this_installs_binaries(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "PG_VERSION").write_text("9\n")
+    with pytest.raises(DevStackError, match="data is PostgreSQL 9.*remove .* afresh"):
+        replacement_bin_dir(tmp_path / "data", "/removed/venv/bin", secure=False)
