@@ -13,17 +13,21 @@ import datetime as dt
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 
 from tenantq.app import App, resolve_max_attempts
+from tenantq.producer.delivery import UNCONFIRMED_ERROR, Callback
+from tenantq.producer.request import Destination, EncodedJob, PreparedJobs
 from tenantq.schemas.envelope import decode_envelope
 from tenantq.settings import Settings
 from tenantq.store.engine import DeploymentConnection, connect
 from tenantq.store.job_store import ClaimRequest
 from tenantq.store.pending import insert_pending
 from tenantq.store.transient import describe_database_error, is_refusal
+from tenantq.topics import lane_topic, main_topic
 
 logger = logging.getLogger("tenantq.producer")
 
@@ -46,6 +50,46 @@ class PendingRecorder:
         self._away_since: float | None = None
         self._retry_at = 0.0
         self._backoff = 0.0
+        #: Per queue, the topics of jobs that run now (main, hot lane): they get no row.
+        self._run_now_topics: dict[str, frozenset[str]] = {}
+
+    def delivery_callback(
+        self,
+        jobs: PreparedJobs,
+        index: int,
+        destination: Destination,
+        on_delivery: Callback,
+        send_again: Callable[[EncodedJob, Callback, int], bool],
+    ) -> Callback:
+        """``on_delivery``, plus the pending row of the job at ``index`` of ``jobs`` (bound for
+        ``destination``) once Kafka holds it, where the job gets one (scheduled for later, or
+        keyed). A report without an offset is no proof that Kafka holds the job: it is sent
+        again (``send_again``), and its row waits for a report with an offset."""
+        run_now = self._run_now_topics.get(destination.queue)
+        if run_now is None:
+            prefix = self._settings.topic_prefix
+            run_now = self._run_now_topics[destination.queue] = frozenset(
+                (main_topic(prefix, destination.queue), lane_topic(prefix, destination.queue))
+            )
+        if destination.topic in run_now and not destination.keyed:
+            return on_delivery
+        job = jobs[index]
+        acknowledged = self.acknowledged
+        sent_again = 0
+
+        def deliver(error: Any, delivered: Any) -> None:
+            nonlocal sent_again
+            if error is None and delivered.offset() is None:
+                # Not proof that Kafka holds it (``tenantq.producer.delivery``): sent again,
+                # reported here again.
+                sent_again += 1
+                if send_again(job, deliver, sent_again - 1):
+                    return
+                error = UNCONFIRMED_ERROR
+            on_delivery(error, delivered)
+            acknowledged(error, delivered)
+
+        return deliver
 
     def acknowledged(self, error: Any, message: Any) -> None:
         """Delivery callback part: remember a scheduled message Kafka now holds."""

@@ -36,7 +36,6 @@ from tenantq.producer.batch import BatchFuture, JobRefs
 from tenantq.producer.channel import Channel
 from tenantq.producer.config import producer_config
 from tenantq.producer.delivery import (
-    UNCONFIRMED_ERROR,
     JobRef,
     Resender,
     Resends,
@@ -48,7 +47,6 @@ from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.pending_rows import PendingRecorder
 from tenantq.producer.publication_span import describe_publication, publishing_call
 from tenantq.producer.request import (
-    Destination,
     EnqueueRequest,
     PreparedJobs,
     RequestPreparer,
@@ -56,7 +54,6 @@ from tenantq.producer.request import (
 from tenantq.producer.unique import UniqueJobs
 from tenantq.settings import Settings, load_settings
 from tenantq.store.placement import PlacementReader, PlacementWatcher
-from tenantq.topics import lane_topic, main_topic
 
 Callback = Callable[[Any, Any], None]
 #: ``produce(topic, value, key, partition, callback, on_delivery, timestamp, headers)``.
@@ -190,8 +187,6 @@ class Producer:
         )
         # Unique jobs: a keyed request whose key names a job reports it (database access).
         self._unique = UniqueJobs(self.settings) if self.settings.database_url else None
-        #: Per queue, the topics of jobs that run now (main, hot lane): no pending row.
-        self._run_now_topics: dict[str, frozenset[str]] = {}
         self._closed = False
         self._reports = DeliveryReports(
             kafka_client, self._pending_rows.write if self._pending_rows is not None else None
@@ -597,8 +592,8 @@ class Producer:
         produce = channel.produce
         job_id_header = header_names.JOB_ID
         values = outgoing.values
-        # Only a job with options may get a pending row (``_with_pending_row``).
-        with_rows = self._pending_rows is not None and outgoing.generic > 0
+        # Only a job with options may get a pending row (``PendingRecorder.delivery_callback``).
+        pending_rows = self._pending_rows if outgoing.generic > 0 else None
         # No index per message: the position of one that fails is worked out from what is
         # left of ``remaining`` (``enumerate`` costs a fifth of the loop's own time, and a
         # failure is rare).
@@ -608,10 +603,14 @@ class Producer:
             remaining, outgoing.destinations, outgoing.ids, callbacks, strict=False
         ):
             on_delivery = (
-                self._with_pending_row(
-                    outgoing, len(values) - length_hint(remaining) - 1, destination, callback
+                pending_rows.delivery_callback(
+                    outgoing,
+                    len(values) - length_hint(remaining) - 1,
+                    destination,
+                    callback,
+                    self._resender.again,
                 )
-                if with_rows
+                if pending_rows is not None
                 else callback
             )
             # The header list is built here, not kept per job: librdkafka copies it, so it
@@ -661,7 +660,7 @@ class Producer:
                 )
                 return None
             if time.monotonic() >= deadline:
-                return self._buffer_stayed_full()
+                return buffer_stayed_full(self.settings.producer.buffer_timeout_seconds)
             # Serving delivery reports is what frees room in librdkafka's queue.
             channel.reports.serve(0.05)
             try:
@@ -743,47 +742,6 @@ class Producer:
         for channel in getattr(self._used, "channels", self._shared_only):
             channel.reports.published()
 
-    def _buffer_stayed_full(self) -> QueueFull:
-        return QueueFull(
-            f"the local producer buffer stayed full for "
-            f"{self.settings.producer.buffer_timeout_seconds:g}s "
-            "(buffer_timeout_seconds); Kafka is slower than the enqueue rate",
-            retry_after=1.0,
-        )
-
-    def _with_pending_row(
-        self, outgoing: PreparedJobs, index: int, destination: Destination, on_delivery: Callback
-    ) -> Callback:
-        """The delivery callback, plus the pending row for a scheduled job."""
-        if self._pending_rows is None:
-            return on_delivery
-        run_now = self._run_now_topics.get(destination.queue)
-        if run_now is None:
-            prefix = self.settings.topic_prefix
-            run_now = self._run_now_topics[destination.queue] = frozenset(
-                (main_topic(prefix, destination.queue), lane_topic(prefix, destination.queue))
-            )
-        if destination.topic in run_now and not destination.keyed:
-            return on_delivery
-        message = outgoing[index]
-        acknowledged = self._pending_rows.acknowledged
-        again = self._resender.again
-        sent_again = 0
-
-        def deliver(error: Any, delivered: Any) -> None:
-            nonlocal sent_again
-            if error is None and delivered.offset() is None:
-                # Not proof that Kafka holds it (``tenantq.producer.delivery``): sent again,
-                # reported here again; the row waits for a delivery with an offset.
-                sent_again += 1
-                if again(message, deliver, sent_again - 1):
-                    return
-                error = UNCONFIRMED_ERROR
-            on_delivery(error, delivered)
-            acknowledged(error, delivered)
-
-        return deliver
-
     def _on_client_error(self, error: confluent_kafka.KafkaError) -> None:
         self._client_report.on_error(error)
         if error.fatal():
@@ -796,3 +754,12 @@ class Producer:
                 logger.error("%s", refusal_line(self._client_report.bootstrap_servers, error))
         else:
             logger.warning("Kafka producer: %s", error.str())
+
+
+def buffer_stayed_full(timeout_seconds: float) -> QueueFull:
+    """The failure of a job the local buffer had no room for within ``timeout_seconds``."""
+    return QueueFull(
+        f"the local producer buffer stayed full for {timeout_seconds:g}s "
+        "(buffer_timeout_seconds); Kafka is slower than the enqueue rate",
+        retry_after=1.0,
+    )

@@ -11,10 +11,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from fakes import FakeMessage, make_settings
+from fakes import FakeKafkaProducer, FakeMessage, make_settings
 
+from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer import pending_rows
 from tenantq.producer.pending_rows import PendingRecorder
+from tenantq.producer.producer import Producer
 from tenantq.schemas.envelope import Envelope, encode_envelope
 
 
@@ -78,3 +80,20 @@ def test_a_refused_batch_is_dropped_without_a_crash(tmp_path: Path, database: Da
     # Past any pause: rows kept as if the database were away would be written now.
     assert recorder.write(now_or_never=True) == 0  # nothing left: the refused rows were not kept
     assert database.inserted == []
+
+
+def test_a_scheduled_job_acknowledged_without_an_offset_gets_one_row_of_the_offset_kafka_gave(
+    tmp_path: Path, database: Database
+) -> None:
+    database.up = True
+    kafka = FakeKafkaProducer()
+    kafka.unconfirmed = {0}
+    settings = make_settings(tmp_path, database_url="postgresql://nobody@127.0.0.1:1/none")
+    with Producer(settings, placement_book=PlacementBook(None, 1), kafka_client=kafka) as made:
+        scheduled_ref = made.enqueue("resize", tenant="acme", payload={}, delay=30).result(5)
+        now_ref = made.enqueue("resize", tenant="acme", payload={}).result(5)
+    # Sent twice (the first report had no offset), acknowledged once, with the offset; the job
+    # that runs now gets no row.
+    assert [sent["value"] for sent in kafka.produced[:2]] == [kafka.produced[0]["value"]] * 2
+    assert scheduled_ref.offset == 1 and now_ref.topic == "unit.default"
+    assert sum(database.inserted) == 1
