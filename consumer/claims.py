@@ -28,11 +28,11 @@ from collections.abc import Callable
 
 from tenantq.consumer.intake import Polled
 from tenantq.consumer.ledger import Claim, ClaimSettings, OperationLane, Settle, SettleWaiting
-from tenantq.consumer.outcomes import crashed_too_often
+from tenantq.consumer.outcomes import Verdict, crashed_too_often
 from tenantq.consumer.throttles import Throttles
 from tenantq.consumer.work import WorkItem
 from tenantq.observability.worker_events import WorkerEvents
-from tenantq.producer.publisher import Outgoing, dead_letter
+from tenantq.producer.publisher import Outgoing
 from tenantq.quotas.book import QuotaBook
 from tenantq.quotas.shares import RETRY_SECONDS as SHARE_RETRY_SECONDS
 from tenantq.quotas.shares import ShareBook
@@ -340,18 +340,14 @@ class Claims:
                 self._mark_done([item])
 
     def _dead_letter_items(self, items: list[WorkItem], error_class: str, message: str) -> None:
+        verdict = Verdict.dead(error_class, message)
         outgoing = [
             (
-                dead_letter(
+                item.dead_letter_record(
                     self._topics[item.queue],
-                    key=item.key,
-                    value=item.value,
-                    base_headers=item.headers,
-                    error_class=error_class,
-                    error_message=message,
+                    verdict,
                     attempts=item.max_attempts,
                     worker=self._worker_id,
-                    source=item.source,
                 ),
                 item.record,
             )

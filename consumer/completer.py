@@ -29,7 +29,7 @@ from tenantq.consumer.work import WorkItem
 from tenantq.headers import DelayReason
 from tenantq.log import job_fields, log_event
 from tenantq.observability.worker_events import WorkerEvents
-from tenantq.producer.publisher import Outgoing, dead_letter, retry_message
+from tenantq.producer.publisher import Outgoing, retry_message
 from tenantq.settings import Settings
 from tenantq.states import JobState, Outcome
 from tenantq.store.job_store import Result
@@ -288,16 +288,8 @@ class Completer:
             )
         if verdict.state is JobState.DEAD:
             lease = item.lease
-            return dead_letter(
-                topics,
-                key=item.key,
-                value=item.value,
-                base_headers=item.headers,
-                error_class=verdict.error_class or "Dead",
-                error_message=verdict.error_message or "",
-                attempts=lease.attempt if lease else 0,
-                worker=self.worker_id,
-                source=item.source,
+            return item.dead_letter_record(
+                topics, verdict, attempts=lease.attempt if lease else 0, worker=self.worker_id
             )
         return None
 

@@ -7,8 +7,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tenantq.consumer.outcomes import Verdict
+from tenantq.producer.publisher import Outgoing, dead_letter
 from tenantq.schemas.envelope import Envelope
 from tenantq.store.job_store import ClaimRequest, Lease
+from tenantq.topics import QueueTopics
 
 #: The dispatcher lane of a queue's hot lane is the queue's name with this suffix.
 HOT_LANE_SUFFIX = "~lane"
@@ -74,4 +77,21 @@ class WorkItem:
             max_attempts=self.max_attempts,
             origin=self.source,
             payload_sha256=self.payload_sha256,
+        )
+
+    def dead_letter_record(
+        self, topics: QueueTopics, verdict: Verdict, *, attempts: int, worker: str
+    ) -> Outgoing:
+        """Its record for the queue's DLQ: the message as it was read, and why it died (the
+        dead ``verdict``)."""
+        return dead_letter(
+            topics,
+            key=self.key,
+            value=self.value,
+            base_headers=self.headers,
+            error_class=verdict.error_class or "Dead",
+            error_message=verdict.error_message or "",
+            attempts=attempts,
+            worker=worker,
+            source=self.source,
         )
