@@ -28,6 +28,7 @@ from typing import Any, Required, TypedDict
 from cronsim import CronSim, CronSimError
 
 from tenantq.errors import ConfigurationError, InvalidTenantId
+from tenantq.settings import seconds_of
 from tenantq.tenant_ids import validate_tenant_id
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
@@ -136,14 +137,12 @@ def make_schedule(
         raise ConfigurationError(f"periodic {name!r}: give exactly one of every= or cron=")
     interval: dt.timedelta | None = None
     if every is not None:
-        if isinstance(every, dt.timedelta):
-            interval = every
-        elif isinstance(every, int | float) and not isinstance(every, bool):
-            if not math.isfinite(every):
-                raise ConfigurationError(f"periodic {name!r}: every must be finite")
-            interval = dt.timedelta(seconds=every)
-        else:
+        seconds = seconds_of(every)
+        if seconds is None:
             raise ConfigurationError(f"periodic {name!r}: every is seconds or a timedelta")
+        if not math.isfinite(seconds):
+            raise ConfigurationError(f"periodic {name!r}: every must be finite")
+        interval = every if isinstance(every, dt.timedelta) else dt.timedelta(seconds=seconds)
         if interval < dt.timedelta(seconds=1):
             raise ConfigurationError(f"periodic {name!r}: every must be at least 1 second")
     if cron is not None:

@@ -393,22 +393,8 @@ def parse_duration(value: object) -> dt.timedelta:
     """A duration written ``0s``, ``90m``, ``12h``, ``7d``, ``2w`` (or ``500ms``), a number
     of seconds, or a ``timedelta``; negative, non-finite values and values over
     ``MAX_DURATION`` (100 years) are refused with a ``ValueError`` saying so."""
-    if isinstance(value, dt.timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
-    elif isinstance(value, str):
-        match = _DURATION.match(value.lower())
-        if match is None:
-            try:
-                seconds = float(value)
-            except ValueError:
-                raise ValueError(
-                    f"{_shown(value)} is not a duration (examples: 0s, 90m, 12h, 7d)"
-                ) from None
-        else:
-            seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-    else:
+    seconds = _written_seconds(value) if isinstance(value, str) else seconds_of(value)
+    if seconds is None:
         raise ValueError(f"{_shown(value)} is not a duration (examples: 0s, 90m, 12h, 7d)")
     if not math.isfinite(seconds) or seconds < 0:
         raise DurationOutOfRange(f"a duration must be finite and not negative, got {_shown(value)}")
@@ -417,6 +403,27 @@ def parse_duration(value: object) -> dt.timedelta:
             f"a duration must be at most {MAX_DURATION.days}d (100 years), got {_shown(value)}"
         )
     return dt.timedelta(seconds=seconds)
+
+
+def seconds_of(value: object) -> float | None:
+    """The seconds of a ``timedelta`` or of a number (a bool is not one), else None. Not
+    checked for range: each caller says what it accepts and how it refuses the rest."""
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _written_seconds(text: str) -> float | None:
+    """The seconds ``text`` says with a unit (``90m``) or as a plain number, else None."""
+    match = _DURATION.match(text.lower())
+    if match is not None:
+        return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def duration_text(value: dt.timedelta) -> str:

@@ -13,15 +13,13 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Literal
 
 from tenantq.dlq.filter import DeadLetterFilter
 from tenantq.dlq.header_values import printable
-from tenantq.dlq.pacing import check_rate
 from tenantq.dlq.purge import PurgePlan, execute_purge, plan_purge
 from tenantq.dlq.reader import DeadLetterReader
 from tenantq.dlq.records import DeadLetter
-from tenantq.dlq.replay import Replayer, ReplayOutcome, ReplayReport
+from tenantq.dlq.replay import Replayer, ReplayOptions, ReplayOutcome, ReplayReport
 from tenantq.errors import ConfigurationError
 from tenantq.settings import Settings
 from tenantq.store import replay as replay_store
@@ -76,22 +74,16 @@ def replay_dead_letters(
     where: DeadLetterFilter,
     *,
     actor: str,
-    dry_run: bool = False,
+    options: ReplayOptions = ReplayOptions(),
     limit: int | None = None,
-    rate: float | None = None,
-    canary: int = 0,
-    canary_timeout: float = 300.0,
-    to: Literal["main", "retry"] = "main",
     on_scanned: Callable[[int], None] | None = None,
     on_open: Callable[[DeadLetterReader], None] | None = None,
     on_outcome: Callable[[ReplayOutcome], None] | None = None,
 ) -> tuple[ReplayReport, int]:
-    """Replay (or with ``dry_run`` only preview) the matching records; returns the report and
-    the id of its audit row. See ``tenantq.dlq.replay`` for the order that keeps replays safe.
-    Unreadable records are skipped and counted (``ReplayReport.unreadable``)."""
+    """Replay (or with ``options.dry_run`` only preview) the matching records; returns the
+    report and the id of its audit row. See ``tenantq.dlq.replay`` for the order that keeps
+    replays safe. Unreadable records are skipped and counted (``ReplayReport.unreadable``)."""
     validate_actor(actor)
-    if rate is not None:
-        check_rate(rate)
     with connect(settings, autocommit=True, application_name="tenantq-dlq") as connection:
         report: ReplayReport | None = None
         try:
@@ -105,11 +97,7 @@ def replay_dead_letters(
                     main_partitions=reader.partition_count(
                         main_topic(settings.topic_prefix, queue)
                     ),
-                    dry_run=dry_run,
-                    rate=rate,
-                    canary=canary,
-                    canary_timeout=canary_timeout,
-                    to=to,
+                    options=options,
                     on_outcome=on_outcome,
                 )
                 report = replayer.report
@@ -122,7 +110,7 @@ def replay_dead_letters(
                     queue=queue,
                     action="replay",
                     filter_=_audit_filter(where, limit),
-                    dry_run=dry_run,
+                    dry_run=options.dry_run,
                     matched=report.matched,
                     replayed=len(report.replayed_ids),
                     job_ids=report.replayed_ids,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, NamedTuple, TypeVar
 
 from tenantq import headers
@@ -278,18 +278,15 @@ def _envelope_dict(envelope: Envelope | None) -> dict[str, Any] | None:
         payload: Any = envelope.payload_json()
     except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
         payload = _text(envelope.payload)
-    return {
-        "job_id": str(envelope.job_id),
-        "queue": envelope.queue,
-        "job_type": envelope.job_type,
-        "tenant_id": envelope.tenant_id,
-        "partition_key": envelope.partition_key,
-        "created_at": envelope.created_at.isoformat(),
-        "run_after": envelope.run_after.isoformat() if envelope.run_after else None,
-        "max_attempts": envelope.max_attempts,
-        "idempotency_key": envelope.idempotency_key,
-        "replay_count": envelope.replay_count,
-        "trace_context": envelope.trace_context,
-        "attributes": envelope.attributes,
-        "payload": payload,
+    # Every field of the envelope, so that one added to it is shown too; the payload last,
+    # as it is the long part.
+    shown = {
+        field.name: getattr(envelope, field.name)
+        for field in fields(envelope)
+        if field.name != "payload"
     }
+    shown["job_id"] = str(envelope.job_id)
+    shown["created_at"] = envelope.created_at.isoformat()
+    shown["run_after"] = envelope.run_after.isoformat() if envelope.run_after else None
+    shown["payload"] = payload
+    return shown

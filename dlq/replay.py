@@ -36,6 +36,7 @@ from tenantq.dlq.kafka_client import ClientReport, quiet_producer
 from tenantq.dlq.pacing import RateLimiter, check_rate
 from tenantq.dlq.records import DeadLetter
 from tenantq.dlq.replay_trace import ReplaySpans
+from tenantq.errors import ConfigurationError
 from tenantq.partitioner.murmur2 import default_partition
 from tenantq.producer.publisher import Outgoing, Publisher, retry_message
 from tenantq.settings import Settings
@@ -120,6 +121,27 @@ class ReplayReport:
         return not self.failed_ids and self.stopped is None
 
 
+@dataclass(frozen=True, slots=True)
+class ReplayOptions:
+    """How a replay runs, checked when made (``ConfigurationError``), whoever asks for it
+    (the CLI, the console, code). ``dry_run`` only says what would happen; ``rate`` caps the
+    publishes per second (``check_rate``); the first ``canary`` jobs go alone and must succeed
+    within ``canary_timeout`` seconds before the rest follow; ``to`` is where the records go
+    back to: the queue's main topic, or its first retry tier."""
+
+    dry_run: bool = False
+    rate: float | None = None
+    canary: int = 0
+    canary_timeout: float = 300.0
+    to: Literal["main", "retry"] = "main"
+
+    def __post_init__(self) -> None:
+        if self.rate is not None:
+            check_rate(self.rate)
+        if self.canary < 0:
+            raise ConfigurationError("canary must be zero or more jobs")
+
+
 class Replayer:
     """Replays matching DLQ records of one queue, batch by batch (see the module docstring)."""
 
@@ -130,11 +152,7 @@ class Replayer:
         connection: DeploymentConnection,
         *,
         main_partitions: int,
-        dry_run: bool = False,
-        rate: float | None = None,
-        canary: int = 0,
-        canary_timeout: float = 300.0,
-        to: Literal["main", "retry"] = "main",
+        options: ReplayOptions = ReplayOptions(),
         on_outcome: Callable[[ReplayOutcome], None] | None = None,
     ) -> None:
         definition = settings.queue(queue)
@@ -145,14 +163,14 @@ class Replayer:
         )
         self.connection = connection
         self.main_partitions = main_partitions
-        self.dry_run = dry_run
-        self.limiter = RateLimiter(check_rate(rate)) if rate is not None else None
+        self.dry_run = options.dry_run
+        self.limiter = RateLimiter(options.rate) if options.rate is not None else None
         self.batch_size = self.limiter.batch_size(BATCH_SIZE) if self.limiter else BATCH_SIZE
-        self.canary = 0 if dry_run else canary
-        self.canary_timeout = canary_timeout
-        self.to = to
+        self.canary = 0 if options.dry_run else options.canary
+        self.canary_timeout = options.canary_timeout
+        self.to = options.to
         self.on_outcome = on_outcome
-        self.report = ReplayReport(dry_run=dry_run)
+        self.report = ReplayReport(dry_run=options.dry_run)
         self._publisher: Publisher | None = None
 
     def run(self, letters: Iterable[DeadLetter]) -> ReplayReport:

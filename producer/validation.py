@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from tenantq.app import JOB_TYPE_PATTERN
 from tenantq.errors import InvalidJobError, PayloadValidationError
+from tenantq.settings import seconds_of
 
 #: Scheduling further ahead than this is almost surely a unit mistake (ms for s, year 9999).
 MAX_SCHEDULE_AHEAD = dt.timedelta(days=366)
@@ -142,11 +143,8 @@ def resolve_due_time(run_after: object, delay: object, now: dt.datetime) -> dt.d
     if run_after is not None and delay is not None:
         raise InvalidJobError("give run_after or delay, not both")
     if delay is not None:
-        if isinstance(delay, dt.timedelta):
-            seconds = delay.total_seconds()
-        elif isinstance(delay, int | float) and not isinstance(delay, bool):
-            seconds = float(delay)
-        else:
+        seconds = seconds_of(delay)
+        if seconds is None:
             raise InvalidJobError(f"delay must be seconds or a timedelta, got {delay!r}")
         if not math.isfinite(seconds) or seconds < 0:
             raise InvalidJobError(f"delay must be a finite number of seconds >= 0, got {delay!r}")

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from tenantq.store.engine import DeploymentConnection
@@ -41,7 +42,8 @@ revived AS (
       AND j.payload_sha256 IS NOT DISTINCT FROM w.payload_sha256
     RETURNING j.id, j.replays
 )
-SELECT w.id, j.state::text, j.queue, j.attempts, j.replays, j.cancel_requested,
+SELECT w.id AS job_id, j.state::text AS state, j.queue, j.attempts, j.replays,
+       coalesce(j.cancel_requested, false) AS cancel_requested,
        j.payload_sha256 IS NOT DISTINCT FROM w.payload_sha256 AS same_payload,
        r.id IS NOT NULL AS revived, r.replays AS replays_after
 FROM wanted w
@@ -54,7 +56,8 @@ JOB_REPLAY_PREVIEW = """
 WITH wanted AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(payload_hashes)s::bytea[]) AS t(id, payload_sha256)
 )
-SELECT w.id, j.state::text, j.queue, j.attempts, j.replays, j.cancel_requested,
+SELECT w.id AS job_id, j.state::text AS state, j.queue, j.attempts, j.replays,
+       coalesce(j.cancel_requested, false) AS cancel_requested,
        j.payload_sha256 IS NOT DISTINCT FROM w.payload_sha256 AS same_payload,
        coalesce(j.state = 'dead' AND j.queue = %(queue)s AND NOT j.cancel_requested
                 AND j.payload_sha256 IS NOT DISTINCT FROM w.payload_sha256, false) AS revived,
@@ -124,23 +127,11 @@ def job_replay_batch(
         "payload_hashes": [digest for _, digest in jobs],
     }
     statement = JOB_REPLAY_PREVIEW if dry_run else JOB_REPLAY_BATCH
-    with connection.transaction(), connection.cursor() as cursor:
+    # The statements name their columns after ReplayRow's fields.
+    with connection.transaction(), connection.cursor(row_factory=class_row(ReplayRow)) as cursor:
         cursor.execute(statement, parameters)
         rows = cursor.fetchall()
-    return {
-        row[0]: ReplayRow(
-            job_id=row[0],
-            state=row[1],
-            queue=row[2],
-            attempts=row[3],
-            replays=row[4],
-            cancel_requested=bool(row[5]),
-            same_payload=bool(row[6]),
-            revived=bool(row[7]),
-            replays_after=row[8],
-        )
-        for row in rows
-    }
+    return {row.job_id: row for row in rows}
 
 
 def job_state_summary(

@@ -17,10 +17,9 @@ from starlette.exceptions import HTTPException
 
 from tenantq.dlq.actions import replay_dead_letters, selected
 from tenantq.dlq.filter import DeadLetterFilter, FilterError, parse_position
-from tenantq.dlq.pacing import check_rate
 from tenantq.dlq.reader import DeadLetterReadError
 from tenantq.dlq.records import DeadLetter
-from tenantq.dlq.replay import ReplayReport
+from tenantq.dlq.replay import ReplayOptions, ReplayReport
 from tenantq.errors import ConfigurationError
 from tenantq.settings import Settings
 from tenantq.store import console as console_store
@@ -163,20 +162,10 @@ def replay_selection(
         where = DeadLetterFilter.parse(job_ids=job_ids)
     except FilterError as error:
         raise ConfigurationError(str(error)) from None
-    if rate is not None:
-        check_rate(rate)
-    if canary < 0:
-        raise ConfigurationError("canary must be zero or more jobs")
-    return replay_dead_letters(
-        settings,
-        queue,
-        where,
-        actor=actor,
-        dry_run=dry_run,
-        rate=rate,
-        canary=canary,
-        canary_timeout=CANARY_TIMEOUT_SECONDS,
+    options = ReplayOptions(
+        dry_run=dry_run, rate=rate, canary=canary, canary_timeout=CANARY_TIMEOUT_SECONDS
     )
+    return replay_dead_letters(settings, queue, where, actor=actor, options=options)
 
 
 @router.post("/dlq/replay", response_class=HTMLResponse)

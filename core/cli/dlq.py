@@ -32,6 +32,7 @@ from tenantq.dlq.filter import DeadLetterFilter, FilterError, parse_position
 from tenantq.dlq.header_values import printable
 from tenantq.dlq.pacing import check_rate
 from tenantq.dlq.reader import DeadLetterReader
+from tenantq.dlq.replay import ReplayOptions
 from tenantq.errors import ConfigurationError
 from tenantq.settings import load_settings
 from tenantq.store.engine import connect
@@ -250,18 +251,21 @@ def replay_command(
     settings = load_settings()
     # With OTEL_TRACES_EXPORTER, each replayed record's span links to its job's trace.
     trace_from_environment("tenantq-cli")
+    options = ReplayOptions(
+        dry_run=dry_run,
+        rate=rate,
+        canary=canary,
+        canary_timeout=canary_timeout,
+        to="retry" if to == "retry" else "main",
+    )
     with _progress(True) as (on_open, on_scanned):
         report, audit_id = replay_dead_letters(
             settings,
             queue,
             where,
             actor=actor or current_actor(),
-            dry_run=dry_run,
+            options=options,
             limit=limit or None,
-            rate=rate,
-            canary=canary,
-            canary_timeout=canary_timeout,
-            to="retry" if to == "retry" else "main",
             on_open=on_open,
             on_scanned=on_scanned,
         )

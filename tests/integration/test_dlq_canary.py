@@ -12,6 +12,7 @@ from support import running_worker, states
 import tenantq
 from tenantq.dlq.actions import replay_dead_letters
 from tenantq.dlq.filter import DeadLetterFilter
+from tenantq.dlq.replay import ReplayOptions
 
 
 def test_failed_canary_stops_the_replay(
@@ -22,9 +23,12 @@ def test_failed_canary_stops_the_replay(
     # No fix deployed: the canary dies again.
     with running_worker(flaky.app, settings):
         report, _ = replay_dead_letters(
-            settings, "default", DeadLetterFilter(), actor="canary-ops", canary=2,
-            canary_timeout=30, rate=50,
-        )  # fmt: skip
+            settings,
+            "default",
+            DeadLetterFilter(),
+            actor="canary-ops",
+            options=ReplayOptions(canary=2, canary_timeout=30, rate=50),
+        )
     assert not report.ok
     assert report.stopped is not None and "canary of 2 failed: 2 ended dead" in report.stopped
     assert len(report.replayed_ids) == 2

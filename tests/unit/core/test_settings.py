@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tenantq.errors import ConfigurationError
-from tenantq.settings import QueueSettings, Settings, WebSettings, load_settings
+from tenantq.settings import QueueSettings, Settings, WebSettings, load_settings, seconds_of
 
 
 def test_environment_is_read_with_prefix_and_nesting(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -212,3 +212,18 @@ def test_durations_are_bounded_with_a_clear_message(written: object) -> None:
         parse_duration(written)
     assert len(str(raised.value)) < 120
     assert parse_duration("36500d") == MAX_DURATION
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        (dt.timedelta(minutes=2), 120.0),
+        (90, 90.0),
+        (1.5, 1.5),
+        (True, None),
+        ("5", None),
+        (None, None),
+    ],
+)
+def test_seconds_of_reads_timedeltas_and_numbers_only(value: object, seconds: float | None) -> None:
+    assert seconds_of(value) == seconds

@@ -3,6 +3,7 @@ unreadable, with what could be read, and never replayable."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import uuid
@@ -141,3 +142,14 @@ def test_a_deeply_nested_payload_is_shown_as_text() -> None:
     )
     found = letter(worker_headers(), encode_envelope(envelope))
     assert found.as_dict(full=True)["envelope"]["payload"] == "[" * 100_000
+
+
+def test_the_full_view_shows_every_envelope_field_as_json() -> None:
+    job = uuid.uuid4()
+    found = letter(worker_headers(), envelope_bytes(job))
+    shown = found.as_dict(full=True)["envelope"]
+    assert set(shown) == {field.name for field in dataclasses.fields(Envelope)}
+    assert list(shown)[-1] == "payload"
+    assert (shown["job_id"], shown["payload"], shown["run_after"]) == (str(job), {}, None)
+    assert dt.datetime.fromisoformat(shown["created_at"]).tzinfo is not None
+    json.dumps(shown)
