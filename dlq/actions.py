@@ -137,20 +137,25 @@ def purge_dead_letters(
         )
     assert where.until is not None
     plan = plan_purge(settings, queue, where.until)
-    if not dry_run:
-        execute_purge(settings, plan)
-    with connect(settings, autocommit=True, application_name="tenantq-dlq") as connection:
-        audit_id = replay_store.replay_audit_insert(
-            connection,
-            actor=actor,
-            queue=queue,
-            action="purge",
-            filter_=_audit_filter(where, None),
-            dry_run=dry_run,
-            matched=plan.records,
-            replayed=0,
-            job_ids=plan.job_ids,
-        )
+    purged: dict[int, int] = {}
+    try:
+        if not dry_run:
+            execute_purge(settings, plan, purged)
+    finally:
+        # A purge that failed in some partitions is audited with what it did delete.
+        done = plan.cuts if dry_run else purged
+        with connect(settings, autocommit=True, application_name="tenantq-dlq") as connection:
+            audit_id = replay_store.replay_audit_insert(
+                connection,
+                actor=actor,
+                queue=queue,
+                action="purge",
+                filter_=_audit_filter(where, None),
+                dry_run=dry_run,
+                matched=plan.records_in(done),
+                replayed=0,
+                job_ids=plan.job_ids_in(done),
+            )
     return plan, audit_id
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaException, TopicPartition
@@ -43,6 +44,8 @@ class PurgePlan:
     until: dt.datetime
     cuts: dict[int, tuple[int, int]] = field(default_factory=dict)
     job_ids: list[uuid.UUID] = field(default_factory=list)
+    #: The partition of each of ``job_ids``' records.
+    job_partitions: list[int] = field(default_factory=list)
     #: Records without a job id (the worker could not decode them) that do parse.
     undecodable: int = 0
     #: Records that do not parse (deleted all the same; no job is named for them).
@@ -53,6 +56,15 @@ class PurgePlan:
     @property
     def records(self) -> int:
         return sum(max(0, cut - low) for low, cut in self.cuts.values())
+
+    def records_in(self, partitions: Iterable[int]) -> int:
+        """The records the plan deletes from ``partitions``."""
+        return sum(max(0, self.cuts[p][1] - self.cuts[p][0]) for p in set(partitions))
+
+    def job_ids_in(self, partitions: Iterable[int]) -> list[uuid.UUID]:
+        """``job_ids`` of the records in ``partitions``."""
+        chosen = set(partitions)
+        return [i for i, p in zip(self.job_ids, self.job_partitions, strict=True) if p in chosen]
 
 
 def plan_purge(settings: Settings, queue: str, until: dt.datetime) -> PurgePlan:
@@ -69,6 +81,7 @@ def plan_purge(settings: Settings, queue: str, until: dt.datetime) -> PurgePlan:
                 plan.undecodable += 1
             elif len(plan.job_ids) < AUDIT_JOB_IDS_LIMIT:
                 plan.job_ids.append(letter.job_id)
+                plan.job_partitions.append(letter.dlq_partition)
     with connect(settings, autocommit=True, application_name="tenantq-dlq") as connection:
         for start in range(0, len(plan.job_ids), _STATE_CHUNK):
             chunk = plan.job_ids[start : start + _STATE_CHUNK]
@@ -77,24 +90,35 @@ def plan_purge(settings: Settings, queue: str, until: dt.datetime) -> PurgePlan:
     return plan
 
 
-def execute_purge(settings: Settings, plan: PurgePlan) -> dict[int, int]:
-    """Delete the planned records; returns each partition's new low watermark."""
+def execute_purge(
+    settings: Settings, plan: PurgePlan, purged: dict[int, int] | None = None
+) -> dict[int, int]:
+    """Delete the planned records; returns each partition's new low watermark. Every
+    partition's deletion is waited for; where one fails, ``DeadLetterReadError`` is raised
+    after all of them, and ``purged`` (when given) holds the partitions that were purged."""
     wanted = [
         TopicPartition(plan.topic, p, cut) for p, (low, cut) in plan.cuts.items() if cut > low
     ]
+    result = {} if purged is None else purged
     if not wanted:
-        return {}
+        return result
     client = ClientReport(settings.require_bootstrap_servers())
     admin = AdminClient(settings.kafka_client_config(**client.config()))
     futures = admin.delete_records(wanted, request_timeout=30)
-    result = {}
+    failures: list[str] = []
     for partition, future in futures.items():
         try:
             deleted = future.result()
         except KafkaException as error:
-            failure = f"deleting records of {plan.topic}: {error_text(error)}"
-            raise DeadLetterReadError(client.describe(failure)) from None
+            failures.append(f"partition {partition.partition}: {error_text(error)}")
+            continue
         result[partition.partition] = int(deleted.low_watermark)
+    if failures:
+        failure = (
+            f"deleting records of {plan.topic} failed in {len(failures)} of {len(wanted)} "
+            f"partitions ({'; '.join(sorted(failures)[:3])})"
+        )
+        raise DeadLetterReadError(client.describe(failure))
     return result
 
 

@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 
 import tenantq
 from tenantq.cli import app as cli
+from tenantq.dlq import actions
+from tenantq.dlq.purge import PurgePlan, plan_purge
 from tenantq.dlq.reader import DeadLetterReader
 
 
@@ -66,3 +68,31 @@ def test_purge_until_deletes_older_records(
         ("purge-ops", "purge", False, 4, 0),
     ]
     assert sorted(audits[1][5]) == sorted(ids)
+
+
+def test_a_purge_that_fails_in_one_partition_is_audited_with_what_it_deleted(
+    settings: tenantq.Settings, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flaky = FlakyApp(settings)
+    ids = fill_dlq(flaky, settings, db, failing_charges(4))
+
+    def plan_with_a_missing_partition(*args: Any) -> PurgePlan:
+        # A partition the topic does not have: Kafka refuses its deletion, and only its.
+        plan = plan_purge(*args)
+        plan.cuts[999] = (0, 1)
+        return plan
+
+    monkeypatch.setattr(actions, "plan_purge", plan_with_a_missing_partition)
+    later = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=1)).isoformat()
+    failed = CliRunner().invoke(
+        cli,
+        ["dlq", "purge", "--until", later, "--yes", "--actor", "purge-partial"],
+        env=settings_environment(settings),
+    )
+    assert failed.exit_code == 2, failed.output
+    assert "failed in 1 of" in failed.output and "partition 999" in failed.output
+    assert "Traceback" not in failed.output
+    assert remaining(settings) == 0  # the real partitions were purged
+    (audit,) = audit_rows(db, ["purge-partial"])
+    assert audit[:5] == ("purge-partial", "purge", False, 4, 0)
+    assert sorted(audit[5]) == sorted(ids)
