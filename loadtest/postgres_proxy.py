@@ -35,6 +35,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 #: Codes of the untyped first messages a client may send (before or instead of a startup).
@@ -116,6 +117,10 @@ def _cstring(data: bytes, start: int) -> tuple[str, int]:
     return data[start:end].decode(errors="replace"), end + 1
 
 
+#: What a pump queues for its writer: client-bound or server-bound items.
+_Item = TypeVar("_Item")
+
+
 @dataclass
 class _Request:
     """One request forwarded (or to be): its SQL, and the cut order that picked it."""
@@ -161,21 +166,14 @@ class _Link:
     # -- client to server --
 
     async def pump_upstream(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while True:
-                data = await self.client_reader.read(CHUNK)
-                if not data:
-                    break
-                due = loop.time() + self.proxy.latency / 2
-                for chunk, request in self._frame_client(data):
-                    if request is not None:
-                        self.queued.append(request.sql)
-                    self.upstream.put_nowait((due, chunk, request))
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            self.upstream.put_nowait(None)
+        await self._pump(self.client_reader, self.upstream, self._take_client)
+
+    def _take_client(self, data: bytes, due: float) -> bool:
+        for chunk, request in self._frame_client(data):
+            if request is not None:
+                self.queued.append(request.sql)
+            self.upstream.put_nowait((due, chunk, request))
+        return False
 
     def _frame_client(self, data: bytes) -> list[tuple[bytes, _Request | None]]:
         """What to send for ``data``: byte runs, each closed by the request it ends (if any)."""
@@ -247,22 +245,14 @@ class _Link:
     # -- server to client --
 
     async def pump_downstream(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while True:
-                data = await self.server_reader.read(CHUNK)
-                if not data:
-                    break
-                due = loop.time() + self.proxy.latency / 2
-                passed, withheld = self._frame_server(data)
-                if passed or withheld:
-                    self.downstream.put_nowait((due, passed, withheld))
-                if withheld:
-                    return
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            self.downstream.put_nowait(None)
+        await self._pump(self.server_reader, self.downstream, self._take_server)
+
+    def _take_server(self, data: bytes, due: float) -> bool:
+        passed, withheld = self._frame_server(data)
+        if passed or withheld:
+            self.downstream.put_nowait((due, passed, withheld))
+        # Nothing after a withheld answer reaches the client: it is reset instead.
+        return withheld
 
     def _frame_server(self, data: bytes) -> tuple[bytes, bool]:
         """The bytes of ``data`` the client gets, and whether a withheld answer is complete
@@ -315,6 +305,26 @@ class _Link:
                     return
         except (ConnectionError, OSError):
             self.reset(server_too=True)
+
+    # -- both directions --
+
+    async def _pump(
+        self,
+        reader: asyncio.StreamReader,
+        queue: asyncio.Queue[_Item | None],
+        take: Callable[[bytes, float], bool],
+    ) -> None:
+        """Read one side until it ends or ``take`` (given each read and when it is due on the
+        other side) answers stop; then a ``None`` on ``queue`` tells its writer no more comes."""
+        loop = asyncio.get_running_loop()
+        try:
+            while data := await reader.read(CHUNK):
+                if take(data, loop.time() + self.proxy.latency / 2):
+                    return
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            queue.put_nowait(None)
 
     # -- ends --
 
