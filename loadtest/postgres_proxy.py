@@ -33,7 +33,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -110,6 +110,13 @@ class _Frames:
         data = bytes(self._buffer)
         self._buffer.clear()
         return data
+
+
+async def _sleep_until(due: float) -> None:
+    """Sleep until ``due`` on the running loop's clock (at once when it has passed)."""
+    wait = due - asyncio.get_running_loop().time()
+    if wait > 0:
+        await asyncio.sleep(wait)
 
 
 def _cstring(data: bytes, start: int) -> tuple[str, int]:
@@ -212,35 +219,27 @@ class _Link:
         return out
 
     async def write_upstream(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while True:
-                item = await self.upstream.get()
-                if item is None:
-                    with contextlib.suppress(OSError):
-                        self.server_writer.write_eof()
-                    return
-                due, chunk, request = item
-                await self.proxy._released.wait()
-                if self.closed:
-                    return
-                wait = due - loop.time()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                if request is not None:
-                    self.queued.popleft()
-                    if request.cut is not None and not request.cut.applied:
-                        self.proxy._cut_done(request.cut)
-                        self.reset(server_too=True)
-                        return
-                    self.forwarded += 1
-                    if request.cut is not None:
-                        self.withhold_from = self.forwarded
-                        self.withheld_order = request.cut
-                self.server_writer.write(chunk)
-                await self.server_writer.drain()
-        except (ConnectionError, OSError):
-            self.reset(server_too=True)
+        await self._write(self.upstream, self.server_writer, self._forward_to_server)
+
+    async def _forward_to_server(self, item: tuple[float, bytes, _Request | None]) -> bool:
+        due, chunk, request = item
+        await self.proxy._released.wait()
+        if self.closed:
+            return False
+        await _sleep_until(due)
+        if request is not None:
+            self.queued.popleft()
+            if request.cut is not None and not request.cut.applied:
+                self.proxy._cut_done(request.cut)
+                self.reset(server_too=True)
+                return False
+            self.forwarded += 1
+            if request.cut is not None:
+                self.withhold_from = self.forwarded
+                self.withheld_order = request.cut
+        self.server_writer.write(chunk)
+        await self.server_writer.drain()
+        return True
 
     # -- server to client --
 
@@ -279,32 +278,23 @@ class _Link:
         return bytes(passed), False
 
     async def write_downstream(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while True:
-                item = await self.downstream.get()
-                if item is None:
-                    if not self.closed:
-                        with contextlib.suppress(OSError):
-                            self.client_writer.write_eof()
-                    return
-                due, chunk, withheld = item
-                wait = due - loop.time()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                if self.closed:
-                    return
-                if chunk:
-                    self.client_writer.write(chunk)
-                    await self.client_writer.drain()
-                if withheld:
-                    # The statement ran; its client gets a reset instead of the answer.
-                    assert self.withheld_order is not None
-                    self.proxy._cut_done(self.withheld_order)
-                    self.reset(server_too=False)
-                    return
-        except (ConnectionError, OSError):
-            self.reset(server_too=True)
+        await self._write(self.downstream, self.client_writer, self._forward_to_client)
+
+    async def _forward_to_client(self, item: tuple[float, bytes, bool]) -> bool:
+        due, chunk, withheld = item
+        await _sleep_until(due)
+        if self.closed:
+            return False
+        if chunk:
+            self.client_writer.write(chunk)
+            await self.client_writer.drain()
+        if withheld:
+            # The statement ran; its client gets a reset instead of the answer.
+            assert self.withheld_order is not None
+            self.proxy._cut_done(self.withheld_order)
+            self.reset(server_too=False)
+            return False
+        return True
 
     # -- both directions --
 
@@ -325,6 +315,25 @@ class _Link:
             pass
         finally:
             queue.put_nowait(None)
+
+    async def _write(
+        self,
+        queue: asyncio.Queue[_Item | None],
+        writer: asyncio.StreamWriter,
+        forward: Callable[[_Item], Awaitable[bool]],
+    ) -> None:
+        """Hand ``queue``'s items to ``forward`` until it answers stop, or until the pump's
+        ``None``: then the stream to ``writer`` ends as the other side's did (unless the link
+        was reset meanwhile). A failed write resets both sides."""
+        try:
+            while (item := await queue.get()) is not None:
+                if not await forward(item):
+                    return
+            if not self.closed:
+                with contextlib.suppress(OSError):
+                    writer.write_eof()
+        except (ConnectionError, OSError):
+            self.reset(server_too=True)
 
     # -- ends --
 
