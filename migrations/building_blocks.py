@@ -49,6 +49,16 @@ def text_columns(*names: str) -> list[sa.Column[Any]]:
     return [sa.Column(name, sa.Text(), nullable=False) for name in names]
 
 
+def integer_columns(*names: str) -> list[sa.Column[Any]]:
+    """A required integer column of each name, in order."""
+    return [sa.Column(name, sa.Integer(), nullable=False) for name in names]
+
+
+def optional_integers(*names: str) -> list[sa.Column[Any]]:
+    """An integer column of each name that stays empty until something sets it."""
+    return [sa.Column(name, sa.Integer(), nullable=True) for name in names]
+
+
 def counter_column(name: str, kind: Any = sa.Integer) -> sa.Column[Any]:
     """A number that starts at zero (``kind``: the column's type class)."""
     return sa.Column(name, kind(), server_default=sa.text("0"), nullable=False)
