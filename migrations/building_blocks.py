@@ -74,6 +74,11 @@ def named_check(table: str, name: str, condition: str) -> sa.CheckConstraint:
     return sa.CheckConstraint(condition, name=op.f(f"ck_{table}_{name}"))
 
 
+def not_negative(table: str, column: str) -> sa.CheckConstraint:
+    """A CHECK that ``column`` of ``table`` is zero or more, named ``<column>_not_negative``."""
+    return named_check(table, f"{column}_not_negative", f"{column} >= 0")
+
+
 def named_primary_key(table: str, *columns: str) -> sa.PrimaryKeyConstraint:
     """``table``'s primary key over ``columns``, named ``pk_<table>``."""
     return sa.PrimaryKeyConstraint(*columns, name=op.f(f"pk_{table}"))
