@@ -79,6 +79,12 @@ def not_negative(table: str, column: str) -> sa.CheckConstraint:
     return named_check(table, f"{column}_not_negative", f"{column} >= 0")
 
 
+def in_range(table: str, column: str, low: int, high: int) -> sa.CheckConstraint:
+    """A CHECK that ``column`` of ``table`` is between ``low`` and ``high`` (both included),
+    named ``<column>_in_range``; NULL passes, as in every CHECK."""
+    return named_check(table, f"{column}_in_range", f"{column} BETWEEN {low} AND {high}")
+
+
 def named_primary_key(table: str, *columns: str) -> sa.PrimaryKeyConstraint:
     """``table``'s primary key over ``columns``, named ``pk_<table>``."""
     return sa.PrimaryKeyConstraint(*columns, name=op.f(f"pk_{table}"))

@@ -27,6 +27,7 @@ from alembic import op
 
 from tenantq.migrations.building_blocks import (
     counter_column,
+    in_range,
     named_check,
     named_primary_key,
     not_negative,
@@ -75,11 +76,11 @@ def upgrade() -> None:
         named_check(TENANTS, "tenant_id_valid", f"tenant_id ~ '{TENANT_ID}'"),
         named_check(TENANTS, "queue_valid", f"queue = '*' OR queue ~ '{QUEUE_NAME}'"),
         named_check(TENANTS, "job_type_valid", f"job_type = '*' OR job_type ~ '{JOB_TYPE}'"),
-        named_check(TENANTS, "max_running_in_range", "max_running BETWEEN 1 AND 1000000"),
+        in_range(TENANTS, "max_running", 1, 1_000_000),
         named_check(TENANTS, "rate_in_range", "rate > 0 AND rate <= 1000000"),
-        named_check(TENANTS, "burst_in_range", "burst BETWEEN 1 AND 1000000"),
+        in_range(TENANTS, "burst", 1, 1_000_000),
         named_check(TENANTS, "burst_needs_a_rate", "burst IS NULL OR rate IS NOT NULL"),
-        named_check(TENANTS, "weight_in_range", "weight BETWEEN 1 AND 1000"),
+        in_range(TENANTS, "weight", 1, 1000),
         named_check(TENANTS, "weight_per_queue", "weight IS NULL OR job_type = '*'"),
         named_check(
             TENANTS,
@@ -118,7 +119,7 @@ def upgrade() -> None:
         sa.Column("floor_time", sa.Double(), nullable=True),
         *optional_times("backlogged_at", "throttled_at"),
         stamped_column("updated_at"),
-        named_check(SHARES, "weight_in_range", "weight BETWEEN 1 AND 1000"),
+        in_range(SHARES, "weight", 1, 1000),
         named_primary_key(SHARES, "deployment", "queue", "tenant_id"),
     )
     op.drop_index("ix_tenantq_jobs_lease_owner", table_name=JOBS)
