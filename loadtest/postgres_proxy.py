@@ -33,8 +33,9 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 #: Codes of the untyped first messages a client may send (before or instead of a startup).
@@ -111,9 +112,20 @@ class _Frames:
         return data
 
 
+async def _sleep_until(due: float) -> None:
+    """Sleep until ``due`` on the running loop's clock (at once when it has passed)."""
+    wait = due - asyncio.get_running_loop().time()
+    if wait > 0:
+        await asyncio.sleep(wait)
+
+
 def _cstring(data: bytes, start: int) -> tuple[str, int]:
     end = data.index(b"\0", start)
     return data[start:end].decode(errors="replace"), end + 1
+
+
+#: What a pump queues for its writer: client-bound or server-bound items.
+_Item = TypeVar("_Item")
 
 
 @dataclass
@@ -161,21 +173,14 @@ class _Link:
     # -- client to server --
 
     async def pump_upstream(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while True:
-                data = await self.client_reader.read(CHUNK)
-                if not data:
-                    break
-                due = loop.time() + self.proxy.latency / 2
-                for chunk, request in self._frame_client(data):
-                    if request is not None:
-                        self.queued.append(request.sql)
-                    self.upstream.put_nowait((due, chunk, request))
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            self.upstream.put_nowait(None)
+        await self._pump(self.client_reader, self.upstream, self._take_client)
+
+    def _take_client(self, data: bytes, due: float) -> bool:
+        for chunk, request in self._frame_client(data):
+            if request is not None:
+                self.queued.append(request.sql)
+            self.upstream.put_nowait((due, chunk, request))
+        return False
 
     def _frame_client(self, data: bytes) -> list[tuple[bytes, _Request | None]]:
         """What to send for ``data``: byte runs, each closed by the request it ends (if any)."""
@@ -214,55 +219,39 @@ class _Link:
         return out
 
     async def write_upstream(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while True:
-                item = await self.upstream.get()
-                if item is None:
-                    with contextlib.suppress(OSError):
-                        self.server_writer.write_eof()
-                    return
-                due, chunk, request = item
-                await self.proxy._released.wait()
-                if self.closed:
-                    return
-                wait = due - loop.time()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                if request is not None:
-                    self.queued.popleft()
-                    if request.cut is not None and not request.cut.applied:
-                        self.proxy._cut_done(request.cut)
-                        self.reset(server_too=True)
-                        return
-                    self.forwarded += 1
-                    if request.cut is not None:
-                        self.withhold_from = self.forwarded
-                        self.withheld_order = request.cut
-                self.server_writer.write(chunk)
-                await self.server_writer.drain()
-        except (ConnectionError, OSError):
-            self.reset(server_too=True)
+        await self._write(self.upstream, self.server_writer, self._forward_to_server)
+
+    async def _forward_to_server(self, item: tuple[float, bytes, _Request | None]) -> bool:
+        due, chunk, request = item
+        await self.proxy._released.wait()
+        if self.closed:
+            return False
+        await _sleep_until(due)
+        if request is not None:
+            self.queued.popleft()
+            if request.cut is not None and not request.cut.applied:
+                self.proxy._cut_done(request.cut)
+                self.reset(server_too=True)
+                return False
+            self.forwarded += 1
+            if request.cut is not None:
+                self.withhold_from = self.forwarded
+                self.withheld_order = request.cut
+        self.server_writer.write(chunk)
+        await self.server_writer.drain()
+        return True
 
     # -- server to client --
 
     async def pump_downstream(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while True:
-                data = await self.server_reader.read(CHUNK)
-                if not data:
-                    break
-                due = loop.time() + self.proxy.latency / 2
-                passed, withheld = self._frame_server(data)
-                if passed or withheld:
-                    self.downstream.put_nowait((due, passed, withheld))
-                if withheld:
-                    return
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            self.downstream.put_nowait(None)
+        await self._pump(self.server_reader, self.downstream, self._take_server)
+
+    def _take_server(self, data: bytes, due: float) -> bool:
+        passed, withheld = self._frame_server(data)
+        if passed or withheld:
+            self.downstream.put_nowait((due, passed, withheld))
+        # Nothing after a withheld answer reaches the client: it is reset instead.
+        return withheld
 
     def _frame_server(self, data: bytes) -> tuple[bytes, bool]:
         """The bytes of ``data`` the client gets, and whether a withheld answer is complete
@@ -289,30 +278,60 @@ class _Link:
         return bytes(passed), False
 
     async def write_downstream(self) -> None:
+        await self._write(self.downstream, self.client_writer, self._forward_to_client)
+
+    async def _forward_to_client(self, item: tuple[float, bytes, bool]) -> bool:
+        due, chunk, withheld = item
+        await _sleep_until(due)
+        if self.closed:
+            return False
+        if chunk:
+            self.client_writer.write(chunk)
+            await self.client_writer.drain()
+        if withheld:
+            # The statement ran; its client gets a reset instead of the answer.
+            assert self.withheld_order is not None
+            self.proxy._cut_done(self.withheld_order)
+            self.reset(server_too=False)
+            return False
+        return True
+
+    # -- both directions --
+
+    async def _pump(
+        self,
+        reader: asyncio.StreamReader,
+        queue: asyncio.Queue[_Item | None],
+        take: Callable[[bytes, float], bool],
+    ) -> None:
+        """Read one side until it ends or ``take`` (given each read and when it is due on the
+        other side) answers stop; then a ``None`` on ``queue`` tells its writer no more comes."""
         loop = asyncio.get_running_loop()
         try:
-            while True:
-                item = await self.downstream.get()
-                if item is None:
-                    if not self.closed:
-                        with contextlib.suppress(OSError):
-                            self.client_writer.write_eof()
+            while data := await reader.read(CHUNK):
+                if take(data, loop.time() + self.proxy.latency / 2):
                     return
-                due, chunk, withheld = item
-                wait = due - loop.time()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                if self.closed:
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            queue.put_nowait(None)
+
+    async def _write(
+        self,
+        queue: asyncio.Queue[_Item | None],
+        writer: asyncio.StreamWriter,
+        forward: Callable[[_Item], Awaitable[bool]],
+    ) -> None:
+        """Hand ``queue``'s items to ``forward`` until it answers stop, or until the pump's
+        ``None``: then the stream to ``writer`` ends as the other side's did (unless the link
+        was reset meanwhile). A failed write resets both sides."""
+        try:
+            while (item := await queue.get()) is not None:
+                if not await forward(item):
                     return
-                if chunk:
-                    self.client_writer.write(chunk)
-                    await self.client_writer.drain()
-                if withheld:
-                    # The statement ran; its client gets a reset instead of the answer.
-                    assert self.withheld_order is not None
-                    self.proxy._cut_done(self.withheld_order)
-                    self.reset(server_too=False)
-                    return
+            if not self.closed:
+                with contextlib.suppress(OSError):
+                    writer.write_eof()
         except (ConnectionError, OSError):
             self.reset(server_too=True)
 

@@ -49,6 +49,16 @@ def text_columns(*names: str) -> list[sa.Column[Any]]:
     return [sa.Column(name, sa.Text(), nullable=False) for name in names]
 
 
+def integer_columns(*names: str) -> list[sa.Column[Any]]:
+    """A required integer column of each name, in order."""
+    return [sa.Column(name, sa.Integer(), nullable=False) for name in names]
+
+
+def optional_integers(*names: str) -> list[sa.Column[Any]]:
+    """An integer column of each name that stays empty until something sets it."""
+    return [sa.Column(name, sa.Integer(), nullable=True) for name in names]
+
+
 def counter_column(name: str, kind: Any = sa.Integer) -> sa.Column[Any]:
     """A number that starts at zero (``kind``: the column's type class)."""
     return sa.Column(name, kind(), server_default=sa.text("0"), nullable=False)
@@ -62,6 +72,17 @@ def optional_times(*names: str) -> list[sa.Column[Any]]:
 def named_check(table: str, name: str, condition: str) -> sa.CheckConstraint:
     """A CHECK of ``table`` named ``ck_<table>_<name>`` by the naming convention."""
     return sa.CheckConstraint(condition, name=op.f(f"ck_{table}_{name}"))
+
+
+def not_negative(table: str, column: str) -> sa.CheckConstraint:
+    """A CHECK that ``column`` of ``table`` is zero or more, named ``<column>_not_negative``."""
+    return named_check(table, f"{column}_not_negative", f"{column} >= 0")
+
+
+def in_range(table: str, column: str, low: int, high: int) -> sa.CheckConstraint:
+    """A CHECK that ``column`` of ``table`` is between ``low`` and ``high`` (both included),
+    named ``<column>_in_range``; NULL passes, as in every CHECK."""
+    return named_check(table, f"{column}_in_range", f"{column} BETWEEN {low} AND {high}")
 
 
 def named_primary_key(table: str, *columns: str) -> sa.PrimaryKeyConstraint:

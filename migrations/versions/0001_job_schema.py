@@ -17,6 +17,7 @@ from tenantq.migrations.building_blocks import (
     job_foreign_key,
     named_check,
     named_primary_key,
+    not_negative,
     optional_times,
     stamped_column,
     text_columns,
@@ -77,10 +78,10 @@ def upgrade() -> None:
             "lease_exactly_when_leased",
             "(state = 'leased') = (lease_owner IS NOT NULL AND lease_until IS NOT NULL)",
         ),
-        named_check(JOBS, "attempts_not_negative", "attempts >= 0"),
+        not_negative(JOBS, "attempts"),
         named_check(JOBS, "tenant_id_length", "char_length(tenant_id) BETWEEN 1 AND 128"),
         named_check(JOBS, "max_attempts_positive", "max_attempts >= 1"),
-        named_check(JOBS, "replays_not_negative", "replays >= 0"),
+        not_negative(JOBS, "replays"),
         named_primary_key(JOBS, "id"),
         sa.UniqueConstraint(
             "queue", "idempotency_key", name=op.f("uq_tenantq_jobs_queue_idempotency_key")

@@ -11,8 +11,8 @@ from sqlalchemy.dialects import postgresql
 
 from tenantq.migrations.building_blocks import (
     job_foreign_key,
-    named_check,
     named_primary_key,
+    not_negative,
     stamped_column,
     text_columns,
 )
@@ -34,7 +34,7 @@ def upgrade() -> None:
         sa.Column("headers", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
         sa.Column("generation", sa.BigInteger(), nullable=True),
         stamped_column("created_at", "clock_timestamp()"),
-        named_check("tenantq_outbox", "partition_not_negative", "partition >= 0"),
+        not_negative("tenantq_outbox", "partition"),
         job_foreign_key("tenantq_outbox"),
         named_primary_key("tenantq_outbox", "id"),
     )

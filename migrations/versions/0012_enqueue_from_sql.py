@@ -23,10 +23,10 @@ Create Date: 2026-12-09 10:00:00
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from alembic import op
 
 from tenantq.migrations.building_blocks import (
+    integer_columns,
     named_check,
     named_primary_key,
     stamped_column,
@@ -298,9 +298,7 @@ def upgrade() -> None:
     op.create_table(
         QUEUES,
         *text_columns("deployment", "queue", "main_topic"),
-        sa.Column("max_payload_bytes", sa.Integer(), nullable=False),
-        sa.Column("max_message_bytes", sa.Integer(), nullable=False),
-        sa.Column("default_max_attempts", sa.Integer(), nullable=False),
+        *integer_columns("max_payload_bytes", "max_message_bytes", "default_max_attempts"),
         stamped_column("registered_at"),
         named_check(QUEUES, "limits_positive", "max_payload_bytes > 0 AND max_message_bytes > 0"),
         named_check(QUEUES, "default_max_attempts_positive", "default_max_attempts >= 1"),

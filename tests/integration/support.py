@@ -598,6 +598,15 @@ def attempt_outcomes(db: psycopg.Connection[Any], job_id: uuid.UUID) -> list[tup
     ).fetchall()
 
 
+def executions(db: psycopg.Connection[Any], job_id: uuid.UUID) -> list[tuple[int, str]]:
+    """The job's runs as the test apps' handlers recorded them in ``test_executions``:
+    ``(attempt, note)``, in the order they were recorded."""
+    rows = db.execute(
+        "SELECT attempt, note FROM test_executions WHERE job_id = %s ORDER BY at", (job_id,)
+    ).fetchall()
+    return [(int(row[0]), str(row[1])) for row in rows]
+
+
 def topic_records(settings: tenantq.Settings, topic: str, group: str) -> list[Any]:
     """Every record of ``topic`` from the start of each partition (the client's messages), read
     until none came for six polls of half a second."""

@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 import psycopg
+from support import attempt_outcomes
 
 import tenantq
 from tenantq.states import JobState
@@ -37,13 +38,6 @@ def _finished_job(store: JobStore, queue: str) -> uuid.UUID:
     return job_id
 
 
-def _attempt_rows(db: psycopg.Connection[Any], job_id: uuid.UUID) -> list[tuple[Any, ...]]:
-    return db.execute(
-        "SELECT attempt, outcome FROM tenantq_job_attempts WHERE job_id = %s ORDER BY id",
-        (job_id,),
-    ).fetchall()
-
-
 def test_a_result_for_a_job_that_is_not_there_writes_no_attempt_row(
     settings: tenantq.Settings, db: psycopg.Connection[Any]
 ) -> None:
@@ -52,7 +46,7 @@ def test_a_result_for_a_job_that_is_not_there_writes_no_attempt_row(
         missing = uuid.uuid4()
         applied = store.complete_batch([Result(missing, 1, "succeeded", JobState.SUCCEEDED)])
         assert applied == (set(), set())
-        assert _attempt_rows(db, missing) == []
+        assert attempt_outcomes(db, missing) == []
     finally:
         store.close()
 
@@ -64,7 +58,7 @@ def test_a_stale_result_is_set_aside_while_a_prune_deletes_its_job_and_writes_no
     store = JobStore.open(settings, f"w-{uuid.uuid4().hex[:8]}")
     try:
         job_id = _finished_job(store, queue)
-        assert _attempt_rows(db, job_id) == [(1, "succeeded")]
+        assert attempt_outcomes(db, job_id) == [(1, store.owner, "succeeded")]
         stale = Result(job_id, 1, "succeeded", JobState.SUCCEEDED, duration_ms=1)
         with psycopg.connect(psycopg_url(database_url)) as prune:
             # What retention's JOB_PRUNE_BATCH does, held open mid-way: the job is locked
@@ -79,7 +73,7 @@ def test_a_stale_result_is_set_aside_while_a_prune_deletes_its_job_and_writes_no
             prune.commit()
         # Written again once the prune is done: its job is gone, so it is refused.
         assert store.complete_batch([stale]) == (set(), set())
-        assert _attempt_rows(db, job_id) == []
+        assert attempt_outcomes(db, job_id) == []
     finally:
         store.close()
         db.execute(QUEUE_JOBS_DELETE, {"deployment": settings.topic_prefix, "queue": queue})

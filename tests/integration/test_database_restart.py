@@ -21,6 +21,7 @@ from support import (
     assert_alive,
     caught_up,
     settings_environment,
+    states,
     wait_for,
     while_alive,
 )
@@ -84,19 +85,15 @@ def test_workers_ride_out_a_postgres_kill_9(private_stack: PrivateStack, tmp_pat
             except AssertionError as stuck:
                 # Seen rarely (the kill during the group's first rebalance): keep what the
                 # next occurrence needs to be understood; pytest removes the workers' logs.
-                states = db.execute(
+                by_state = db.execute(
                     "SELECT state::text, count(*) FROM tenantq_jobs GROUP BY 1"
                 ).fetchall()
                 logs = "\n".join(worker.output()[-6000:] for worker in workers)
-                raise AssertionError(f"{stuck}; job states {states}\n{logs}") from None
+                raise AssertionError(f"{stuck}; job states {by_state}\n{logs}") from None
             recovered = time.monotonic() - killed
             assert_alive(*workers)
             leased = count("leased")
-            wrong = db.execute(
-                "SELECT id, state::text FROM tenantq_jobs WHERE id = ANY(%s) "
-                "AND state <> 'succeeded'",
-                (acknowledged,),
-            ).fetchall()
+            wrong = [item for item in states(db, acknowledged).items() if item[1] != "succeeded"]
             ran = db.execute(
                 "SELECT count(DISTINCT job_id) FROM test_executions WHERE job_id = ANY(%s) "
                 "AND note = 'done'",

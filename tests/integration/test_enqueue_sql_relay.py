@@ -53,6 +53,15 @@ def relaying(settings: tenantq.Settings) -> Iterator[RelayService]:
         relay.close()
 
 
+@pytest.fixture
+def topic(settings: tenantq.Settings) -> str:
+    """The main topic of queue ``default``, once a relay's first round registered the queue
+    (``tenantq_enqueue`` refuses a queue no relay registered) with the settings' limits."""
+    with relaying(settings) as relay:
+        assert relay.drain() == 0
+    return main_topic(settings.topic_prefix, "default")
+
+
 def published(settings: tenantq.Settings, topic: str) -> dict[uuid.UUID, Any]:
     """Every record of ``topic`` by job id: (partition, offset, key, value, headers)."""
     records: dict[uuid.UUID, Any] = {}
@@ -77,11 +86,9 @@ def job_row(db: psycopg.Connection[Any], job_id: uuid.UUID) -> tuple[Any, ...]:
 
 
 def test_sql_jobs_are_published_as_the_producer_would(
-    settings: tenantq.Settings, db: psycopg.Connection[Any]
+    settings: tenantq.Settings, db: psycopg.Connection[Any], topic: str
 ) -> None:
-    topic = main_topic(settings.topic_prefix, "default")
     with relaying(settings) as relay:
-        assert relay.drain() == 0  # connected: its queue is registered
         with connect(settings) as connection:
             placement_upsert(
                 connection, queue="default", tenant_id="whale", placement=Placement.pinned((3,))
@@ -124,11 +131,9 @@ def test_sql_jobs_are_published_as_the_producer_would(
 
 
 def test_a_record_is_committed_before_it_is_published(
-    settings: tenantq.Settings, db: psycopg.Connection[Any]
+    settings: tenantq.Settings, db: psycopg.Connection[Any], topic: str
 ) -> None:
-    topic = main_topic(settings.topic_prefix, "default")
     with relaying(settings) as relay:
-        relay.drain()
         job_id = sql_enqueue(settings, "acme", '{"order": 5}')
         # A relay's round up to its encoding, then nothing: as if it died before publishing.
         encoder = EntryEncoder(settings)
@@ -143,11 +148,8 @@ def test_a_record_is_committed_before_it_is_published(
 
 
 def test_a_job_the_relays_limits_refuse_is_dead_and_the_rest_is_published(
-    settings: tenantq.Settings, db: psycopg.Connection[Any]
+    settings: tenantq.Settings, db: psycopg.Connection[Any], topic: str
 ) -> None:
-    topic = main_topic(settings.topic_prefix, "default")
-    with relaying(settings) as relay:
-        relay.drain()
     # Accepted under the registered limit of 1 MB, then relayed by a relay whose limit is
     # 2 kB (a rolling change of the settings).
     too_big = sql_enqueue(settings, "acme", '"' + "x" * 3000 + '"')

@@ -174,24 +174,21 @@ def test_tenant_ids_are_refused_exactly_as_the_sdk_refuses_them(
         assert error is None
 
 
+@pytest.mark.parametrize(
+    ("argument", "check", "named"),
+    [
+        ("job_type", check_job_type_name, "job_type"),
+        ("key", check_idempotency_key, "idempotency_key"),
+    ],
+)
 @HYPOTHESIS
-@given(job_type=TEXT)
-@example_each("job_type")
-def test_job_type_names_are_refused_exactly_as_the_sdk_refuses_them(
-    conn: psycopg.Connection[Any], job_type: str
+@given(value=st.one_of(TEXT, st.integers(250, 260).map(lambda size: "é" * size)))
+@example_each("value")
+def test_job_type_names_and_idempotency_keys_are_refused_exactly_as_the_sdk_refuses_them(
+    conn: psycopg.Connection[Any], argument: str, check: Any, named: str, value: str
 ) -> None:
-    error = outcome(conn, job_type=job_type)
-    refused_as_the_sdk_refuses(error, check_job_type_name, job_type, "job_type")
-
-
-@HYPOTHESIS
-@given(key=st.one_of(TEXT, st.integers(250, 260).map(lambda size: "é" * size)))
-@example_each("key")
-def test_idempotency_keys_are_refused_exactly_as_the_sdk_refuses_them(
-    conn: psycopg.Connection[Any], key: str
-) -> None:
-    error = outcome(conn, key=key)
-    refused_as_the_sdk_refuses(error, check_idempotency_key, key, "idempotency_key")
+    error = outcome(conn, **{argument: value})
+    refused_as_the_sdk_refuses(error, check, value, named)
 
 
 def test_run_after_is_refused_as_the_sdk_refuses_it(conn: psycopg.Connection[Any]) -> None:

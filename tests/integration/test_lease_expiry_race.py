@@ -23,6 +23,7 @@ from support import (
     WorkerProcess,
     all_in,
     attempt_outcomes,
+    executions,
     running_worker,
     short_leases,
     stale_attempts,
@@ -53,13 +54,6 @@ def enqueue(settings: tenantq.Settings, seconds: float) -> uuid.UUID:
     with tenantq.Producer(settings) as producer:
         ref = producer.enqueue("sleepy", tenant="acme", payload={"seconds": seconds}).result(30)
     return ref.job_id
-
-
-def executions(db: psycopg.Connection[Any], job_id: uuid.UUID) -> list[tuple[Any, ...]]:
-    return db.execute(
-        "SELECT attempt, note FROM test_executions WHERE job_id = %s ORDER BY attempt",
-        (job_id,),
-    ).fetchall()
 
 
 def test_a_result_held_past_its_lease_is_refused_after_the_takeover(

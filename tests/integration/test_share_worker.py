@@ -33,6 +33,7 @@ from support import (
     WorkerProcess,
     all_in,
     attempt_outcomes,
+    executions,
     running_in_thread,
     short_leases,
     take_over_from_frozen_owner,
@@ -119,13 +120,6 @@ def dead_letters(settings: tenantq.Settings, expected: int) -> int:
     finally:
         consumer.close()
     return seen
-
-
-def executions(db: psycopg.Connection[Any], job_id: uuid.UUID) -> list[tuple[int, str]]:
-    rows = db.execute(
-        "SELECT attempt, note FROM test_executions WHERE job_id = %s ORDER BY at", (job_id,)
-    ).fetchall()
-    return [(int(row[0]), str(row[1])) for row in rows]
 
 
 def test_every_job_ends_in_one_terminal_state_through_more_members_than_partitions(

@@ -14,7 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from support import count_of, migrate_to
+from support import attempt_outcomes, count_of, migrate_to
 
 import tenantq
 from tenantq.states import JobState
@@ -62,14 +62,6 @@ def _fail_then_succeed(url: str, worker_id: str) -> uuid.UUID:
     return job_id
 
 
-def _history(db: psycopg.Connection[Any], job_id: uuid.UUID) -> list[tuple[Any, ...]]:
-    return db.execute(
-        "SELECT attempt, worker_id, outcome FROM tenantq_job_attempts WHERE job_id = %s "
-        "ORDER BY id NULLS LAST",
-        (job_id,),
-    ).fetchall()
-
-
 def _log_rows(db: psycopg.Connection[Any], job_id: uuid.UUID) -> int:
     return count_of(
         db,
@@ -96,7 +88,7 @@ def test_a_success_is_written_on_its_job_row_and_read_through_the_view(fresh_dat
             assert (state, worker, duration) == ("succeeded", "w-success", 7)
             assert started == lease.claimed_at and started <= finished
             assert _log_rows(db, job_id) == 0
-            assert _history(db, job_id) == [(1, "w-success", "succeeded")]
+            assert attempt_outcomes(db, job_id) == [(1, "w-success", "succeeded")]
             (listed,) = list_attempts(db, job_id)
             assert listed["outcome"] == "succeeded"
             assert (listed["started_at"], listed["finished_at"]) == (started, finished)
@@ -109,7 +101,7 @@ def test_a_failed_attempt_is_a_log_row_and_the_success_comes_last(fresh_database
     job_id = _fail_then_succeed(fresh_database, "w-retry")
     with connect(tenantq.Settings(database_url=fresh_database), autocommit=True) as db:
         assert _log_rows(db, job_id) == 1
-        assert _history(db, job_id) == [
+        assert attempt_outcomes(db, job_id) == [
             (1, "w-retry", "retrying"),
             (2, "w-retry", "succeeded"),
         ]
@@ -136,7 +128,7 @@ def test_a_success_written_again_is_recognised_by_its_record_on_the_row(
         # Another owner's result for the same attempt is stale, again or not.
         assert _succeed(other, lease, again=True) == set()
         with psycopg.connect(psycopg_url(fresh_database), autocommit=True) as db:
-            assert _history(db, job_id) == [
+            assert attempt_outcomes(db, job_id) == [
                 (1, "w-other", "stale"),
                 (1, "w-again", "succeeded"),
             ]
@@ -180,15 +172,15 @@ def test_writes_through_the_view_go_to_the_log(fresh_database: str) -> None:
             ).fetchone()
             assert inserted is not None and inserted[0] is not None and inserted[1] is not None
             assert _log_rows(db, job_id) == 1
-            assert _history(db, job_id) == [(1, "w-old", "succeeded")]
+            assert attempt_outcomes(db, job_id) == [(1, "w-old", "succeeded")]
             # A delete through the view removes a log row; a success on a job row has none.
             done = uuid.uuid4()
             assert _succeed(store, _claim(store, done)) == {done}
             assert db.execute(
                 "DELETE FROM tenantq_job_attempts WHERE job_id = ANY(%s)", ([job_id, done],)
             ).rowcount == 1  # fmt: skip
-            assert _history(db, job_id) == []
-            assert _history(db, done) == [(1, "w-new", "succeeded")]
+            assert attempt_outcomes(db, job_id) == []
+            assert attempt_outcomes(db, done) == [(1, "w-new", "succeeded")]
     finally:
         store.close()
 
@@ -202,8 +194,8 @@ def test_a_downgrade_turns_recorded_successes_back_into_rows(fresh_database: str
             "SELECT relkind::text FROM pg_class WHERE relname = 'tenantq_job_attempts'"
         ).fetchone()
         assert kind == ("r",)  # a table again
-        assert _history(db, job_id) == wanted
+        assert attempt_outcomes(db, job_id) == wanted
     migrate_to(fresh_database, "head")
     with psycopg.connect(psycopg_url(fresh_database), autocommit=True) as db:
-        assert _history(db, job_id) == wanted
+        assert attempt_outcomes(db, job_id) == wanted
         assert _log_rows(db, job_id) == 2

@@ -187,22 +187,13 @@ def test_two_deployments_share_a_database_and_nothing_else(
         flooded_console = TestClient(
             create_app(console_settings(flooded, TOKEN)), base_url="http://127.0.0.1"
         )
-        check_console(
-            flooded_console,
-            db,
-            flooded,
-            quiet,
-            worker_id=flooded_worker.worker_id,
-            placed={WHALE: "lane", "globex": "hashed"},
-        )
-        check_console(
-            quiet_console,
-            db,
-            quiet,
-            flooded,
-            worker_id=quiet_worker.worker_id,
-            placed={WHALE: "hashed", "globex": "pinned"},
-        )
+        # Each console, the deployment it belongs to, the other one, its worker, and where it
+        # shows the tenants placed.
+        for console, ours, theirs, worker, placed in (
+            (flooded_console, flooded, quiet, flooded_worker, {WHALE: "lane", "globex": "hashed"}),
+            (quiet_console, quiet, flooded, quiet_worker, {WHALE: "hashed", "globex": "pinned"}),
+        ):
+            check_console(console, db, ours, theirs, worker_id=worker.worker_id, placed=placed)
         # Each deployment's stats: its own tenants, lane and worker.
         flooded_stats = cli_json(flooded, "stats", "--json", "--top", "50")
         quiet_stats = cli_json(quiet, "stats", "--json", "--top", "50")

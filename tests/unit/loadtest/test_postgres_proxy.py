@@ -167,18 +167,25 @@ def address(proxy: PostgresProxy) -> tuple[str, int]:
     return proxy.host, proxy.port
 
 
-def test_requests_and_answers_pass_unchanged(proxy: PostgresProxy, backend: FakeBackend) -> None:
-    client = Client(address(proxy))
+@pytest.fixture
+def client(proxy: PostgresProxy) -> Iterator[Client]:
+    """A client connected through ``proxy``, closed after the test (passed or not)."""
+    connected = Client(address(proxy))
+    yield connected
+    connected.close()
+
+
+def test_requests_and_answers_pass_unchanged(
+    proxy: PostgresProxy, backend: FakeBackend, client: Client
+) -> None:
     assert client.ssl_answer == b"N"
     for n in range(3):
         assert client.request(f"SELECT {n}") == [b"C", b"Z"]
     assert backend.received == ["SELECT 0", "SELECT 1", "SELECT 2"]
     assert proxy.accepted == 1
-    client.close()
 
 
-def test_latency_is_added_to_each_round_trip(proxy: PostgresProxy) -> None:
-    client = Client(address(proxy))
+def test_latency_is_added_to_each_round_trip(proxy: PostgresProxy, client: Client) -> None:
     started = time.monotonic()
     client.request("SELECT 1")
     fast = time.monotonic() - started
@@ -191,13 +198,11 @@ def test_latency_is_added_to_each_round_trip(proxy: PostgresProxy) -> None:
     started = time.monotonic()
     client.request("SELECT 1")
     assert time.monotonic() - started < 0.25
-    client.close()
 
 
 def test_held_requests_wait_at_the_proxy_until_released(
-    proxy: PostgresProxy, backend: FakeBackend
+    proxy: PostgresProxy, backend: FakeBackend, client: Client
 ) -> None:
-    client = Client(address(proxy))
     proxy.hold()
     client.send("UPDATE held")
     with pytest.raises(TimeoutError):
@@ -208,14 +213,12 @@ def test_held_requests_wait_at_the_proxy_until_released(
     assert client.answer() == [b"C", b"Z"]
     assert backend.received == ["UPDATE held"]
     assert proxy.held_statements() == []
-    client.close()
 
 
 def test_an_applied_cut_runs_the_statement_and_resets_its_client(
-    proxy: PostgresProxy, backend: FakeBackend
+    proxy: PostgresProxy, backend: FakeBackend, client: Client
 ) -> None:
     order = proxy.cut_next("UPDATE", applied=True)
-    client = Client(address(proxy))
     assert client.request("SELECT 1") == [b"C", b"Z"]  # not matched: untouched
     client.send("UPDATE jobs")
     with pytest.raises(ConnectionResetError):
@@ -231,10 +234,9 @@ def test_an_applied_cut_runs_the_statement_and_resets_its_client(
 
 
 def test_an_unapplied_cut_never_reaches_the_server(
-    proxy: PostgresProxy, backend: FakeBackend
+    proxy: PostgresProxy, backend: FakeBackend, client: Client
 ) -> None:
     order = proxy.cut_next("UPDATE", applied=False)
-    client = Client(address(proxy))
     client.send("UPDATE jobs")
     with pytest.raises((ConnectionResetError, ConnectionError)):
         client.answer()
@@ -244,9 +246,8 @@ def test_an_unapplied_cut_never_reaches_the_server(
 
 
 def test_a_prepared_statement_is_recognised_when_only_bound(
-    proxy: PostgresProxy, backend: FakeBackend
+    proxy: PostgresProxy, backend: FakeBackend, client: Client
 ) -> None:
-    client = Client(address(proxy))
     assert client.request("INSERT INTO tenantq_jobs AS j", prepare_as="_pg3_0") == [b"C", b"Z"]
     order = proxy.cut_next(lambda sql: sql.startswith("INSERT"), applied=True)
     client.send("", bind="_pg3_0")
@@ -295,9 +296,10 @@ def test_url_names_the_proxy_and_keeps_the_rest() -> None:
     assert proxy.url("postgresql://db:5432/jobs") == "postgresql://127.0.0.1:6543/jobs"
 
 
-def test_a_hold_can_begin_at_a_statement(proxy: PostgresProxy, backend: FakeBackend) -> None:
+def test_a_hold_can_begin_at_a_statement(
+    proxy: PostgresProxy, backend: FakeBackend, client: Client
+) -> None:
     holding = proxy.hold("UPDATE")
-    client = Client(address(proxy))
     assert client.request("SELECT 1") == [b"C", b"Z"]  # before the hold: passes
     assert not holding.is_set()
     client.send("UPDATE jobs")
