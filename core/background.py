@@ -13,7 +13,10 @@ worker runs is decided above the features, in ``tenantq.services``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import selectors
+import socket
 import threading
 from typing import Protocol
 
@@ -44,10 +47,12 @@ class ServiceLoop:
     reconnects). A round that raises is weather, not a crash: the loop logs one line when a
     dependency goes down (``outage`` names it) and one when it is back, and tries again with
     a capped exponential backoff. ``stop`` wakes the loop and waits up to its timeout; the
-    thread is a daemon, so a round stuck in a driver call cannot keep the process alive.
+    thread is a daemon, so a round stuck in a driver call cannot keep the process alive. A
+    round that waits on a socket (a ``LISTEN`` connection) waits through ``wait_readable``,
+    which ``stop`` ends at once too.
 
-    Thread ownership: everything but ``_stopping`` and ``_thread`` belongs to the loop's
-    thread once ``start`` has returned.
+    Thread ownership: everything but ``_stopping``, ``_thread`` and ``_wake_sender`` belongs
+    to the loop's thread once ``start`` has returned.
     """
 
     def __init__(self, name: str) -> None:
@@ -55,6 +60,9 @@ class ServiceLoop:
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._main, name=f"tenantq-{name}", daemon=True)
         self._down: str | None = None
+        # ``stop`` writes a byte to the sender to end a ``wait_readable`` of the loop's thread.
+        self._wake_sender, self._wake_receiver = socket.socketpair()
+        self._wake_sender.setblocking(False)
 
     @property
     def name(self) -> str:
@@ -70,16 +78,34 @@ class ServiceLoop:
 
     def stop(self, timeout: float) -> None:
         self._stopping.set()
+        # Closed by an earlier stop; a full buffer means a wake-up is pending already.
+        with contextlib.suppress(OSError):
+            self._wake_sender.send(b"\0")
         if self._thread.is_alive():
             self._thread.join(timeout)
         if self._thread.is_alive():
             log.warning(
                 "%s did not stop within %.1fs; leaving it to the process exit", self._name, timeout
             )
+        else:  # the loop's thread is done with the receiver
+            self._wake_sender.close()
+            self._wake_receiver.close()
 
     def run_round(self) -> float:
         """One round of work; returns the seconds to wait before the next."""
         raise NotImplementedError
+
+    def wait_readable(self, fileno: int, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for ``fileno`` to be readable, or for ``stop``;
+        True when it is readable. For a round that waits on a socket: a plain blocking wait
+        would hold ``stop`` (and whoever closes the service) for the rest of its timeout."""
+        if self._stopping.is_set():
+            return False
+        with selectors.DefaultSelector() as selector:
+            selector.register(fileno, selectors.EVENT_READ)
+            selector.register(self._wake_receiver, selectors.EVENT_READ)
+            ready = selector.select(timeout)
+        return any(key.fd == fileno for key, _ in ready)
 
     def reset(self) -> None:
         """Drop connections after a failed round (the next round opens them again)."""

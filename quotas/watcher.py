@@ -56,7 +56,8 @@ class QuotaWatcher(ServiceLoop):
         connection = self._database.get()
         wait = max(0.0, self._read_at + self._refresh_seconds - time.monotonic())
         changed = False
-        for notify in connection.notifies(timeout=wait, stop_after=1):
+        self.wait_readable(connection.fileno(), wait)
+        for notify in connection.notifies(timeout=0):
             changed = changed or notify.payload in (self._deployment, "")
         if changed or time.monotonic() >= self._read_at + self._refresh_seconds:
             self._read(connection)

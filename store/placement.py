@@ -302,7 +302,9 @@ class PlacementWatcher(ServiceLoop):
         self.listening.set()
 
     def run_round(self) -> float:
-        for notify in self._database.get().notifies(timeout=1.0):
+        connection = self._database.get()
+        self.wait_readable(connection.fileno(), 1.0)
+        for notify in connection.notifies(timeout=0):
             ours, queue = changed_queue(notify.payload, self._deployment)
             if ours:
                 self._changed(queue)

@@ -5,6 +5,7 @@ timeout."""
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 
@@ -65,3 +66,42 @@ def test_an_outage_is_two_lines_and_the_loop_goes_on(
 def test_outages_are_named_by_the_dependency() -> None:
     assert outage_of(PostgresDown()) == "PostgreSQL"
     assert outage_of(ValueError()) == "ValueError"
+
+
+class SocketWaiter(ServiceLoop):
+    """Waits on a socket (as a ``LISTEN`` connection does) for ``wait`` seconds a round."""
+
+    def __init__(self, wait: float) -> None:
+        super().__init__("socket-waiter")
+        self.wait = wait
+        self.peer, self.mine = socket.socketpair()
+        self.waiting = threading.Event()
+        self.readable: list[bool] = []
+
+    def run_round(self) -> float:
+        self.waiting.set()
+        readable = self.wait_readable(self.mine.fileno(), self.wait)
+        if readable:
+            self.mine.recv(64)
+        self.readable.append(readable)
+        return 0.0
+
+
+def test_a_round_waiting_on_a_socket_sees_its_data_and_ends_at_once_on_stop() -> None:
+    service = SocketWaiter(wait=30.0)
+    service.start()
+    try:
+        assert service.waiting.wait(5)
+        service.peer.send(b"notify")
+        deadline = time.monotonic() + 5
+        while not service.readable and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert service.readable[:1] == [True]
+    finally:
+        started = time.monotonic()
+        service.stop(timeout=10)
+        stopped_in = time.monotonic() - started
+        service.peer.close()
+        service.mine.close()
+    # The round waits 30 s for a socket nobody writes to; stop does not wait that out.
+    assert stopped_in < 2.0
