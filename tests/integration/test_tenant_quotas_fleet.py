@@ -72,8 +72,10 @@ def test_a_rate_holds_across_two_worker_processes(quota_scenario: QuotaScenario)
 
 @pytest.mark.timeout(600)
 def test_weights_share_the_fleet_four_to_one(quota_scenario: QuotaScenario) -> None:
-    numbers = quota_scenario("weights", 0.5)
-    assert numbers["attempts"] == {"heavy": 1500, "light": 1500}
+    # 900 jobs each: while both wait, the heavy tenant's run out after about 1,100 starts,
+    # twice the 500 the share is judged over.
+    numbers = quota_scenario("weights", 0.3)
+    assert numbers["attempts"] == {"heavy": 900, "light": 900}
     assert numbers["starts_while_both"] >= 500
     assert 0.70 <= numbers["heavy_share_while_both"] <= 0.90, numbers
 
