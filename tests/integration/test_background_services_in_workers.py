@@ -6,7 +6,6 @@ runs once."""
 from __future__ import annotations
 
 import datetime as dt
-import time
 import uuid
 from collections import Counter
 from typing import Any
@@ -16,6 +15,17 @@ from support import WorkerProcess, all_in, wait_for
 
 import tenantq
 from tenantq.store.engine import psycopg_url
+
+#: Ticks (2 s apart) the two workers' schedulers make before the workers stop.
+TICKS = 5
+
+
+def _ticks_succeeded(db: psycopg.Connection[Any], name: str) -> int:
+    row = db.execute(
+        "SELECT count(*) FROM tenantq_jobs WHERE idempotency_key LIKE %s AND state = 'succeeded'",
+        (f"periodic:{name}:%",),
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def test_two_workers_schedule_and_relay(
@@ -33,7 +43,8 @@ def test_two_workers_schedule_and_relay(
         ):
             sent = outbox.enqueue(conn, "beat", tenant="acme", payload={"source": "outbox"})
         wait_for(lambda: all_in(db, [sent.job_id], {"succeeded"}), timeout=60, what="outbox job")
-        time.sleep(9.0)
+        # Ticks enough for the two schedulers to race on several of them.
+        wait_for(lambda: _ticks_succeeded(db, name) >= TICKS, timeout=60, what=f"{TICKS} ticks run")
     finally:
         codes = [worker.terminate(60) for worker in workers]
     assert codes == [0, 0], [worker.output()[-3000:] for worker in workers]
@@ -46,7 +57,7 @@ def test_two_workers_schedule_and_relay(
     ticks = sorted(
         dt.datetime.fromisoformat(key[len(prefix) :].replace("Z", "+00:00")) for _, key, _ in rows
     )
-    assert len(ticks) >= 3, ticks
+    assert len(ticks) >= TICKS, ticks
     assert all((b - a) == dt.timedelta(seconds=2) for a, b in zip(ticks, ticks[1:], strict=False))
     finished = [job_id for job_id, _, state in rows if state == "succeeded"]
     assert len(finished) >= len(rows) - 1  # the last tick may be cut by the shutdown

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 import uuid
 from typing import Any
 
@@ -19,6 +18,9 @@ import tenantq
 from tenantq.cli import app as cli
 from tenantq.outbox.relay import RelayService
 from tenantq.periodic.scheduler import PeriodicScheduler
+
+#: Ticks (2 s apart) the two schedulers race on before they stop.
+TICKS = 4
 
 
 def test_two_schedulers_make_one_job_per_tick(
@@ -34,7 +36,11 @@ def test_two_schedulers_make_one_job_per_tick(
         relay.start()
         for scheduler in schedulers:
             scheduler.start()
-        time.sleep(9.0)
+        wait_for(
+            lambda: sum(scheduler.enqueued for scheduler in schedulers) >= TICKS,
+            timeout=60,
+            what=f"{TICKS} ticks enqueued",
+        )
         for scheduler in schedulers:
             scheduler.stop(10)
         rows = db.execute(
@@ -49,7 +55,7 @@ def test_two_schedulers_make_one_job_per_tick(
     ticks = sorted(
         dt.datetime.fromisoformat(key[len(prefix) :].replace("Z", "+00:00")) for _, key in rows
     )
-    assert len(ticks) >= 3, ticks
+    assert len(ticks) >= TICKS, ticks
     assert len(set(ticks)) == len(ticks)
     assert all(tick.timestamp() % 2 == 0 for tick in ticks), ticks
     assert all((b - a) == dt.timedelta(seconds=2) for a, b in zip(ticks, ticks[1:], strict=False))
