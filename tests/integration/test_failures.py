@@ -14,6 +14,7 @@ from support import all_in, running_worker, topic_records, wait_for
 
 import tenantq
 from tenantq import headers
+from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.topics import dlq_topic
 
 
@@ -77,7 +78,9 @@ def test_permanent_retryable_ratelimited_snooze_unknown(
                 ("nobody_handles_this", {}),
             ]
         }
-    with running_worker(app, settings):
+    # Backoff of a few tenths of a second: what is checked is the attempts, not their spacing
+    # (RateLimited and Snooze give their own delays, which take precedence over the policy).
+    with running_worker(app, settings, retry_policy=RetryPolicy(base_delay=0.2)):
         wait_for(
             lambda: all_in(db, list(ids.values()), {"succeeded", "dead"}),
             timeout=90,
