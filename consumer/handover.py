@@ -34,8 +34,6 @@ from tenantq.settings import WorkerSettings
 
 log = logging.getLogger("tenantq.worker")
 
-#: How long shutdown waits for the database and Kafka to take the last results.
-FINAL_WRITE_SECONDS = 10.0
 #: How long a rewind after a failover tries to give back the worker's leases, and to learn
 #: committed offsets it does not know.
 REWIND_RELEASE_SECONDS = 10.0
@@ -263,18 +261,21 @@ class Handover:
             turn=self._drain_turn,
             flush_events=self.events.flush,
         )
-        self._settle_in_time(FINAL_WRITE_SECONDS)
-        self.publisher.settle(FINAL_WRITE_SECONDS)
-        self.store_offsets(FINAL_WRITE_SECONDS)
-        self.partitions.commit(self.consumer, None, timeout=FINAL_WRITE_SECONDS)
+        bound = self.settings.final_write_seconds
+        self._settle_in_time(bound)
+        self.publisher.settle(bound)
+        self.store_offsets(bound)
+        self.partitions.commit(self.consumer, None, timeout=bound)
 
     def _drain_turn(self) -> None:
         self.consumer.consume(num_messages=1, timeout=0.05)  # stay in the group
         self.apply_answers()
 
-    def leave_group(self, timeout: float = 30.0) -> None:
+    def leave_group(self) -> None:
         """Leave the group. ``close()`` can hang in a rebalance (librdkafka #4527), so it runs
-        with a bound; the process exits regardless, and the group notices via the session."""
+        with a bound (``leave_group_seconds``); the process exits regardless, and the group
+        notices via the session."""
+        timeout = self.settings.leave_group_seconds
         if not finished_within(self.consumer.close, timeout, "tenantq-consumer-close"):
             log.warning("consumer close did not finish within %.0fs; leaving anyway", timeout)
 

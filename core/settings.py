@@ -140,6 +140,23 @@ class WorkerSettings(BaseModel):
         le=3_600,
         description="Rebalance: how long running jobs of revoked partitions may finish.",
     )
+    final_write_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=3_600,
+        description="Graceful shutdown, after the drain: how long each last write may take "
+        "(the results to the database, the retries and dead letters to Kafka, the final "
+        "offset commit). Past it the worker goes on without it and loses nothing: the "
+        "partitions' next owner reads from the last commit, and what finished is marked done.",
+    )
+    leave_group_seconds: float = Field(
+        30.0,
+        gt=0,
+        le=3_600,
+        description="Graceful shutdown: how long leaving the consumer group may take (a "
+        "close can hang in a rebalance, or with the broker gone). Past it the worker exits "
+        "anyway, and the group notices through the session timeout.",
+    )
     read_ahead_per_partition: int = Field(
         1_000,
         ge=1,

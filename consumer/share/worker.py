@@ -48,13 +48,9 @@ from tenantq.states import Outcome
 
 log = logging.getLogger("tenantq.worker")
 
-#: How long the stop waits for the last results and acknowledgements.
-FINAL_WRITE_SECONDS = 10.0
 #: The exit status of a member whose share consumer failed for good (a broker without
 #: share groups, say).
 EXIT_SHARE_CONSUMER_FAILED = 4
-#: How long ``close`` may take (it has no timeout of its own in the preview client).
-CLOSE_SECONDS = 30.0
 
 
 class ShareWorker:
@@ -220,12 +216,13 @@ class ShareWorker:
             turn=self._drain_turn,
             flush_events=self.events.flush,
         )
-        member.ledger.wait_idle(FINAL_WRITE_SECONDS)
+        bound = self.settings.worker.final_write_seconds
+        member.ledger.wait_idle(bound)
         self._apply_answers()
-        member.publisher.settle(FINAL_WRITE_SECONDS)
+        member.publisher.settle(bound)
         self.records.release_open()
         try:
-            self._consumer.commit_sync(FINAL_WRITE_SECONDS)
+            self._consumer.commit_sync(bound)
         except (RuntimeError, Exception) as error:  # the broker may be away: locks run out
             log.warning("acknowledgements not committed at shutdown: %s", error)
 
@@ -257,6 +254,7 @@ class ShareWorker:
 
     def _leave_group(self) -> None:
         """``close`` commits what is acknowledged and leaves the group; bounded here, since
-        the preview client's close has no timeout of its own."""
-        if not finished_within(self._consumer.close, CLOSE_SECONDS, "tenantq-share-close"):
-            log.warning("share consumer close did not finish within %.0fs", CLOSE_SECONDS)
+        the preview client's close has no timeout of its own (``leave_group_seconds``)."""
+        timeout = self.settings.worker.leave_group_seconds
+        if not finished_within(self._consumer.close, timeout, "tenantq-share-close"):
+            log.warning("share consumer close did not finish within %.0fs", timeout)
