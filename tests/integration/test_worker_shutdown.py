@@ -40,7 +40,7 @@ def test_drain_deadline_releases_without_using_an_attempt(
     settings = make_settings(worker={"drain_seconds": 1.0})
     with tenantq.Producer(settings) as producer:
         futures = [
-            producer.enqueue("uncooperative", tenant=f"t{i}", payload={"seconds": 6.0})
+            producer.enqueue("uncooperative", tenant=f"t{i}", payload={"seconds": 4.0})
             for i in range(2)
         ]
         job_ids = [future.result(30).job_id for future in futures]
