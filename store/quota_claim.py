@@ -353,9 +353,16 @@ allowed AS (
 admits AS MATERIALIZED (
     SELECT array_agg(admit ORDER BY demand_no) AS admit FROM allowed
 ),
+-- Every cap and rate let start all it was asked for (the usual case, far from the limits):
+-- every job is let through, and what each limit leaves each demand key (``portions`` and
+-- after) is never computed (a subquery runs at its first use, and OR stops at a true).
+everything_granted AS MATERIALIZED (
+    SELECT coalesce(bool_and(granted = wanted), true) AS granted FROM usage
+),
 admitted AS (
     SELECT * FROM incoming i
-    WHERE i.demand_no IS NULL OR i.demand_rank <= (SELECT admit FROM admits)[i.demand_no]
+    WHERE i.demand_no IS NULL OR (SELECT granted FROM everything_granted)
+       OR i.demand_rank <= (SELECT admit FROM admits)[i.demand_no]
 ),
 leased AS ("""
 
@@ -381,6 +388,7 @@ UNION ALL
 SELECT g.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, w.reason, w.retry_after
 FROM given g
 JOIN waits w ON w.demand_no = g.demand_no AND g.demand_rank > w.admit
+WHERE NOT (SELECT granted FROM everything_granted)
 """
 
 #: ``JOB_CLAIM_BATCH`` of a batch with jobs of limited tenants, their limits applied (see the
