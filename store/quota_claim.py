@@ -92,8 +92,9 @@ tenant_rows AS MATERIALIZED (
 _CAPS_AND_RATES = """
 -- Caps and rates, each with the jobs of the batch it covers: the tenant-wide row (its unset
 -- limits, or all of them without a row, are the defaults), covering all the tenant's jobs, and
--- the narrower rows, covering those of their queue or job type. Summed per tenant without a
--- sort (a GROUP BY of the limits, sorted on six columns, cost more than the rest of it).
+-- the narrower rows, covering those of their queue or job type. Summed per tenant by a hash:
+-- a GROUP BY of the limits sorted every scope on six columns, text in the database's
+-- collation among them.
 wanting AS (
     SELECT * FROM (
         SELECT t.tenant_id, '*'::text AS queue, '*'::text AS job_type,
