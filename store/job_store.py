@@ -375,13 +375,19 @@ class JobStore:
             cursor: psycopg.Cursor[Any],
         ) -> tuple[dict[uuid.UUID, Lease], dict[uuid.UUID, Throttle]]:
             cursor.execute(quota_claim.JOB_CLAIM_BATCH_LIMITED, parameters, binary=True)
-            leases: dict[uuid.UUID, Lease] = {}
-            throttles: dict[uuid.UUID, Throttle] = {}
-            for row in cursor.fetchall():
-                if row[8] is None:
-                    leases[row[0]] = Lease._make(row[:8])
-                else:
-                    throttles[row[0]] = Throttle(ThrottleReason(row[8]), float(row[9]))
+            rows = cursor.fetchall()
+            # Once per job: a comprehension, and the throttles looked for only when some job
+            # was held back (a row is a lease or a throttle, of distinct jobs).
+            leases = {row[0]: Lease._make(row[:8]) for row in rows if row[8] is None}
+            throttles = (
+                {}
+                if len(leases) == len(rows)
+                else {
+                    row[0]: Throttle(ThrottleReason(row[8]), float(row[9]))
+                    for row in rows
+                    if row[8] is not None
+                }
+            )
             return leases, throttles
 
         return self._run(work)
