@@ -5,6 +5,8 @@ as operators run them."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import hashlib
 import json
 import os
 import signal
@@ -23,6 +25,7 @@ import psycopg
 
 import tenantq
 from tenantq.consumer.worker import Worker
+from tenantq.store.job_store import ClaimRequest
 
 HERE = Path(__file__).resolve().parent
 
@@ -659,3 +662,31 @@ def flood(
         producer.enqueue("work", tenant=tenant, payload={}).result(30).job_id for tenant in cold
     ]
     return flooded, quiet
+
+
+def new_claim_requests(
+    tenant: str, count: int, *, queue: str = "default", job_type: str = "export"
+) -> list[ClaimRequest]:
+    """``count`` new jobs of ``tenant`` (payload ``{}``), as a poll batch hands them to the
+    claim: offsets 0 to ``count - 1`` of one partition."""
+    now = dt.datetime.now(dt.UTC)
+    payload = b"{}"
+    digest = hashlib.sha256(payload).digest()
+    return [
+        ClaimRequest(
+            job_id=uuid.uuid4(),
+            queue=queue,
+            job_type=job_type,
+            tenant_id=tenant,
+            partition_key=tenant,
+            payload=payload,
+            payload_sha256=digest,
+            max_attempts=3,
+            idempotency_key=None,
+            origin_topic="topic",
+            origin_partition=0,
+            origin_offset=offset,
+            enqueued_at=now,
+        )
+        for offset in range(count)
+    ]

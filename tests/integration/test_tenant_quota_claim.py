@@ -4,17 +4,16 @@ the cap set again, and no job of the tenant starts while they run at or above it
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
 import uuid
 from collections.abc import Iterator
 
 import pytest
+from support import new_claim_requests
 
 import tenantq
 from tenantq.quotas.tenants import Tenants
 from tenantq.store.engine import connect
-from tenantq.store.job_store import ClaimRequest, JobStore
+from tenantq.store.job_store import JobStore
 from tenantq.store.quota_claim import ClaimQuotas
 from tenantq.tenant_limits import ThrottleReason
 
@@ -38,34 +37,14 @@ def store(settings: tenantq.Settings) -> Iterator[JobStore]:
     job_store.close()
 
 
-def jobs_of(tenant: str, count: int) -> list[ClaimRequest]:
-    """``count`` new jobs of ``tenant``, as a poll batch hands them to the claim."""
-    now = dt.datetime.now(dt.UTC)
-    digest = hashlib.sha256(PAYLOAD).digest()
-    return [
-        ClaimRequest(
-            job_id=uuid.uuid4(),
-            queue="default",
-            job_type="export",
-            tenant_id=tenant,
-            partition_key=tenant,
-            payload=PAYLOAD,
-            payload_sha256=digest,
-            max_attempts=3,
-            idempotency_key=None,
-            origin_topic="topic",
-            origin_partition=0,
-            origin_offset=offset,
-            enqueued_at=now,
-        )
-        for offset in range(count)
-    ]
-
-
 def claim_limited(store: JobStore, tenant: str, count: int) -> tuple[int, set[ThrottleReason]]:
     """(jobs leased, reasons of those held back) of a limited claim of ``count`` new jobs."""
     leases, throttles = store.claim_batch_limited(
-        jobs_of(tenant, count), ClaimQuotas(limited_tenants={tenant}), LEASE_SECONDS, 30.0, 3
+        new_claim_requests(tenant, count),
+        ClaimQuotas(limited_tenants={tenant}),
+        LEASE_SECONDS,
+        30.0,
+        3,
     )
     return len(leases), {throttle.reason for throttle in throttles.values()}
 
@@ -79,7 +58,7 @@ def test_a_cap_set_again_counts_the_jobs_started_while_it_was_cleared(
 
     tenants.clear("acme")
     # Without a row the tenant's jobs take the plain claim, which keeps no usage.
-    assert len(store.claim_batch(jobs_of("acme", 20), LEASE_SECONDS, 30.0, 3)) == 20
+    assert len(store.claim_batch(new_claim_requests("acme", 20), LEASE_SECONDS, 30.0, 3)) == 20
 
     tenants.set("acme", max_running=10)
     # 22 run: the cap set again admits none until fewer than 10 do.

@@ -4,8 +4,6 @@ committed) saw: a cap and a rate stay exact while two claims of one tenant overl
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
 import threading
 import uuid
 from collections.abc import Iterator
@@ -13,14 +11,14 @@ from typing import Any
 
 import psycopg
 import pytest
-from support import wait_for
+from support import new_claim_requests, wait_for
 
 import tenantq
 from tenantq.quotas.tenants import Tenants
 from tenantq.store import quota_claim
 from tenantq.store.binary_arrays import UuidArray
 from tenantq.store.engine import connect, psycopg_url
-from tenantq.store.job_store import ClaimRequest, JobStore, job_row_arrays
+from tenantq.store.job_store import JobStore, job_row_arrays
 from tenantq.store.quota_claim import ClaimQuotas
 from tenantq.tenant_limits import ThrottleReason
 
@@ -48,41 +46,20 @@ def store(settings: tenantq.Settings) -> Iterator[JobStore]:
     job_store.close()
 
 
-def jobs(count: int) -> list[ClaimRequest]:
-    now = dt.datetime.now(dt.UTC)
-    digest = hashlib.sha256(PAYLOAD).digest()
-    return [
-        ClaimRequest(
-            job_id=uuid.uuid4(),
-            queue="default",
-            job_type="export",
-            tenant_id=TENANT,
-            partition_key=TENANT,
-            payload=PAYLOAD,
-            payload_sha256=digest,
-            max_attempts=3,
-            idempotency_key=None,
-            origin_topic="topic",
-            origin_partition=0,
-            origin_offset=offset,
-            enqueued_at=now,
-        )
-        for offset in range(count)
-    ]
-
-
 QUOTAS = ClaimQuotas(limited_tenants={TENANT})
 
 
 def claim(store: JobStore, count: int) -> tuple[int, set[ThrottleReason]]:
-    leases, throttles = store.claim_batch_limited(jobs(count), QUOTAS, LEASE_SECONDS, 30.0, 3)
+    leases, throttles = store.claim_batch_limited(
+        new_claim_requests(TENANT, count), QUOTAS, LEASE_SECONDS, 30.0, 3
+    )
     return len(leases), {throttle.reason for throttle in throttles.values()}
 
 
 def claim_uncommitted(connection: psycopg.Connection[Any], deployment: str, count: int) -> int:
     """A limited claim of ``count`` jobs in ``connection``'s open transaction (its row locks
     held until the caller commits); returns the jobs it leased."""
-    requests = jobs(count)
+    requests = new_claim_requests(TENANT, count)
     parameters = {
         **job_row_arrays(requests),
         "owner": "claim-first-owner",

@@ -4,13 +4,12 @@ among the batch's jobs it covers in their order, and a job held back says which 
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+from support import new_claim_requests
 
 import tenantq
 from tenantq.quotas.tenants import Tenants
@@ -44,26 +43,7 @@ def store(settings: tenantq.Settings) -> Iterator[JobStore]:
 
 
 def jobs(count: int, queue: str, job_type: str) -> list[ClaimRequest]:
-    now = dt.datetime.now(dt.UTC)
-    digest = hashlib.sha256(PAYLOAD).digest()
-    return [
-        ClaimRequest(
-            uuid.uuid4(),
-            queue,
-            job_type,
-            TENANT,
-            TENANT,
-            PAYLOAD,
-            digest,
-            3,
-            None,
-            "topic",
-            0,
-            offset,
-            now,
-        )
-        for offset in range(count)
-    ]
+    return new_claim_requests(TENANT, count, queue=queue, job_type=job_type)
 
 
 def claim(
