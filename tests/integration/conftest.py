@@ -120,6 +120,13 @@ def settings(make_settings: Callable[..., tenantq.Settings]) -> tenantq.Settings
 
 
 @pytest.fixture
+def database_settings(database_url: str) -> tenantq.Settings:
+    """Settings for a test of the database alone: the session's database and a topic prefix
+    (deployment) of this test's own; no Kafka topics are made."""
+    return tenantq.Settings(database_url=database_url, topic_prefix=f"t{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
 def db(database_url: str) -> Iterator[psycopg.Connection[Any]]:
     """An autocommit connection to the test session's database, for assertions."""
     with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:

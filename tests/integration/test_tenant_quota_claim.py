@@ -4,7 +4,6 @@ the cap set again, and no job of the tenant starts while they run at or above it
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -22,16 +21,11 @@ PAYLOAD = b"{}"
 
 
 @pytest.fixture
-def settings(database_url: str) -> tenantq.Settings:
-    return tenantq.Settings(database_url=database_url, topic_prefix=f"t{uuid.uuid4().hex[:12]}")
-
-
-@pytest.fixture
-def store(settings: tenantq.Settings) -> Iterator[JobStore]:
+def store(database_settings: tenantq.Settings) -> Iterator[JobStore]:
     job_store = JobStore(
-        lambda: connect(settings, generic_plans=True),
+        lambda: connect(database_settings, generic_plans=True),
         "claim-test-owner",
-        deployment=settings.topic_prefix,
+        deployment=database_settings.topic_prefix,
     )
     yield job_store
     job_store.close()
@@ -50,9 +44,9 @@ def claim_limited(store: JobStore, tenant: str, count: int) -> tuple[int, set[Th
 
 
 def test_a_cap_set_again_counts_the_jobs_started_while_it_was_cleared(
-    settings: tenantq.Settings, store: JobStore
+    database_settings: tenantq.Settings, store: JobStore
 ) -> None:
-    tenants = Tenants(settings=settings)
+    tenants = Tenants(settings=database_settings)
     tenants.set("acme", max_running=10)
     assert claim_limited(store, "acme", 2) == (2, set())  # far below the cap: no count needed
 
@@ -65,8 +59,10 @@ def test_a_cap_set_again_counts_the_jobs_started_while_it_was_cleared(
     assert claim_limited(store, "acme", 3) == (0, {ThrottleReason.MAX_RUNNING})
 
 
-def test_a_cap_raised_and_lowered_stays_exact(settings: tenantq.Settings, store: JobStore) -> None:
-    tenants = Tenants(settings=settings)
+def test_a_cap_raised_and_lowered_stays_exact(
+    database_settings: tenantq.Settings, store: JobStore
+) -> None:
+    tenants = Tenants(settings=database_settings)
     tenants.set("acme", max_running=4)
     assert claim_limited(store, "acme", 6) == (4, {ThrottleReason.MAX_RUNNING})
     tenants.set("acme", max_running=7)

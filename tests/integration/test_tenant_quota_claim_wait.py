@@ -5,7 +5,6 @@ committed) saw: a cap and a rate stay exact while two claims of one tenant overl
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,18 +28,13 @@ WAITING_CLAIM = "tenantq-test-waiting-claim"
 
 
 @pytest.fixture
-def settings(database_url: str) -> tenantq.Settings:
-    return tenantq.Settings(database_url=database_url, topic_prefix=f"t{uuid.uuid4().hex[:12]}")
-
-
-@pytest.fixture
-def store(settings: tenantq.Settings) -> Iterator[JobStore]:
+def store(database_settings: tenantq.Settings) -> Iterator[JobStore]:
     job_store = JobStore(
         lambda: connect(
-            settings, autocommit=True, generic_plans=True, application_name=WAITING_CLAIM
+            database_settings, autocommit=True, generic_plans=True, application_name=WAITING_CLAIM
         ),
         "claim-wait-owner",
-        deployment=settings.topic_prefix,
+        deployment=database_settings.topic_prefix,
     )
     yield job_store
     job_store.close()
@@ -119,31 +113,31 @@ def running(settings: tenantq.Settings) -> int:
 
 
 def test_a_cap_holds_when_a_claim_waited_for_another(
-    settings: tenantq.Settings, store: JobStore
+    database_settings: tenantq.Settings, store: JobStore
 ) -> None:
-    Tenants(settings=settings).set(TENANT, max_running=10)
+    Tenants(settings=database_settings).set(TENANT, max_running=10)
     assert claim(store, 1) == (1, set())  # the usage row exists: the snapshot reads it
     # The second claim's snapshot has 1 running and room for 6; the first took 5 of it.
-    assert overlapping(settings, store, 5, 6) == (4, {ThrottleReason.MAX_RUNNING})
-    assert running(settings) == 10
+    assert overlapping(database_settings, store, 5, 6) == (4, {ThrottleReason.MAX_RUNNING})
+    assert running(database_settings) == 10
     assert claim(store, 1) == (0, {ThrottleReason.MAX_RUNNING})
 
 
 def test_a_cap_holds_when_two_first_claims_overlap(
-    settings: tenantq.Settings, store: JobStore
+    database_settings: tenantq.Settings, store: JobStore
 ) -> None:
     # Neither claim's snapshot has a usage row: the second's insert meets the first's row.
-    Tenants(settings=settings).set(TENANT, max_running=10)
-    assert overlapping(settings, store, 7, 7) == (3, {ThrottleReason.MAX_RUNNING})
-    assert running(settings) == 10
+    Tenants(settings=database_settings).set(TENANT, max_running=10)
+    assert overlapping(database_settings, store, 7, 7) == (3, {ThrottleReason.MAX_RUNNING})
+    assert running(database_settings) == 10
 
 
 def test_a_rate_holds_when_a_claim_waited_for_another(
-    settings: tenantq.Settings, store: JobStore
+    database_settings: tenantq.Settings, store: JobStore
 ) -> None:
     # One start per 100 s: no start comes due while the test runs.
-    Tenants(settings=settings).set(TENANT, rate=0.01, burst=5)
+    Tenants(settings=database_settings).set(TENANT, rate=0.01, burst=5)
     assert claim(store, 1) == (1, set())
     # The second claim's snapshot has 4 of the burst left; the first took 3 of them.
-    assert overlapping(settings, store, 3, 4) == (1, {ThrottleReason.RATE})
+    assert overlapping(database_settings, store, 3, 4) == (1, {ThrottleReason.RATE})
     assert claim(store, 1) == (0, {ThrottleReason.RATE})
