@@ -18,7 +18,8 @@ import logging
 import selectors
 import socket
 import threading
-from typing import Protocol
+from collections.abc import Iterable
+from typing import Protocol, TypeVar
 
 log = logging.getLogger("tenantq.background")
 
@@ -32,6 +33,18 @@ class BackgroundService(Protocol):
     def start(self) -> None: ...
 
     def stop(self, timeout: float) -> None: ...
+
+
+Notification = TypeVar("Notification", covariant=True)
+
+
+class Listener(Protocol[Notification]):
+    """A database connection that ``LISTEN``s (a psycopg connection): its socket, and the
+    notifications it holds or reads within ``timeout`` seconds."""
+
+    def fileno(self) -> int: ...
+
+    def notifies(self, *, timeout: float | None = None) -> Iterable[Notification]: ...
 
 
 #: First pause after a failed round; it doubles per failure up to ``MAX_BACKOFF_SECONDS``.
@@ -48,8 +61,8 @@ class ServiceLoop:
     dependency goes down (``outage`` names it) and one when it is back, and tries again with
     a capped exponential backoff. ``stop`` wakes the loop and waits up to its timeout; the
     thread is a daemon, so a round stuck in a driver call cannot keep the process alive. A
-    round that waits on a socket (a ``LISTEN`` connection) waits through ``wait_readable``,
-    which ``stop`` ends at once too.
+    round that waits on a socket waits through ``wait_readable`` (a ``LISTEN`` connection
+    through ``wait_for_notifies``), which ``stop`` ends at once too.
 
     Thread ownership: everything but ``_stopping``, ``_thread`` and ``_wake_sender`` belongs
     to the loop's thread once ``start`` has returned.
@@ -106,6 +119,18 @@ class ServiceLoop:
             selector.register(self._wake_receiver, selectors.EVENT_READ)
             ready = selector.select(timeout)
         return any(key.fd == fileno for key, _ in ready)
+
+    def wait_for_notifies(
+        self, connection: Listener[Notification], timeout: float
+    ) -> list[Notification]:
+        """The notifications ``connection`` holds, else those it receives within ``timeout``
+        seconds (none when ``stop`` ends the wait). A notification that arrived while the
+        connection ran a query is already read off its socket: it is returned at once, not
+        after a wait for the socket."""
+        received = list(connection.notifies(timeout=0))
+        if not received and self.wait_readable(connection.fileno(), timeout):
+            received = list(connection.notifies(timeout=0))
+        return received
 
     def reset(self) -> None:
         """Drop connections after a failed round (the next round opens them again)."""

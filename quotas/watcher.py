@@ -56,8 +56,7 @@ class QuotaWatcher(ServiceLoop):
         connection = self._database.get()
         wait = max(0.0, self._read_at + self._refresh_seconds - time.monotonic())
         changed = False
-        self.wait_readable(connection.fileno(), wait)
-        for notify in connection.notifies(timeout=0):
+        for notify in self.wait_for_notifies(connection, wait):
             changed = changed or notify.payload in (self._deployment, "")
         if changed or time.monotonic() >= self._read_at + self._refresh_seconds:
             self._read(connection)

@@ -303,8 +303,7 @@ class PlacementWatcher(ServiceLoop):
 
     def run_round(self) -> float:
         connection = self._database.get()
-        self.wait_readable(connection.fileno(), 1.0)
-        for notify in connection.notifies(timeout=0):
+        for notify in self.wait_for_notifies(connection, 1.0):
             ours, queue = changed_queue(notify.payload, self._deployment)
             if ours:
                 self._changed(queue)
