@@ -259,14 +259,12 @@ class ProcessExecutor:
     # -- the handler process ------------------------------------------------------------------
 
     def _spawn(self) -> _HandlerProcess:
-        notes = tempfile.mkdtemp(prefix="tenantq-handlers-")
         spec = HandlerProcessSpec(
             app_reference=self._app_reference,
             slots=self._slots,
             settings=self._settings,
             worker_id=self._worker_id,
             policy=self._policy,
-            notes=notes,
             log_level=self._settings.log_level,
         )
         return _HandlerProcess(spec, self._received, self._died)
@@ -362,13 +360,14 @@ class _HandlerProcess:
         on_outcomes: Callable[[list[tuple[Any, ...]]], None],
         on_death: Callable[[_HandlerProcess, str], None],
     ) -> None:
-        self.notes = Path(spec.notes)
+        #: Where the process leaves its notes (``read_notes``): made here, removed by ``forget``.
+        self.notes = Path(tempfile.mkdtemp(prefix="tenantq-handlers-"))
         self.started = time.monotonic()
         context = multiprocessing.get_context("spawn")
         self._connection, child_end = context.Pipe(duplex=True)
         self._process = context.Process(
             target=handler_process_main,
-            args=(child_end, spec),
+            args=(child_end, spec, str(self.notes)),
             name="tenantq-handlers",
             daemon=True,
         )

@@ -72,7 +72,8 @@ START_NOTE_FIELDS = 3
 
 @dataclass(frozen=True, slots=True)
 class HandlerProcessSpec:
-    """What a handler process needs to start (sent once, pickled)."""
+    """What a handler process needs to start (sent once, pickled): the same for every
+    handler process of a worker, each of which gets a notes folder of its own beside it."""
 
     app_reference: str
     slots: int
@@ -80,7 +81,6 @@ class HandlerProcessSpec:
     settings: Settings
     worker_id: str
     policy: RetryPolicy
-    notes: str
     log_level: str
 
 
@@ -188,8 +188,9 @@ def _leave_notes(folder: Path) -> None:
     os._exit = exit_with_note  # type: ignore[assignment]
 
 
-def main(connection: Any, spec: HandlerProcessSpec) -> None:
-    """Entry point of a handler process (multiprocessing's spawn)."""
+def main(connection: Any, spec: HandlerProcessSpec, notes: str) -> None:
+    """Entry point of a handler process (multiprocessing's spawn); it leaves its notes in
+    the folder ``notes`` (``read_notes``)."""
     # The member decides when to stop and says so through the pipe; a Ctrl-C sent to the
     # whole process group must not kill the jobs it is still draining.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -201,7 +202,7 @@ def main(connection: Any, spec: HandlerProcessSpec) -> None:
     settings = spec.settings
     app = load_app(spec.app_reference)
     _trace_from_environment()
-    folder = Path(spec.notes)
+    folder = Path(notes)
     table = _ThreadTable(folder / THREAD_TABLE, rows=4 * spec.slots + 64)
     _leave_notes(folder)
     leases, lease_store = _child_leases(settings, spec.worker_id)

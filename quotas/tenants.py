@@ -72,19 +72,22 @@ class TenantQuotas:
         }
 
 
-def limit_use_row(use: LimitUse) -> dict[str, Any]:
-    """One limit row and how much of it is in use, as JSON (the CLI's and ``show``'s)."""
-    limit = use.limit
+def limit_row(limit: TenantLimit) -> dict[str, Any]:
+    """One limit row as JSON (the CLI's, ``show``'s and the console API's)."""
     return {
         "tenant": limit.tenant_id,
         "queue": limit.queue,
         "job_type": limit.job_type,
-        "max_running": limit.max_running,
-        "rate": limit.rate,
-        "burst": limit.burst,
-        "weight": limit.weight,
+        **limit.limits(),
         "updated_at": limit.updated_at.isoformat() if limit.updated_at else None,
         "updated_by": limit.updated_by,
+    }
+
+
+def limit_use_row(use: LimitUse) -> dict[str, Any]:
+    """One limit row and how much of it is in use, as JSON (``limit_row`` and the use)."""
+    return {
+        **limit_row(use.limit),
         "running": use.running,
         "burst_left": use.burst_left,
         "throttled_reason": use.throttled_reason,

@@ -22,8 +22,7 @@ from fastapi import APIRouter, Depends, Request
 from starlette.exceptions import HTTPException
 
 from tenantq.errors import ConfigurationError
-from tenantq.quotas.tenants import KEEP, Tenants
-from tenantq.store.quotas import LimitUse, TenantLimit
+from tenantq.quotas.tenants import KEEP, Tenants, limit_row, limit_use_row
 from tenantq.tenant_limits import ANY
 from tenantq.web.console import acting, console_of
 from tenantq.web.messages import shorten
@@ -61,28 +60,6 @@ def _form_value(text: str) -> Any:
     """A form field: empty = no limit (None), else the text (``Tenants`` checks it)."""
     text = text.strip()
     return None if not text else text
-
-
-def _limit_dict(limit: TenantLimit | None) -> dict[str, Any] | None:
-    if limit is None:
-        return None
-    return {
-        "tenant": limit.tenant_id,
-        "queue": limit.queue,
-        "job_type": limit.job_type,
-        **limit.limits(),
-        "updated_by": limit.updated_by,
-    }
-
-
-def _use_dict(use: LimitUse) -> dict[str, Any]:
-    return {
-        **(_limit_dict(use.limit) or {}),
-        "running": use.running,
-        "burst_left": use.burst_left,
-        "throttled_reason": use.throttled_reason,
-        "throttled_seconds_ago": use.throttled_seconds_ago,
-    }
 
 
 def change_from_form(request: Request, actor: Actor, form: dict[str, str]) -> tuple[str, bool]:
@@ -128,7 +105,7 @@ def api_limits(request: Request) -> dict[str, Any]:
         raise HTTPException(503, str(error)) from None
     return {
         "defaults": console_of(request).settings.tenant_defaults.model_dump(),
-        "limits": [_use_dict(use) for use in uses],
+        "limits": [limit_use_row(use) for use in uses],
     }
 
 
@@ -168,7 +145,7 @@ async def api_set_limits(
         )
     except ConfigurationError as error:
         raise HTTPException(400, str(error)) from None
-    return {"tenant": tenant, "limits": _limit_dict(row)}
+    return {"tenant": tenant, "limits": limit_row(row) if row is not None else None}
 
 
 @api_router.post("/tenants/{tenant}/limits/clear")
@@ -183,4 +160,4 @@ async def api_clear_limits(
         removed = tenants_of(request).clear(tenant, queue=queue, job_type=job_type)
     except ConfigurationError as error:
         raise HTTPException(400, str(error)) from None
-    return {"tenant": tenant, "removed": [_limit_dict(limit) for limit in removed]}
+    return {"tenant": tenant, "removed": [limit_row(limit) for limit in removed]}

@@ -232,6 +232,9 @@ def test_the_api_sets_shows_and_clears_and_refuses_bad_input(
     assert shown["limits"][0]["running"] == 1 and shown["limits"][0]["updated_by"]
     listed = client.get("/api/tenants/limits", headers=BEARER).json()
     assert [row["tenant"] for row in listed["limits"]] == ["acme"]
+    # Every answer shows a row alike: the list's row is the tenant's own, when it was set
+    # included.
+    assert listed["limits"] == shown["limits"] and kept["limits"]["updated_at"]
 
     bodies: list[Any] = [
         {"max_running": 0},
