@@ -474,7 +474,7 @@ class JobStore:
     # -- results -----------------------------------------------------------------------------------
 
     def complete_batch(self, results: Sequence[Result], *, again: bool = False) -> Completed:
-        """Write results fenced, never waiting for a row lock beyond 20 ms
+        """Write results fenced, never waiting for a row lock beyond 50 ms
         (``JOB_COMPLETE_BATCH_BOUNDED_WAIT``); return the jobs whose result was applied and
         those set aside, locked (the rest were stale and refused). ``again``:
         this batch may have been applied already by a try whose connection dropped

@@ -285,16 +285,17 @@ UNION ALL SELECT id, true FROM locked
 _RESULTS_BOUNDED_WAIT = (
     "\nWITH results AS ("
     + _RESULT_ROWS
-    + "\n    WHERE (SELECT set_config('lock_timeout', '20ms', true)) IS NOT NULL\n),\n"
+    + "\n    WHERE (SELECT set_config('lock_timeout', '50ms', true)) IS NOT NULL\n),\n"
 )
 #: Nothing set aside: a row lock is met with the bounded wait instead.
 _NONE_LOCKED = "locked AS (SELECT NULL::uuid AS id WHERE false),\n"
 
 #: ``JOB_COMPLETE_BATCH`` without locking the batch's rows first: a row another transaction
-#: holds for longer than 20 ms fails the statement (``lock_not_available``), which writes
+#: holds for longer than 50 ms fails the statement (``lock_not_available``), which writes
 #: nothing, and the store runs ``JOB_COMPLETE_BATCH`` instead, which sets that job aside.
-#: 20 ms is longer than a claim or a prune holds a row (one statement), far shorter than a
-#: results lane may stall. Locking every row first (``_LOCKED``) writes a WAL record per row
+#: 50 ms outlasts most holds of a row by a statement of the worker's own (a heartbeat renewing
+#: its leases, a claim; a batch written the careful way sets such rows aside too, to be
+#: written again), and is far shorter than a results lane may stall. Locking every row first (``_LOCKED``) writes a WAL record per row
 #: and took about a third of the statement's server CPU, in every batch, for a lock seldom
 #: there.
 JOB_COMPLETE_BATCH_BOUNDED_WAIT = (
