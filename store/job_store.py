@@ -212,6 +212,20 @@ class Result(NamedTuple):
     started_at: dt.datetime | None = None
 
 
+class _RowLocked(Exception):
+    """A statement with a bounded lock wait met a row another transaction held longer."""
+
+
+def _complete_unless_locked(cursor: psycopg.Cursor[Any], parameters: dict[str, Any]) -> Completed:
+    """The results written without locking their rows first (all of them), or
+    ``_RowLocked`` (none of them) when a row lock outlasted the statement's bound."""
+    try:
+        cursor.execute(statements.JOB_COMPLETE_BATCH_BOUNDED_WAIT, parameters)
+    except psycopg.errors.LockNotAvailable as error:
+        raise _RowLocked from error
+    return Completed({row[0] for row in cursor.fetchall()}, set())
+
+
 class JobStore:
     """Postgres access of one worker thread: one connection, opened on first use and opened
     again after the database dropped it (never shared across threads). Every statement is
@@ -460,8 +474,9 @@ class JobStore:
     # -- results -----------------------------------------------------------------------------------
 
     def complete_batch(self, results: Sequence[Result], *, again: bool = False) -> Completed:
-        """Write results fenced, never waiting for a row lock; return the jobs whose result
-        was applied and those set aside, locked (the rest were stale and refused). ``again``:
+        """Write results fenced, never waiting for a row lock beyond 50 ms
+        (``JOB_COMPLETE_BATCH_BOUNDED_WAIT``); return the jobs whose result was applied and
+        those set aside, locked (the rest were stale and refused). ``again``:
         this batch may have been applied already by a try whose connection dropped
         (``JOB_COMPLETE_BATCH_AGAIN``)."""
         if not results:
@@ -481,6 +496,11 @@ class JobStore:
             "deployment": self.deployment,
         }
 
+        if not again:
+            try:
+                return self._run(lambda cursor: _complete_unless_locked(cursor, parameters))
+            except _RowLocked:
+                pass  # written below, the locked jobs set aside
         statement = statements.JOB_COMPLETE_BATCH_AGAIN if again else statements.JOB_COMPLETE_BATCH
 
         def work(cursor: psycopg.Cursor[Any]) -> Completed:
