@@ -295,9 +295,9 @@ _NONE_LOCKED = "locked AS (SELECT NULL::uuid AS id WHERE false),\n"
 #: nothing, and the store runs ``JOB_COMPLETE_BATCH`` instead, which sets that job aside.
 #: 50 ms outlasts most holds of a row by a statement of the worker's own (a heartbeat renewing
 #: its leases, a claim; a batch written the careful way sets such rows aside too, to be
-#: written again), and is far shorter than a results lane may stall. Locking every row first (``_LOCKED``) writes a WAL record per row
-#: and took about a third of the statement's server CPU, in every batch, for a lock seldom
-#: there.
+#: written again), and is far shorter than a results lane may stall. Locking every row first
+#: (``_LOCKED``) writes a WAL record per row and took about a third of the statement's server
+#: CPU, in every batch, for a lock seldom there.
 JOB_COMPLETE_BATCH_BOUNDED_WAIT = (
     _RESULTS_BOUNDED_WAIT  # noqa: S608 (constant parts, no input)
     + _NONE_LOCKED
