@@ -611,24 +611,28 @@ def _group_processes(groups: list[int]) -> list[tuple[int, str]]:
 # -- one scenario --
 
 
+@dataclass(frozen=True)
+class SuiteOptions:
+    """What every scenario of a suite runs with, and where its report and logs go."""
+
+    report_dir: Path
+    #: ``tenantq worker`` processes.
+    workers: int = 3
+    #: Each worker's ``--concurrency``; None passes none (the worker's own default).
+    concurrency: int | None = None
+    #: Seed of the workload and of the faults' choices.
+    seed: int = 7
+    #: Tenants of the Zipf workload.
+    tenants: int = 40
+
+
 class Run:
     """One scenario on the private stack: its database, topics, workers, producer and faults."""
 
-    def __init__(
-        self,
-        scenario: Scenario,
-        stack: PrivateStack,
-        *,
-        workers: int,
-        concurrency: int | None = None,
-        seed: int,
-        tenants: int,
-        report_dir: Path,
-    ) -> None:
+    def __init__(self, scenario: Scenario, stack: PrivateStack, options: SuiteOptions) -> None:
         self.scenario = scenario
         self.stack = stack
-        self.seed = seed
-        self.rng = random.Random(seed)
+        self.rng = random.Random(options.seed)
         database_url = stack.create_database(scenario.name.replace("-", "_"))
         with psycopg.connect(database_url, autocommit=True) as conn:
             conn.execute(LEDGER_TABLE)
@@ -643,18 +647,18 @@ class Run:
             worker=scenario.worker,
         )
         ensure_topics(self.settings)
-        self.log_dir = report_dir / scenario.name
+        self.log_dir = options.report_dir / scenario.name
         self.log_dir.mkdir(parents=True, exist_ok=True)
         environment = settings_environment(self.settings)
         environment["PYTHONPATH"] = str(HERE)
-        self.worker_count = workers
+        self.worker_count = options.workers
         #: One proxy per worker slot (a fault can then pick one worker's connections).
         self.proxies: list[PostgresProxy] = []
-        environments = [environment] * workers
+        environments = [environment] * self.worker_count
         if scenario.proxy:
             server = urlsplit(database_url)
             upstream = (server.hostname or "127.0.0.1", server.port or 5432)
-            self.proxies = [PostgresProxy(upstream).start() for _ in range(workers)]
+            self.proxies = [PostgresProxy(upstream).start() for _ in range(self.worker_count)]
             environments = [
                 {
                     **environment,
@@ -663,8 +667,8 @@ class Run:
                 }
                 for proxy in self.proxies
             ]
-        self.workers = Workers(environments, self.log_dir, concurrency)
-        self.workload = plan_workload(max(scenario.jobs, 10), max(tenants, 3), seed)
+        self.workers = Workers(environments, self.log_dir, options.concurrency)
+        self.workload = plan_workload(max(scenario.jobs, 10), max(options.tenants, 3), options.seed)
         self.light = [t for t, c in self.workload.tenant_classes.items() if c == "light"]
         self.enqueued: list[Enqueued] = []
         self.injected: list[Enqueued] = []
@@ -1837,15 +1841,11 @@ def write_report(results: list[ScenarioResult], report_dir: Path, meta: dict[str
 
 def run_suite(
     names: list[str],
+    options: SuiteOptions,
     *,
     jobs: int | None = None,
     repeat: int | None = None,
     interval: float | None = None,
-    workers: int = 3,
-    concurrency: int | None = None,
-    seed: int = 7,
-    tenants: int = 40,
-    report_dir: Path,
     quiet: bool = False,
 ) -> list[ScenarioResult]:
     """Run the named scenarios on private stacks (one per kind: a scenario of a module of its
@@ -1861,6 +1861,7 @@ def run_suite(
         if interval is not None:
             overrides["interval"] = interval
         chosen.append(replace(scenario, **overrides))
+    report_dir = options.report_dir
     report_dir.mkdir(parents=True, exist_ok=True)
     results: list[ScenarioResult] = []
     started = dt.datetime.now().astimezone().isoformat(timespec="seconds")
@@ -1870,10 +1871,10 @@ def run_suite(
         by_stack.setdefault(_hook(scenario, "open_stack") or PrivateStack, []).append(scenario)
     meta: dict[str, Any] = {
         "started": started,
-        "seed": seed,
-        "workers": workers,
-        "concurrency": concurrency or "default",
-        "tenants": tenants,
+        "seed": options.seed,
+        "workers": options.workers,
+        "concurrency": options.concurrency or "default",
+        "tenants": options.tenants,
         "kafka": "",
         "postgres": "",
     }
@@ -1899,16 +1900,7 @@ def run_suite(
                         f"Postgres {stack.server_url}"
                     )
                 for scenario in [WARM_UP, *scenarios]:
-                    run = Run(
-                        scenario,
-                        stack,
-                        workers=workers,
-                        concurrency=concurrency,
-                        seed=seed,
-                        tenants=tenants,
-                        report_dir=report_dir,
-                    )
-                    result = run_scenario(run, progress)
+                    result = run_scenario(Run(scenario, stack, options), progress)
                     results.append(result)
                     if not quiet:
                         progress.console.print(scenario_table(result))
@@ -1953,16 +1945,19 @@ def main(argv: list[str] | None = None) -> int:
     report_dir = args.report_dir or ROOT / "reports" / (
         "faults-" + dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     )
-    results = run_suite(
-        args.scenario or list(SCENARIOS),
-        jobs=args.jobs,
-        repeat=args.repeat,
-        interval=args.interval,
+    options = SuiteOptions(
+        report_dir,
         workers=args.workers,
         concurrency=args.concurrency,
         seed=args.seed,
         tenants=args.tenants,
-        report_dir=report_dir,
+    )
+    results = run_suite(
+        args.scenario or list(SCENARIOS),
+        options,
+        jobs=args.jobs,
+        repeat=args.repeat,
+        interval=args.interval,
     )
     return 0 if results and all(r.ok for r in results) else 1
 
