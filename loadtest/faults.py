@@ -233,140 +233,148 @@ def slow_database(milliseconds: int) -> Scenario:
     )
 
 
-SCENARIOS: dict[str, Scenario] = {
-    s.name: s
-    for s in (
-        Scenario(
-            "worker-kill",
-            "worker-kill",
-            "kill -9 of the tenantq worker process (what `kill -9 PID` does), started again "
-            "1 s later as a service manager would; nothing it started may outlive it",
-            repeat=3,
-            interval=10.0,
-            jobs=1500,
-            worker=SHORT_LEASES,
-        ),
-        Scenario(
-            "member-kill",
-            "member-kill",
-            "kill -9 of one member process of a worker (as the OOM killer would pick it); the "
-            "worker replaces it, nothing restarted by hand (default worker settings)",
-            repeat=3,
-            interval=8.0,
-            jobs=1500,
-            # A member's own death (not a handler's: those stay in its handler process) leaves
-            # its partitions to it until the broker's session timeout (6 s on the dev and
-            # private stacks; KIP-848 static membership does not let the replacement take them
-            # back sooner with this client); its leases are free at once. 6 s + 2 s to resume.
-            stall_budget=8.0,
-        ),
-        Scenario(
-            "worker-stop",
-            "worker-stop",
-            "SIGSTOP of a whole worker past its lease and the group's session (8 s), then SIGCONT",
-            repeat=3,
-            interval=14.0,
-            jobs=1500,
-            worker=SHORT_LEASES,
-        ),
-        Scenario(
-            "member-churn",
-            "member-churn",
-            "graceful churn: SIGTERM to a worker, wait for it to drain and exit, start it again",
-            repeat=3,
-            interval=8.0,
-            jobs=1500,
-            duplicates="none",
-        ),
-        Scenario(
-            "kafka-kill",
-            "kafka-kill",
-            "kill -9 of the Kafka broker, started again at once (same ports and data)",
-            repeat=3,
-            interval=25.0,
-            jobs=1500,
-        ),
-        Scenario(
-            "postgres-kill",
-            "postgres-kill",
-            "kill -9 of the Postgres postmaster, started again at once",
-            repeat=3,
-            interval=8.0,
-            jobs=1500,
-        ),
-        Scenario(
-            "handler-exit",
-            "handler-exit",
-            "a poison job whose handler calls os._exit(1) (dead after 3 leases), enqueued "
-            "for a light tenant amid the traffic",
-            repeat=3,
-            interval=8.0,
-            jobs=1500,
-            # A poison crash costs seconds: no partition with lag goes more than 3 s
-            # without progress around it.
-            stall_budget=3.0,
-        ),
-        Scenario(
-            "duplicate-key",
-            "duplicate-key",
-            "two new jobs with one idempotency key enqueued back to back (one produce batch, "
-            "one partition, one claim)",
-            repeat=5,
-            interval=3.0,
-            jobs=1500,
-        ),
-        slow_database(50),
-        slow_database(500),
-        Scenario(
-            "database-cut",
-            "database-cut",
-            "the proxy resets a worker's database connection while a claim or a result "
-            "statement is in flight, in turn after the server ran it (its answer withheld) "
-            "and before it reached the server",
-            repeat=8,
-            interval=5.0,
-            jobs=1500,
-            proxy=True,
-            duplicates="none",
-            stall_budget=DATABASE_FAULT_BUDGET,
-        ),
-        Scenario(
-            "lease-expiry-race",
-            "lease-expiry-race",
-            "the race forced: a worker's result statement held in the proxy while the worker "
-            "is frozen (SIGSTOP) past its lease and session, until other workers have taken "
-            "its jobs over; then it goes on and the fence must refuse it",
-            repeat=3,
-            interval=20.0,
-            jobs=1500,
-            proxy=True,
-            worker=SHORT_LEASES,
-            duplicates="accounted",
-        ),
-        Scenario(
-            "operator-row-locks",
-            "operator-row-locks",
-            "an operator's transaction holds FOR UPDATE row locks on every running and "
-            "retrying job (and the jobs of two tenants) for 60 s, then commits",
-            repeat=2,
-            interval=70.0,
-            jobs=4000,
-            lock_seconds=60.0,
-            duplicates="none",
-            stall_budget=DATABASE_FAULT_BUDGET,
-            rate_budget=DATABASE_FAULT_BUDGET,
-        ),
-        Scenario(
-            "postgres-kill-5000",
-            "postgres-kill",
-            "the issue's measurement: Postgres killed with -9 every 8 s, six times, while "
-            "5,000 jobs flow through three workers (default worker settings)",
-            repeat=6,
-            interval=8.0,
-            jobs=5000,
-        ),
-    )
-}
+def scenarios_by_name(*scenarios: Scenario) -> dict[str, Scenario]:
+    """``scenarios`` keyed by name (``--scenario``); a name given twice is refused, not
+    silently overwritten."""
+    table: dict[str, Scenario] = {}
+    for scenario in scenarios:
+        if scenario.name in table:
+            raise ValueError(f"two fault scenarios are named {scenario.name!r}")
+        table[scenario.name] = scenario
+    return table
+
+
+SCENARIOS: dict[str, Scenario] = scenarios_by_name(
+    Scenario(
+        "worker-kill",
+        "worker-kill",
+        "kill -9 of the tenantq worker process (what `kill -9 PID` does), started again "
+        "1 s later as a service manager would; nothing it started may outlive it",
+        repeat=3,
+        interval=10.0,
+        jobs=1500,
+        worker=SHORT_LEASES,
+    ),
+    Scenario(
+        "member-kill",
+        "member-kill",
+        "kill -9 of one member process of a worker (as the OOM killer would pick it); the "
+        "worker replaces it, nothing restarted by hand (default worker settings)",
+        repeat=3,
+        interval=8.0,
+        jobs=1500,
+        # A member's own death (not a handler's: those stay in its handler process) leaves
+        # its partitions to it until the broker's session timeout (6 s on the dev and
+        # private stacks; KIP-848 static membership does not let the replacement take them
+        # back sooner with this client); its leases are free at once. 6 s + 2 s to resume.
+        stall_budget=8.0,
+    ),
+    Scenario(
+        "worker-stop",
+        "worker-stop",
+        "SIGSTOP of a whole worker past its lease and the group's session (8 s), then SIGCONT",
+        repeat=3,
+        interval=14.0,
+        jobs=1500,
+        worker=SHORT_LEASES,
+    ),
+    Scenario(
+        "member-churn",
+        "member-churn",
+        "graceful churn: SIGTERM to a worker, wait for it to drain and exit, start it again",
+        repeat=3,
+        interval=8.0,
+        jobs=1500,
+        duplicates="none",
+    ),
+    Scenario(
+        "kafka-kill",
+        "kafka-kill",
+        "kill -9 of the Kafka broker, started again at once (same ports and data)",
+        repeat=3,
+        interval=25.0,
+        jobs=1500,
+    ),
+    Scenario(
+        "postgres-kill",
+        "postgres-kill",
+        "kill -9 of the Postgres postmaster, started again at once",
+        repeat=3,
+        interval=8.0,
+        jobs=1500,
+    ),
+    Scenario(
+        "handler-exit",
+        "handler-exit",
+        "a poison job whose handler calls os._exit(1) (dead after 3 leases), enqueued "
+        "for a light tenant amid the traffic",
+        repeat=3,
+        interval=8.0,
+        jobs=1500,
+        # A poison crash costs seconds: no partition with lag goes more than 3 s
+        # without progress around it.
+        stall_budget=3.0,
+    ),
+    Scenario(
+        "duplicate-key",
+        "duplicate-key",
+        "two new jobs with one idempotency key enqueued back to back (one produce batch, "
+        "one partition, one claim)",
+        repeat=5,
+        interval=3.0,
+        jobs=1500,
+    ),
+    slow_database(50),
+    slow_database(500),
+    Scenario(
+        "database-cut",
+        "database-cut",
+        "the proxy resets a worker's database connection while a claim or a result "
+        "statement is in flight, in turn after the server ran it (its answer withheld) "
+        "and before it reached the server",
+        repeat=8,
+        interval=5.0,
+        jobs=1500,
+        proxy=True,
+        duplicates="none",
+        stall_budget=DATABASE_FAULT_BUDGET,
+    ),
+    Scenario(
+        "lease-expiry-race",
+        "lease-expiry-race",
+        "the race forced: a worker's result statement held in the proxy while the worker "
+        "is frozen (SIGSTOP) past its lease and session, until other workers have taken "
+        "its jobs over; then it goes on and the fence must refuse it",
+        repeat=3,
+        interval=20.0,
+        jobs=1500,
+        proxy=True,
+        worker=SHORT_LEASES,
+        duplicates="accounted",
+    ),
+    Scenario(
+        "operator-row-locks",
+        "operator-row-locks",
+        "an operator's transaction holds FOR UPDATE row locks on every running and "
+        "retrying job (and the jobs of two tenants) for 60 s, then commits",
+        repeat=2,
+        interval=70.0,
+        jobs=4000,
+        lock_seconds=60.0,
+        duplicates="none",
+        stall_budget=DATABASE_FAULT_BUDGET,
+        rate_budget=DATABASE_FAULT_BUDGET,
+    ),
+    Scenario(
+        "postgres-kill-5000",
+        "postgres-kill",
+        "the issue's measurement: Postgres killed with -9 every 8 s, six times, while "
+        "5,000 jobs flow through three workers (default worker settings)",
+        repeat=6,
+        interval=8.0,
+        jobs=5000,
+    ),
+)
 
 #: Run first on each stack the suite opens, and judged like any scenario (nothing lost, one
 #: terminal state each, nothing run twice): a fresh stack's servers are slow at first (the
