@@ -419,12 +419,6 @@ class FaultEvent:
     stall: float | None = None
     rate_back: float | None = None
 
-    @classmethod
-    def over_now(cls, index: int, kind: str, at: float, detail: str) -> FaultEvent:
-        """A fault injected at ``at`` that is over as its injector returns: ``back`` is how
-        long it lasted."""
-        return cls(index, kind, at, detail, back=time.time() - at)
-
 
 @dataclass
 class Check:
@@ -763,6 +757,16 @@ class Run:
         self.events.append(event)
         return event
 
+    def _event(self, index: int, at: float, detail: str, back: float | None = None) -> FaultEvent:
+        """Fault ``index``, injected at ``at``: of the scenario's kind, which chose the
+        injector (``inject``)."""
+        return FaultEvent(index, self.scenario.fault, at, detail, back=back)
+
+    def _over_now(self, index: int, at: float, detail: str) -> FaultEvent:
+        """A fault injected at ``at`` that is over as its injector returns: ``back`` is how
+        long it lasted."""
+        return self._event(index, at, detail, back=time.time() - at)
+
     def _slot(self, index: int) -> int:
         return index % self.worker_count
 
@@ -773,9 +777,8 @@ class Run:
         survivors = self.workers.kill(slot)
         time.sleep(max(0.0, at + 1.0 - time.time()))
         self.workers.restart(slot)
-        return FaultEvent.over_now(
+        return self._over_now(
             index,
-            "worker-kill",
             at,
             f"kill -9 of worker {pid}"
             + (f" ({survivors} of its processes ran on)" if survivors else "")
@@ -786,7 +789,7 @@ class Run:
         slot = self._slot(index)
         at = time.time()
         detail = self.workers.kill_member(slot)
-        return FaultEvent(index, "member-kill", at, detail)
+        return self._event(index, at, detail)
 
     def _worker_stop(self, index: int) -> FaultEvent:
         slot = self._slot(index)
@@ -797,9 +800,8 @@ class Run:
         worker.signal_group(signal.SIGSTOP)
         time.sleep(pause)
         worker.signal_group(signal.SIGCONT)
-        return FaultEvent.over_now(
+        return self._over_now(
             index,
-            "worker-stop",
             at,
             f"SIGSTOP of worker {worker.pid} for {pause:.0f}s (lease {lease:.0f}s), SIGCONT",
         )
@@ -810,26 +812,23 @@ class Run:
         at = time.time()
         status = self.workers.terminate(slot)
         self.workers.restart(slot)
-        return FaultEvent.over_now(
+        return self._over_now(
             index,
-            "member-churn",
             at,
             f"SIGTERM to worker {pid} (exit {status}), started again",
         )
 
     def _kafka_kill(self, index: int) -> FaultEvent:
-        return self._server_kill(index, "kafka-kill", "broker", self.stack.kill_kafka)
+        return self._server_kill(index, "broker", self.stack.kill_kafka)
 
     def _postgres_kill(self, index: int) -> FaultEvent:
-        return self._server_kill(index, "postgres-kill", "postmaster", self.stack.kill_postgres)
+        return self._server_kill(index, "postmaster", self.stack.kill_postgres)
 
-    def _server_kill(
-        self, index: int, kind: str, server: str, kill: Callable[[], float]
-    ) -> FaultEvent:
+    def _server_kill(self, index: int, server: str, kill: Callable[[], float]) -> FaultEvent:
         """``kill`` (a kill -9 that returns when it was), then the stack restarted."""
         at = kill()
         took = self.stack.restart()
-        return FaultEvent.over_now(index, kind, at, f"{server} kill -9, back in {took:.1f}s")
+        return self._over_now(index, at, f"{server} kill -9, back in {took:.1f}s")
 
     def _handler_exit(self, index: int) -> FaultEvent:
         tenant = self.rng.choice(self.light or ["poisoned"])
@@ -839,7 +838,7 @@ class Run:
             _settle(item, 60)
         self.injected.append(item)
         # ``at`` becomes the crash time once the handler's ledger row is read.
-        return FaultEvent(index, "handler-exit", item.at, f"poison job {item.job_id} ({tenant})")
+        return self._event(index, item.at, f"poison job {item.job_id} ({tenant})")
 
     def _duplicate_key(self, index: int) -> FaultEvent:
         tenant = self.rng.choice(self.light or ["duplicated"])
@@ -864,9 +863,8 @@ class Run:
             _settle(first, 60)
             _settle(second, 60)
         self.pairs.append((key, first, second))
-        return FaultEvent.over_now(
+        return self._over_now(
             index,
-            "duplicate-key",
             at,
             f"key {key}: jobs {first.job_id} and {second.job_id} (partition {first.partition})",
         )
@@ -883,9 +881,8 @@ class Run:
         time.sleep(lasting)
         for proxy in self.proxies:
             proxy.latency = 0.0
-        return FaultEvent(
+        return self._event(
             index,
-            "database-latency",
             at,
             f"+{latency * 1000:.0f} ms per round trip for {lasting:.0f}s",
         )
@@ -903,10 +900,9 @@ class Run:
         if not order.done.wait(CUT_PATIENCE):
             proxy.cancel_cuts()
             self.misses.append(f"fault {index + 1}: no {statement} statement in {CUT_PATIENCE}s")
-            return FaultEvent(index, "database-cut", armed, f"no {statement} statement to cut")
-        return FaultEvent(
+            return self._event(index, armed, f"no {statement} statement to cut")
+        return self._event(
             index,
-            "database-cut",
             order.cut_at or armed,
             f"{statement} statement of worker {pid} cut {when}",
         )
@@ -922,7 +918,7 @@ class Run:
         if not proxy.hold(STATEMENT_MARKS["result"]).wait(CUT_PATIENCE):
             proxy.release()
             self.misses.append(f"fault {index + 1}: no result statement in {CUT_PATIENCE}s")
-            return FaultEvent(index, "lease-expiry-race", armed, "no result statement to hold")
+            return self._event(index, armed, "no result statement to hold")
         at = time.time()
         # Whatever it sends while frozen waits too: its result statement is on its way.
         time.sleep(0.5)
@@ -950,9 +946,8 @@ class Run:
                 f"in {TAKEOVER_PATIENCE:.0f}s"
             )
         results = sum(STATEMENT_MARKS["result"] in sql for sql in held)
-        return FaultEvent.over_now(
+        return self._over_now(
             index,
-            "lease-expiry-race",
             at,
             f"worker {worker.pid}: {len(held)} statements held ({results} of results), "
             f"{len(jobs)} jobs leased; SIGSTOP, taken over in {took:.1f}s; SIGCONT, released",
@@ -995,9 +990,8 @@ class Run:
                 f"fault {index + 1}: the lock held {states['leased']} running and "
                 f"{states['retrying']} retrying jobs (wanted some of each)"
             )
-        return FaultEvent(
+        return self._event(
             index,
-            "operator-row-locks",
             at,
             f"{len(rows)} jobs locked ("
             + ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
