@@ -155,11 +155,10 @@ CUT_PATIENCE = 30.0
 DATABASE_FAULT_BUDGET = 10.0
 #: How long a frozen worker's jobs may take to be taken over (session timeout + lease).
 TAKEOVER_PATIENCE = 60.0
-#: Flaky jobs (first attempt fails, retried 3 s later) and slow ones (running when the lock
-#: is taken) enqueued before each operator lock.
-FLAKY_PER_LOCK = 24
-SLOW_PER_LOCK = 12
-SLOW_WORK_MS = 8000.0
+#: What is enqueued before each operator lock, as (job type, count, work ms): slow jobs, to
+#: be running when the lock is taken, and flaky ones (the first attempt fails, retried 3 s
+#: later), to be retrying.
+JOBS_BEFORE_LOCK = [("work", 12, 8000.0), ("flaky", 24, 200.0)]
 
 
 def _owners_of(pid: int) -> str:
@@ -959,9 +958,7 @@ class Run:
         running and retrying job and the jobs of two tenants with ``SELECT ... FOR UPDATE``,
         holds them ``lock_seconds`` and commits."""
         url = self.settings.require_database_url()
-        slow, flaky = self._enqueue(
-            [("work", SLOW_PER_LOCK, SLOW_WORK_MS), ("flaky", FLAKY_PER_LOCK, 200.0)]
-        )
+        slow, flaky = self._enqueue(JOBS_BEFORE_LOCK)
         with psycopg.connect(url, autocommit=True) as db:
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
