@@ -1860,7 +1860,6 @@ def run_suite(
     jobs: int | None = None,
     repeat: int | None = None,
     interval: float | None = None,
-    quiet: bool = False,
 ) -> list[ScenarioResult]:
     """Run the named scenarios on private stacks (one per kind: a scenario of a module of its
     own may bring its stack), each stack's ``WARM_UP`` first; print and write the report."""
@@ -1892,15 +1891,13 @@ def run_suite(
         "kafka": "",
         "postgres": "",
     }
-    progress = Progress(
+    with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=console,
-        disable=quiet,
-    )
-    with progress:
+    ) as progress:
         for open_stack, scenarios in by_stack.items():
             with open_stack() as stack:
                 for key, value in (
@@ -1908,21 +1905,17 @@ def run_suite(
                     ("postgres", stack.server_url),
                 ):
                     meta[key] = "; ".join(filter(None, (meta[key], value)))
-                if not quiet:
-                    progress.console.print(
-                        f"private stack: Kafka {stack.bootstrap_servers}, "
-                        f"Postgres {stack.server_url}"
-                    )
+                progress.console.print(
+                    f"private stack: Kafka {stack.bootstrap_servers}, Postgres {stack.server_url}"
+                )
                 for scenario in [WARM_UP, *scenarios]:
                     result = run_scenario(Run(scenario, stack, options), progress)
                     results.append(result)
-                    if not quiet:
-                        progress.console.print(scenario_table(result))
-                        progress.console.print(checks_table(result))
+                    progress.console.print(scenario_table(result))
+                    progress.console.print(checks_table(result))
                     write_report(results, report_dir, meta)
-    if not quiet:
-        console.print(summary_table(results))
-        console.print(f"report: {report_dir / 'report.md'}")
+    console.print(summary_table(results))
+    console.print(f"report: {report_dir / 'report.md'}")
     return results
 
 
