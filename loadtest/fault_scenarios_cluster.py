@@ -826,58 +826,55 @@ def _lane_checks(scenario: ClusterScenario, run: Run, tenant: str) -> list[Check
 #: for it (and for every replica in sync): the broker faults are this far apart.
 BROKER_FAULT_INTERVAL = 60.0
 
-CLUSTER_SCENARIOS: dict[str, Scenario] = {
-    s.name: s
-    for s in (
-        ClusterScenario(
-            "leader-kill",
-            "leader-kill",
-            "kill -9 of the broker leading the most main-topic partitions (three brokers, "
-            "replication 3, min ISR 2); down 10 s, then started again",
-            repeat=3,
-            interval=BROKER_FAULT_INTERVAL,
-            jobs=5700,
-            stall_budget=10.0,
-        ),
-        ClusterScenario(
-            "rolling-restart",
-            "broker-restart",
-            "a rolling restart: each of the three brokers in turn stopped with SIGTERM, "
-            "started again, every replica in sync before the next",
-            repeat=3,
-            interval=BROKER_FAULT_INTERVAL,
-            jobs=5700,
-            stall_budget=10.0,
-        ),
-        ClusterScenario(
-            "postgres-failover",
-            "postgres-failover",
-            "replication to the standby cut for 2 s, then the primary stopped as a crash and "
-            "the standby promoted (tenantq dev failover --immediate); the old primary cloned "
-            "back as the standby",
-            repeat=3,
-            interval=30.0,
-            jobs=3000,
-            lag_seconds=2.0,
-            stall_budget=15.0,
-            recovery_budget=15.0,
-            duplicates_allowed="failover",
-            # The setting for an asynchronous standby: offsets behind what it holds, and
-            # every partition read again from there after a failover.
-            worker={"offsets_wait_for_standbys": 1},
-        ),
-        ClusterScenario(
-            "hot-lane-leader-kill",
-            "leader-kill",
-            "the hot tenant in its queue's hot lane (an operator's placement); kill -9 of the "
-            "broker leading the most lane partitions, down 10 s, then started again",
-            repeat=2,
-            interval=BROKER_FAULT_INTERVAL,
-            jobs=3900,
-            stall_budget=10.0,
-            lane_tenant=True,
-        ),
-    )
-}
+CLUSTER_SCENARIOS: dict[str, Scenario] = faults.scenarios_by_name(
+    ClusterScenario(
+        "leader-kill",
+        "leader-kill",
+        "kill -9 of the broker leading the most main-topic partitions (three brokers, "
+        "replication 3, min ISR 2); down 10 s, then started again",
+        repeat=3,
+        interval=BROKER_FAULT_INTERVAL,
+        jobs=5700,
+        stall_budget=10.0,
+    ),
+    ClusterScenario(
+        "rolling-restart",
+        "broker-restart",
+        "a rolling restart: each of the three brokers in turn stopped with SIGTERM, "
+        "started again, every replica in sync before the next",
+        repeat=3,
+        interval=BROKER_FAULT_INTERVAL,
+        jobs=5700,
+        stall_budget=10.0,
+    ),
+    ClusterScenario(
+        "postgres-failover",
+        "postgres-failover",
+        "replication to the standby cut for 2 s, then the primary stopped as a crash and "
+        "the standby promoted (tenantq dev failover --immediate); the old primary cloned "
+        "back as the standby",
+        repeat=3,
+        interval=30.0,
+        jobs=3000,
+        lag_seconds=2.0,
+        stall_budget=15.0,
+        recovery_budget=15.0,
+        duplicates_allowed="failover",
+        # The setting for an asynchronous standby: offsets behind what it holds, and
+        # every partition read again from there after a failover.
+        worker={"offsets_wait_for_standbys": 1},
+    ),
+    ClusterScenario(
+        "hot-lane-leader-kill",
+        "leader-kill",
+        "the hot tenant in its queue's hot lane (an operator's placement); kill -9 of the "
+        "broker leading the most lane partitions, down 10 s, then started again",
+        repeat=2,
+        interval=BROKER_FAULT_INTERVAL,
+        jobs=3900,
+        stall_budget=10.0,
+        lane_tenant=True,
+    ),
+)
 
 faults.SCENARIOS.update(CLUSTER_SCENARIOS)

@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from dead_letter_jobs import FlakyApp
 from private_stack import PrivateStack
 from support import migrated_database
 
@@ -117,6 +118,13 @@ def settings(make_settings: Callable[..., tenantq.Settings]) -> tenantq.Settings
     """Settings on the real stack: queue ``default`` (4 partitions, retry tiers 1 s, 3 s, 10 s)
     with its topics created under a prefix unique to this test."""
     return make_settings()
+
+
+@pytest.fixture
+def flaky(settings: tenantq.Settings) -> FlakyApp:
+    """The DLQ scenarios' app on ``settings``: its jobs fail for good until ``fixed`` is set
+    (``dead_letter_jobs.FlakyApp``)."""
+    return FlakyApp(settings)
 
 
 @pytest.fixture

@@ -46,10 +46,9 @@ def secure() -> Iterator[TopologyStack]:
 @contextlib.contextmanager
 def console_served(settings: tenantq.Settings, tls: TlsFiles | None) -> Iterator[str]:
     """The console on a free port of 127.0.0.1, over TLS when ``tls`` is given."""
-    certificate = (None, None) if tls is None else (str(tls.server_cert), str(tls.server_key))
     app = create_app(console_settings(settings, TOKEN))
     try:
-        with served(app, "test-console-tls", *certificate) as base:
+        with served(app, "test-console-tls", tls) as base:
             yield base
     finally:
         app.state.console.close()

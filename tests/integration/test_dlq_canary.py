@@ -16,9 +16,8 @@ from tenantq.dlq.replay import ReplayOptions
 
 
 def test_failed_canary_stops_the_replay(
-    settings: tenantq.Settings, db: psycopg.Connection[Any]
+    settings: tenantq.Settings, db: psycopg.Connection[Any], flaky: FlakyApp
 ) -> None:
-    flaky = FlakyApp(settings)
     ids = fill_dlq(flaky, settings, db, failing_charges(5))
     # No fix deployed: the canary dies again.
     with running_worker(flaky.app, settings):

@@ -19,9 +19,8 @@ from tenantq.dlq.filter import DeadLetterFilter
 
 
 def test_filters_select_the_right_records(
-    settings: tenantq.Settings, db: psycopg.Connection[Any]
+    settings: tenantq.Settings, db: psycopg.Connection[Any], flaky: FlakyApp
 ) -> None:
-    flaky = FlakyApp(settings)
     jobs = [
         {"job_type": "charge", "tenant": "acme", "payload": {"fail": True, "declined": True}},
         {"job_type": "charge", "tenant": "acme", "payload": {"fail": True}},

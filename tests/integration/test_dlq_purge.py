@@ -37,9 +37,8 @@ def test_purge_refuses_filters_it_cannot_honour(
 
 
 def test_purge_until_deletes_older_records(
-    settings: tenantq.Settings, db: psycopg.Connection[Any]
+    settings: tenantq.Settings, db: psycopg.Connection[Any], flaky: FlakyApp
 ) -> None:
-    flaky = FlakyApp(settings)
     ids = fill_dlq(flaky, settings, db, failing_charges(4))
     env = settings_environment(settings)
     later = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=1)).isoformat()
@@ -71,9 +70,11 @@ def test_purge_until_deletes_older_records(
 
 
 def test_a_purge_that_fails_in_one_partition_is_audited_with_what_it_deleted(
-    settings: tenantq.Settings, db: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+    settings: tenantq.Settings,
+    db: psycopg.Connection[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    flaky: FlakyApp,
 ) -> None:
-    flaky = FlakyApp(settings)
     ids = fill_dlq(flaky, settings, db, failing_charges(4))
 
     def plan_with_a_missing_partition(*args: Any) -> PurgePlan:

@@ -22,9 +22,8 @@ from tenantq.topics import main_topic
 
 
 def test_dry_run_then_replay_then_replay_again(
-    settings: tenantq.Settings, db: psycopg.Connection[Any]
+    settings: tenantq.Settings, db: psycopg.Connection[Any], flaky: FlakyApp
 ) -> None:
-    flaky = FlakyApp(settings)
     jobs = [
         {"job_type": "charge", "tenant": f"tenant-{i % 3}", "payload": {"fail": i < 6, "i": i}}
         for i in range(9)

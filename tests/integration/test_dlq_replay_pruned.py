@@ -17,9 +17,8 @@ from tenantq.topics import main_topic
 
 
 def test_replay_refuses_pruned_jobs(
-    settings: tenantq.Settings, db: psycopg.Connection[Any]
+    settings: tenantq.Settings, db: psycopg.Connection[Any], flaky: FlakyApp
 ) -> None:
-    flaky = FlakyApp(settings)
     ids = fill_dlq(flaky, settings, db, failing_charges(2))
     topic = main_topic(settings.topic_prefix, "default")
     runner = CliRunner()

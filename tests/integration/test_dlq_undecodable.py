@@ -21,9 +21,8 @@ from tenantq.topics import main_topic
 
 
 def test_garbage_is_listed_and_skipped(
-    settings: tenantq.Settings, db: psycopg.Connection[Any]
+    settings: tenantq.Settings, db: psycopg.Connection[Any], flaky: FlakyApp
 ) -> None:
-    flaky = FlakyApp(settings)
     dead = fill_dlq(
         flaky, settings, db, [{"job_type": "charge", "tenant": "acme", "payload": {"fail": True}}]
     )

@@ -92,9 +92,8 @@ def write_bad_letters(
 
 
 def test_bad_letters_are_listed_as_unreadable_and_the_good_ones_replay(
-    settings: tenantq.Settings, db: psycopg.Connection[Any]
+    settings: tenantq.Settings, db: psycopg.Connection[Any], flaky: FlakyApp
 ) -> None:
-    flaky = FlakyApp(settings)
     first, second = fill_dlq(flaky, settings, db, failing_charges(2))
     placed = write_bad_letters(settings, copied_from=first)
     assert dlq_size(settings) == 6

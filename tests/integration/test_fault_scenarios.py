@@ -67,7 +67,7 @@ def test_cluster_fault_scenario(name: str, cluster_stack: PrivateStack, tmp_path
 
 
 def run_and_check(scenario: faults.Scenario, stack: PrivateStack, report_dir: Path) -> None:
-    run = faults.Run(scenario, stack, workers=3, seed=7, tenants=40, report_dir=report_dir)
+    run = faults.Run(scenario, stack, faults.SuiteOptions(report_dir))
     result = faults.run_scenario(run)
     faults.console.print(faults.scenario_table(result))
     faults.console.print(faults.checks_table(result))

@@ -37,9 +37,8 @@ def _count(db: psycopg.Connection[Any], deployment: str, where: str) -> int:
 
 
 def test_api_reads_replays_and_acts(
-    settings: tenantq.Settings, db: psycopg.Connection[Any]
+    settings: tenantq.Settings, db: psycopg.Connection[Any], flaky: FlakyApp
 ) -> None:
-    flaky = FlakyApp(settings)
     jobs = [
         {"job_type": "charge", "tenant": "acme", "payload": {"fail": True, "note": HOSTILE}},
         {"job_type": "charge", "tenant": "globex", "payload": {"fail": True, "i": 1}},

@@ -105,9 +105,8 @@ def _post_form(url: str, form: dict[str, str], cookies: dict[str, str]) -> int:
 
 
 def test_find_why_a_job_died_replay_it_and_see_it_succeed(
-    settings: tenantq.Settings, db: psycopg.Connection[Any]
+    settings: tenantq.Settings, db: psycopg.Connection[Any], flaky: FlakyApp
 ) -> None:
-    flaky = FlakyApp(settings)
     jobs = [
         {"job_type": "charge", "tenant": TENANT, "payload": {"fail": True, "note": HOSTILE}},
         {"job_type": "export", "tenant": "globex", "payload": {"fail": False, "i": 1}},

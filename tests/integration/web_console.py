@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from support import free_port, wait_for
 
 import tenantq
+from tenantq.devstack.tls import TlsFiles
 from tenantq.settings import WebSettings
 from tenantq.web.app import SERVER_OPTIONS, create_app
 
@@ -74,15 +75,10 @@ def serving(settings: tenantq.Settings) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def served(
-    app: FastAPI,
-    thread_name: str,
-    ssl_certfile: str | None = None,
-    ssl_keyfile: str | None = None,
-) -> Iterator[str]:
+def served(app: FastAPI, thread_name: str, tls: TlsFiles | None = None) -> Iterator[str]:
     """``app`` served by uvicorn (the console's server options) in a thread named
-    ``thread_name``, on a free port of 127.0.0.1, over TLS when given a certificate and its
-    key; yields its base URL."""
+    ``thread_name``, on a free port of 127.0.0.1, over TLS with the server certificate and
+    key of ``tls`` when given; yields its base URL."""
     port = free_port()
     config = uvicorn.Config(
         app,
@@ -90,8 +86,8 @@ def served(
         port=port,
         log_level="warning",
         lifespan="on",
-        ssl_certfile=ssl_certfile,
-        ssl_keyfile=ssl_keyfile,
+        ssl_certfile=None if tls is None else tls.server_cert,
+        ssl_keyfile=None if tls is None else tls.server_key,
         **SERVER_OPTIONS,
     )
     server = uvicorn.Server(config)
@@ -99,7 +95,7 @@ def served(
     thread.start()
     try:
         wait_for(lambda: server.started, timeout=30, what="console started")
-        yield f"{'https' if ssl_certfile else 'http'}://127.0.0.1:{port}"
+        yield f"{'http' if tls is None else 'https'}://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(15)
