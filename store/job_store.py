@@ -216,14 +216,22 @@ class _RowLocked(Exception):
     """A statement with a bounded lock wait met a row another transaction held longer."""
 
 
+def _complete(cursor: psycopg.Cursor[Any], statement: str, parameters: dict[str, Any]) -> Completed:
+    """A results statement run: the jobs whose result was applied and those set aside."""
+    cursor.execute(statement, parameters)
+    done = Completed(set(), set())
+    for job_id, locked in cursor.fetchall():
+        (done.locked if locked else done.applied).add(job_id)
+    return done
+
+
 def _complete_unless_locked(cursor: psycopg.Cursor[Any], parameters: dict[str, Any]) -> Completed:
     """The results written without locking their rows first (all of them), or
     ``_RowLocked`` (none of them) when a row lock outlasted the statement's bound."""
     try:
-        cursor.execute(statements.JOB_COMPLETE_BATCH_BOUNDED_WAIT, parameters)
+        return _complete(cursor, statements.JOB_COMPLETE_BATCH_BOUNDED_WAIT, parameters)
     except psycopg.errors.LockNotAvailable as error:
         raise _RowLocked from error
-    return Completed({row[0] for row in cursor.fetchall()}, set())
 
 
 class JobStore:
@@ -502,15 +510,7 @@ class JobStore:
             except _RowLocked:
                 pass  # written below, the locked jobs set aside
         statement = statements.JOB_COMPLETE_BATCH_AGAIN if again else statements.JOB_COMPLETE_BATCH
-
-        def work(cursor: psycopg.Cursor[Any]) -> Completed:
-            cursor.execute(statement, parameters)
-            done = Completed(set(), set())
-            for job_id, locked in cursor.fetchall():
-                (done.locked if locked else done.applied).add(job_id)
-            return done
-
-        return self._run(work)
+        return self._run(lambda cursor: _complete(cursor, statement, parameters))
 
     def count_crashes(
         self, crashed: Sequence[tuple[uuid.UUID, int, dt.datetime | None, int]], reason: str

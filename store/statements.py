@@ -262,22 +262,28 @@ _ATTEMPT_ROWS = """attempt_rows AS (
                             FOR KEY SHARE) END
 """
 
+
 #: Write a batch of results in one statement, each fenced by (job id, attempt, owner), with
 #: the attempt records in the same statement: a success on its job row (``success_*``), any
 #: other outcome as a row of ``tenantq_attempt_log``. ``give_back`` returns the attempt
 #: (shutdown, revoke, snooze: they never consume one). Results of stale attempts match no job
 #: row: they are refused, recorded as 'stale' attempt rows. Returns (job id, locked): the
 #: results applied, and those set aside because their job's row was locked (``_LOCKED``).
-JOB_COMPLETE_BATCH = (
-    _RESULTS  # noqa: S608 (constant parts, no input)
-    + _LOCKED
-    + _APPLIED
-    + _ATTEMPT_ROWS
-    + """)
+def _complete_batch(results: str, locked: str) -> str:
+    """The batch's rows (``results``) and those set aside (``locked``), then the writes."""
+    return (
+        results  # noqa: S608 (constant parts, no input)
+        + locked
+        + _APPLIED
+        + _ATTEMPT_ROWS
+        + """)
 SELECT id, false AS locked FROM applied
 UNION ALL SELECT id, true FROM locked
 """
-)
+    )
+
+
+JOB_COMPLETE_BATCH = _complete_batch(_RESULTS, _LOCKED)
 
 #: The results with a bound on every row lock wait of the statement: ``set_config`` (local
 #: to the statement's transaction) runs once, as the filter of the batch's rows, before any
@@ -298,15 +304,7 @@ _NONE_LOCKED = "locked AS (SELECT NULL::uuid AS id WHERE false),\n"
 #: written again), and is far shorter than a results lane may stall. Locking every row first
 #: (``_LOCKED``) writes a WAL record per row and took about a third of the statement's server
 #: CPU, in every batch, for a lock seldom there.
-JOB_COMPLETE_BATCH_BOUNDED_WAIT = (
-    _RESULTS_BOUNDED_WAIT  # noqa: S608 (constant parts, no input)
-    + _NONE_LOCKED
-    + _APPLIED
-    + _ATTEMPT_ROWS
-    + """)
-SELECT id FROM applied
-"""
-)
+JOB_COMPLETE_BATCH_BOUNDED_WAIT = _complete_batch(_RESULTS_BOUNDED_WAIT, _NONE_LOCKED)
 
 _ALREADY = """already AS (
     SELECT r.id FROM results r
