@@ -13,7 +13,8 @@ topic prefix, then alternates runs of
   call) until every batch is resolved;
 
 and prints messages per second of each and their ratios to raw, all measured in the same
-rounds (the machine may be noisy: compare ratios, not absolute rates across runs).
+rounds (the machine may be noisy: compare ratios, not absolute rates across runs), then each
+path's ratio over the rounds (min, median, max) and the median ratio of CPU per job.
 ``--tracing`` adds each SDK run with OpenTelemetry tracing on (one span per call, exported
 as OTLP/HTTP to a stand-in collector in this process, ``otlp_sink``), and ``enqueue`` of one
 job per call (``--single`` jobs) untraced and traced, and prints what tracing adds per job.
@@ -31,6 +32,7 @@ import cProfile
 import datetime as dt
 import gc
 import pstats
+import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -300,6 +302,17 @@ def compare(settings: tenantq.Settings, arguments: argparse.Namespace, sink: Any
                 for name in runs
                 if name != "raw"
             )
+        )
+    print(
+        "\nratio to raw, each round against its own raw run (min / median / max), and the "
+        "median of raw's CPU per job over its own (steadier on a shared machine):"
+    )
+    for name in [name for name in runs if name != "raw"]:
+        ratios = [rate / raw for rate, raw in zip(rates[name], rates["raw"], strict=True)]
+        cpu_ratios = [raw / own for own, raw in zip(cpu[name], cpu["raw"], strict=True)]
+        print(
+            f"  {name:<20} {min(ratios):.2f} / {statistics.median(ratios):.2f} / "
+            f"{max(ratios):.2f}   CPU {statistics.median(cpu_ratios):.2f}"
         )
     best = {name: max(values) for name, values in rates.items()}
     least_cpu = {name: min(values) for name, values in cpu.items()}
