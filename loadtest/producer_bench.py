@@ -31,6 +31,7 @@ import contextlib
 import cProfile
 import datetime as dt
 import gc
+import os
 import pstats
 import statistics
 import sys
@@ -205,7 +206,7 @@ class GcTimer:
 
 
 #: Profile rows summed into each bucket of "where the time goes" (substring of the function
-#: label -> bucket); the first match wins.
+#: label, ``path:line(function)``, or of ``file(function)`` -> bucket); the first match wins.
 BUCKETS = (
     ("encode_payload", "payload JSON"),
     ("new_job_ids", "job ids (UUIDv7)"),
@@ -218,6 +219,7 @@ BUCKETS = (
     ("method 'produce'", "confluent-kafka produce"),
     ("batch.py", "delivery callbacks"),
     ("delivery_futures", "futures made"),
+    ("delivery.py(__init__)", "futures made"),
     ("delivery.py", "delivery callbacks (futures)"),
     ("job_future.py", "delivery callbacks (futures)"),
     ("_base.py", "delivery callbacks (futures)"),
@@ -245,7 +247,10 @@ def where_the_time_goes(
     raw_stats: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
     for (filename, line, function), (_, _, tottime, _, _) in raw_stats.items():
         name = f"{filename}:{line}({function})"
-        bucket = next((b for pattern, b in BUCKETS if pattern in name), "other Python")
+        short = f"{os.path.basename(filename)}({function})"
+        bucket = next(
+            (b for pattern, b in BUCKETS if pattern in name or pattern in short), "other Python"
+        )
         buckets[bucket] = buckets.get(bucket, 0.0) + tottime
         total += tottime
     per_job = 1e6 / messages
