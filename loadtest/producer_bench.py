@@ -13,7 +13,8 @@ topic prefix, then alternates runs of
   call) until every batch is resolved;
 
 and prints messages per second of each and their ratios to raw, all measured in the same
-rounds (the machine may be noisy: compare ratios, not absolute rates across runs).
+rounds (the machine may be noisy: compare ratios, not absolute rates across runs), then each
+path's ratio over the rounds (min, median, max) and the median ratio of CPU per job.
 ``--tracing`` adds each SDK run with OpenTelemetry tracing on (one span per call, exported
 as OTLP/HTTP to a stand-in collector in this process, ``otlp_sink``), and ``enqueue`` of one
 job per call (``--single`` jobs) untraced and traced, and prints what tracing adds per job.
@@ -30,7 +31,9 @@ import contextlib
 import cProfile
 import datetime as dt
 import gc
+import os
 import pstats
+import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -203,7 +206,7 @@ class GcTimer:
 
 
 #: Profile rows summed into each bucket of "where the time goes" (substring of the function
-#: label -> bucket); the first match wins.
+#: label, ``path:line(function)``, or of ``file(function)`` -> bucket); the first match wins.
 BUCKETS = (
     ("encode_payload", "payload JSON"),
     ("new_job_ids", "job ids (UUIDv7)"),
@@ -216,6 +219,7 @@ BUCKETS = (
     ("method 'produce'", "confluent-kafka produce"),
     ("batch.py", "delivery callbacks"),
     ("delivery_futures", "futures made"),
+    ("delivery.py(__init__)", "futures made"),
     ("delivery.py", "delivery callbacks (futures)"),
     ("job_future.py", "delivery callbacks (futures)"),
     ("_base.py", "delivery callbacks (futures)"),
@@ -243,7 +247,10 @@ def where_the_time_goes(
     raw_stats: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
     for (filename, line, function), (_, _, tottime, _, _) in raw_stats.items():
         name = f"{filename}:{line}({function})"
-        bucket = next((b for pattern, b in BUCKETS if pattern in name), "other Python")
+        short = f"{os.path.basename(filename)}({function})"
+        bucket = next(
+            (b for pattern, b in BUCKETS if pattern in name or pattern in short), "other Python"
+        )
         buckets[bucket] = buckets.get(bucket, 0.0) + tottime
         total += tottime
     per_job = 1e6 / messages
@@ -300,6 +307,17 @@ def compare(settings: tenantq.Settings, arguments: argparse.Namespace, sink: Any
                 for name in runs
                 if name != "raw"
             )
+        )
+    print(
+        "\nratio to raw, each round against its own raw run (min / median / max), and the "
+        "median of raw's CPU per job over its own (steadier on a shared machine):"
+    )
+    for name in [name for name in runs if name != "raw"]:
+        ratios = [rate / raw for rate, raw in zip(rates[name], rates["raw"], strict=True)]
+        cpu_ratios = [raw / own for own, raw in zip(cpu[name], cpu["raw"], strict=True)]
+        print(
+            f"  {name:<20} {min(ratios):.2f} / {statistics.median(ratios):.2f} / "
+            f"{max(ratios):.2f}   CPU {statistics.median(cpu_ratios):.2f}"
         )
     best = {name: max(values) for name, values in rates.items()}
     least_cpu = {name: min(values) for name, values in cpu.items()}

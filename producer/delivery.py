@@ -15,6 +15,7 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import InvalidStateError
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException
@@ -188,7 +189,7 @@ class DeliveryFuture(JobFuture[JobRef]):
     producer always names the partition). The futures of one ``enqueue_many`` call share
     one lock (``JobFuture``); the producer makes them with ``delivery_futures``.
 
-    With a ``resender``, a delivery without an offset sends the job again (module docstring).
+    With ``resends``, a delivery without an offset sends the job again (module docstring).
     """
 
     __slots__ = ("_destination", "_job_int", "_resends")
@@ -196,25 +197,27 @@ class DeliveryFuture(JobFuture[JobRef]):
     def __init__(
         self,
         job_int: int,
-        job: EncodedJob | None = None,
-        resender: Resender | None = None,
+        destination: Destination,
+        resends: Resends | None = None,
         lock: _thread.RLock | None = None,
-        *,
-        topic: str | None = None,
-        partition: int = -1,
     ) -> None:
-        super().__init__(lock)
+        """``destination``: where the job was produced to (only its topic and partition are
+        read); ``resends``: its publication's, to send it again when acknowledged without
+        an offset (None: it fails at once); ``lock``: shared with the futures of the same
+        publication (``JobFuture``).
+
+        ``JobFuture.__init__`` written out, as ``delivery_futures`` makes one per job and a
+        second constructor call costs about as much as all the assignments."""
+        self._lock = _thread.RLock() if lock is None else lock
+        self._state = PENDING
+        self._result = None
+        self._exception = None
+        self._waiter_list = None
+        self._callback_list = None
+        self._sleepers = None
         self._job_int = job_int
-        self._resends = Resends([job], resender) if job is not None and resender else None
-        #: Where the job was produced to: only its topic and partition are read.
-        self._destination = Destination(
-            "",
-            "",
-            (job.topic if job is not None else topic) or "",
-            job.partition if job is not None else partition,
-            b"",
-            (),
-        )
+        self._resends = resends
+        self._destination = destination
 
     @property
     def job_id(self) -> uuid.UUID:
@@ -242,6 +245,7 @@ class DeliveryFuture(JobFuture[JobRef]):
         if error is None:
             offset = message.offset()
             if offset is not None:
+                # The publication's envelopes may go once all its jobs are acknowledged.
                 self._resends = None
                 # ``_resolve`` written out, as this runs once per job: its calls, the lookup
                 # of the waiters' method by name and ``with`` on the lock (slower than its
@@ -286,31 +290,20 @@ def delivery_futures(
 ) -> list[DeliveryFuture]:
     """The futures of one publication, sharing one lock, the ``i``-th for the ``i``-th job.
 
-    ``DeliveryFuture.__init__`` and ``JobFuture.__init__`` in one loop, slot by slot: this
-    runs once per job, and the two constructor calls with their keyword arguments cost four
-    times the assignments. This is the one place futures are made without their
-    constructor; a unit test checks that the result equals a future made by the
-    constructor, slot for slot.
-    """
-    lock = _thread.RLock()
-    new = object.__new__
-    made = DeliveryFuture
-    futures: list[DeliveryFuture] = []
-    append = futures.append
-    for job_int, destination in zip(job_ints, destinations, strict=True):
-        future = new(made)
-        future._lock = lock
-        future._state = PENDING
-        future._result = None
-        future._exception = None
-        future._waiter_list = None
-        future._callback_list = None
-        future._sleepers = None
-        future._job_int = job_int
-        future._resends = resends
-        future._destination = destination
-        append(future)
-    return futures
+    Made by ``map``, which calls the constructor from C: a loop of Python statements
+    around it costs more per job than the constructor's own assignments."""
+    count = len(job_ints)
+    if len(destinations) != count:
+        raise ValueError(f"{count} job ids for {len(destinations)} destinations")
+    return list(
+        map(
+            DeliveryFuture,
+            job_ints,
+            destinations,
+            repeat(resends, count),
+            repeat(_thread.RLock(), count),
+        )
+    )
 
 
 #: How long a full local queue is served before a produce is tried again.

@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from operator import attrgetter
-from typing import Protocol
 
 #: How long the meter counts before it decides: a flood is seen within about this long.
 WINDOW_SECONDS = 0.1
@@ -38,16 +36,6 @@ WINDOW_SECONDS = 0.1
 FLOOD_SHARE = 0.25
 #: How long a flooding tenant stays below half the rate before it goes back.
 CALM_SECONDS = 5.0
-
-
-class HasTenant(Protocol):
-    """What the meter reads of each job: the tenant it is sent for."""
-
-    @property
-    def tenant_id(self) -> str: ...
-
-
-_TENANT_OF = attrgetter("tenant_id")
 
 
 @dataclass(frozen=True)
@@ -61,8 +49,8 @@ class FloodChange:
 class FloodMeter:
     """Counts the jobs a producer hands over, per tenant, and says who floods it.
 
-    ``count`` is called by every publishing thread; the window's counts are a
-    ``collections.Counter`` (counted in C, a small part of a job's cost). The window's end is
+    ``count`` is called by every publishing thread with the jobs per tenant of its
+    publication; the window's counts are a ``collections.Counter``. The window's end is
     decided by one thread at a time; the others keep counting into the next window.
     ``flooding`` changes only through ``apply`` (the producer applies a change once the jobs
     of the tenants that move are acknowledged by the client they leave).
@@ -81,9 +69,10 @@ class FloodMeter:
         self._busy_at: dict[str, float] = {}
         self._deciding = threading.Lock()
 
-    def count(self, jobs: Iterable[HasTenant]) -> FloodChange | None:
-        """Count ``jobs``; at the end of a window, the change it decides (None: no change)."""
-        self._counts.update(map(_TENANT_OF, jobs))
+    def count(self, jobs_per_tenant: Mapping[str, int]) -> FloodChange | None:
+        """Count the jobs handed over (how many of each tenant); at the end of a window, the
+        change it decides (None: no change)."""
+        self._counts.update(jobs_per_tenant)
         now = self._clock()
         if now - self._window_start < WINDOW_SECONDS:
             return None

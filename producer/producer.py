@@ -47,6 +47,7 @@ from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.pending_rows import PendingRecorder
 from tenantq.producer.publication_span import describe_publication, publishing_call
 from tenantq.producer.request import (
+    EncodedJob,
     EnqueueRequest,
     PreparedJobs,
     RequestPreparer,
@@ -506,7 +507,7 @@ class Producer:
                 return None
             first, full = stopped
             return list(range(first, len(outgoing))), full
-        change = meter.count(outgoing.destinations)
+        change = meter.count(outgoing.tenant_counts())
         if change is not None:
             self._move(meter, change)
         # The jobs not handed over yet (None: all of them), handed over one channel at a time:
@@ -592,27 +593,20 @@ class Producer:
         produce = channel.produce
         job_id_header = header_names.JOB_ID
         values = outgoing.values
-        # Only a job with options may get a pending row (``PendingRecorder.delivery_callback``).
-        pending_rows = self._pending_rows if outgoing.generic > 0 else None
+        # Only a job with options may get a pending row (``PendingRecorder.delivery_callback``):
+        # a publication without one hands each job its callback as it is.
+        if outgoing.generic > 0 and self._pending_rows is not None:
+            callbacks = with_pending_rows(
+                self._pending_rows, outgoing, callbacks, self._resender.again
+            )
         # No index per message: the position of one that fails is worked out from what is
         # left of ``remaining`` (``enumerate`` costs a fifth of the loop's own time, and a
         # failure is rare).
         remaining = iter(values)
         # Not strict: a batch passes one callback repeated without end.
-        for value, destination, job_id, callback in zip(
+        for value, destination, job_id, on_delivery in zip(
             remaining, outgoing.destinations, outgoing.ids, callbacks, strict=False
         ):
-            on_delivery = (
-                pending_rows.delivery_callback(
-                    outgoing,
-                    len(values) - length_hint(remaining) - 1,
-                    destination,
-                    callback,
-                    self._resender.again,
-                )
-                if pending_rows is not None
-                else callback
-            )
             # The header list is built here, not kept per job: librdkafka copies it, so it
             # dies at once. Positional arguments: see ``positional_produce``.
             try:
@@ -754,6 +748,20 @@ class Producer:
                 logger.error("%s", refusal_line(self._client_report.bootstrap_servers, error))
         else:
             logger.warning("Kafka producer: %s", error.str())
+
+
+def with_pending_rows(
+    pending_rows: PendingRecorder,
+    outgoing: PreparedJobs,
+    callbacks: Iterable[Callback],
+    send_again: Callable[[EncodedJob, Callback, int], bool],
+) -> Iterator[Callback]:
+    """``callbacks`` of the jobs of ``outgoing``, each wrapped to write the job's pending row
+    once Kafka holds it, where the job gets one (``PendingRecorder.delivery_callback``)."""
+    for index, (destination, callback) in enumerate(
+        zip(outgoing.destinations, callbacks, strict=False)
+    ):
+        yield pending_rows.delivery_callback(outgoing, index, destination, callback, send_again)
 
 
 def buffer_stayed_full(timeout_seconds: float) -> QueueFull:

@@ -34,8 +34,13 @@ def report(offset: int | None, topic: str = "q.main", value: bytes = b"") -> Fak
 JOB = uuid.UUID("01890a5d-ac96-7abc-8def-0123456789ab")
 
 
+def at(topic: str, partition: int) -> Destination:
+    """Where a job was produced to (a future reads only the topic and partition)."""
+    return Destination("q", "t", topic, partition, b"t", ())
+
+
 def test_result_is_the_job_ref_of_the_delivery() -> None:
-    future = DeliveryFuture(JOB.int, topic="q.main", partition=7)
+    future = DeliveryFuture(JOB.int, at("q.main", 7))
     future(None, report(41))
     ref = future.result(0)
     assert ref == JobRef(JOB, "q.main", 7, 41)
@@ -46,7 +51,7 @@ def test_result_is_the_job_ref_of_the_delivery() -> None:
 
 
 def test_a_delivered_future_keeps_no_job_ref_until_read() -> None:
-    future = DeliveryFuture(JOB.int, topic="q.main", partition=0)
+    future = DeliveryFuture(JOB.int, at("q.main", 0))
     future(None, report(3))
     # Until result() is called it refers to no tuple or UUID the GC would track.
     tracked = {type(p).__name__ for p in gc.get_referents(future) if gc.is_tracked(p)}
@@ -56,7 +61,7 @@ def test_a_delivered_future_keeps_no_job_ref_until_read() -> None:
 
 
 def test_a_failed_delivery_raises_enqueue_failed() -> None:
-    future = DeliveryFuture(JOB.int, topic="q.main", partition=0)
+    future = DeliveryFuture(JOB.int, at("q.main", 0))
     future(KafkaError(KafkaError._MSG_TIMED_OUT, "timed out"), report(None))
     with pytest.raises(EnqueueFailed, match=str(JOB)) as raised:
         future.result(0)
@@ -64,11 +69,11 @@ def test_a_failed_delivery_raises_enqueue_failed() -> None:
 
 
 def test_the_first_outcome_stands() -> None:
-    cancelled = DeliveryFuture(JOB.int, topic="q.main", partition=0)
+    cancelled = DeliveryFuture(JOB.int, at("q.main", 0))
     assert cancelled.cancel()
     cancelled(None, report(5))
     assert cancelled.cancelled()
-    delivered = DeliveryFuture(JOB.int, topic="q.main", partition=0)
+    delivered = DeliveryFuture(JOB.int, at("q.main", 0))
     delivered(None, report(5))
     delivered(KafkaError(KafkaError._PURGE_INFLIGHT, "purged"), report(None))
     assert delivered.result(0).offset == 5
@@ -76,9 +81,7 @@ def test_the_first_outcome_stands() -> None:
 
 def test_futures_sharing_a_lock_are_waited_for_from_several_threads() -> None:
     lock = _thread.RLock()
-    futures = [
-        DeliveryFuture(JOB.int + n, topic="q.main", partition=n, lock=lock) for n in range(4)
-    ]
+    futures = [DeliveryFuture(JOB.int + n, at("q.main", n), lock=lock) for n in range(4)]
     seen: dict[int, Any] = {}
 
     def waiter(index: int) -> None:
@@ -102,36 +105,27 @@ def test_futures_sharing_a_lock_are_waited_for_from_several_threads() -> None:
     assert called == [3]
 
 
-def slot_names(kind: type) -> list[str]:
-    return [name for klass in kind.__mro__ for name in getattr(klass, "__slots__", ())]
-
-
-def test_futures_made_in_bulk_are_those_the_constructor_makes() -> None:
-    # delivery_futures sets the slots itself instead of calling the constructors: every
-    # slot is set, to what the constructor sets, but for the lock the batch shares.
-    destination = Destination("q", "t", "q.main", 3, b"t", ())
-    made = delivery_futures([JOB.int, JOB.int + 1], [destination, destination], None)
-    built = DeliveryFuture(JOB.int + 1, topic="q.main", partition=3)
-    assert {"_lock", "_state", "_job_int", "_destination", "_resends"} <= set(
-        slot_names(DeliveryFuture)
-    )
-    for name in slot_names(DeliveryFuture):
-        mine, theirs = getattr(made[1], name), getattr(built, name)
-        if name == "_lock":
-            assert mine is made[0]._lock and type(mine) is type(theirs)
-        elif name == "_destination":
-            assert (mine.topic, mine.partition) == (theirs.topic, theirs.partition)
-        else:
-            assert mine == theirs, name
+def test_futures_made_in_bulk_share_a_lock_and_resolve_apart() -> None:
+    destinations = [at("q.main", 3), at("q.main", 5)]
+    made = delivery_futures([JOB.int, JOB.int + 1], destinations, None)
+    assert made[0]._lock is made[1]._lock
+    built = DeliveryFuture(JOB.int + 1, at("q.main", 5))
+    assert made[1]._lock is not built._lock
     assert vars(made[1]) == {}  # nothing set outside the slots
     for future, offset in zip(made, (7, 8), strict=True):
         waited = wait([future], timeout=0)
         assert not waited.done
         future(None, report(offset))
     built(None, report(8))
-    second = JobRef(uuid.UUID(int=JOB.int + 1), "q.main", 3, 8)
-    assert made[1].result(0) == built.result(0) == second
+    assert (
+        made[1].result(0) == built.result(0) == JobRef(uuid.UUID(int=JOB.int + 1), "q.main", 5, 8)
+    )
     assert made[0].result(0) == JobRef(JOB, "q.main", 3, 7)
+
+
+def test_futures_made_in_bulk_need_a_destination_per_job() -> None:
+    with pytest.raises(ValueError, match="2 job ids for 1 destinations"):
+        delivery_futures([JOB.int, JOB.int + 1], [at("q.main", 0)], None)
 
 
 def test_a_job_acknowledged_without_an_offset_is_sent_again_then_fails() -> None:
