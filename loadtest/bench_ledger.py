@@ -38,6 +38,12 @@ HALF_LOAD_TIMES = (
     " FROM tenantq_jobs WHERE queue = %s AND enqueued_at >= to_timestamp(%s)"
 )
 
+#: The end-to-end phase: when each succeeded job enqueued since a moment finished.
+SUCCEEDED_SINCE = (
+    "SELECT extract(epoch FROM finished_at)::float8 FROM tenantq_jobs"
+    " WHERE queue = %s AND state = 'succeeded' AND enqueued_at >= to_timestamp(%s)"
+)
+
 
 def url_of(servers: Servers, name: str) -> str:
     """The dev database's URL with another database name."""
@@ -109,6 +115,12 @@ def succeeded_window(connection: psycopg.Connection[Any]) -> tuple[float, list[f
     """The first start of the queue's succeeded jobs, and their finishes in order."""
     rows = connection.execute(SUCCEEDED_TIMES, (QUEUE,)).fetchall()
     return min(row[0] for row in rows), sorted(row[1] for row in rows)
+
+
+def succeeded_since(connection: psycopg.Connection[Any], moment: float) -> list[float]:
+    """When each succeeded job of the queue enqueued since ``moment`` finished, in order."""
+    rows = connection.execute(SUCCEEDED_SINCE, (QUEUE, moment)).fetchall()
+    return sorted(row[0] for row in rows)
 
 
 def record_half_load(

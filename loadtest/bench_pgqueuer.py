@@ -155,6 +155,16 @@ class PgqueuerSide:
                 measured.notes.append(f"{measured.jobs} of {options.jobs} jobs logged successful")
             if options.latency_seconds > 0:
                 self._half_load(measured, monitor, enqueuer, workers, sampler)
+            if options.end_to_end > 0:
+                # The drained workers wait for work; the jobs go in through PgQueuer's enqueue
+                # on the half load's connection, timed from the first call to the last
+                # ``successful`` row once the queue table is empty (as the backlog's check).
+                count = options.end_to_end
+                started = time.time()
+                _enqueue(enqueuer, count)
+                wait_until(lambda: not _waiting(monitor), workers, 600, "end-to-end jobs")
+                finishes = _log_times(monitor, since=started)[1]
+                measured.record_end_to_end(sampler, started, finishes, count)
         finally:
             statuses = stop_all(sampler, workers, monitor, enqueuer)
         note_exits(measured, statuses, "a worker")

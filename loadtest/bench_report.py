@@ -5,7 +5,7 @@ and the report folder (``report.md``, ``summary.json``, plots when matplotlib is
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -34,10 +34,14 @@ class ConfigSummary:
     def median_rate(self) -> float:
         return median(self.rates)
 
-    def cpu(self, column: str) -> float | None:
-        values = [
-            run.micros_per_job()[column] for run in self.runs if column in run.micros_per_job()
-        ]
+    @property
+    def end_to_end_rates(self) -> list[float]:
+        return [run.end_to_end.rate for run in self.runs if run.end_to_end is not None]
+
+    def cpu(self, column: str, *, end_to_end: bool = False) -> float | None:
+        figures = [run.end_to_end_micros() if end_to_end else run.micros_per_job()
+                   for run in self.runs]  # fmt: skip
+        values = [micros[column] for micros in figures if column in micros]
         return median(values) if values else None
 
     def latency(self, which: str) -> tuple[float, float] | None:
@@ -65,6 +69,13 @@ class ConfigSummary:
                 else {"median": round(pair[0] * 1000, 1), "worst": round(pair[1] * 1000, 1)}
                 for which in ("p50", "p99")
             },
+            "end_to_end_jobs_per_second": {
+                "median": round(median(self.end_to_end_rates), 1),
+                "min": round(min(self.end_to_end_rates), 1),
+                "all": [round(rate, 1) for rate in self.end_to_end_rates],
+            }
+            if self.end_to_end_rates
+            else None,
         }
 
 
@@ -81,17 +92,25 @@ def best(summaries: Sequence[ConfigSummary], system: str) -> ConfigSummary | Non
     return max(candidates, key=lambda summary: summary.median_rate, default=None)
 
 
-def round_ratios(results: Sequence[Measured]) -> list[float]:
+def end_to_end_rate(run: Measured) -> float | None:
+    """The rate of ``run``'s end-to-end phase (None: it had none)."""
+    return None if run.end_to_end is None else run.end_to_end.rate
+
+
+def round_ratios(
+    results: Sequence[Measured], rate: Callable[[Measured], float | None] = lambda run: run.rate
+) -> list[float]:
     """Per round (runs are tagged in order, one of each configuration per round): the best
     tenantq rate over the best PgQueuer rate of the same round, so drift between rounds
-    (a busy machine) cancels out."""
+    (a busy machine) cancels out; ``rate`` picks the figure (``end_to_end_rate``: the
+    end-to-end phase's, runs without one left out)."""
     ratios = []
     rounds: dict[int, list[Measured]] = {}
     for run in results:
         rounds.setdefault(run.round_number, []).append(run)
     for runs in rounds.values():
-        tenantq = [run.rate for run in runs if run.system == "tenantq"]
-        pgqueuer = [run.rate for run in runs if run.system == "pgqueuer"]
+        tenantq = [r for run in runs if run.system == "tenantq" and (r := rate(run)) is not None]
+        pgqueuer = [r for run in runs if run.system == "pgqueuer" and (r := rate(run)) is not None]
         if tenantq and pgqueuer:
             ratios.append(max(tenantq) / max(pgqueuer))
     return ratios
@@ -130,6 +149,46 @@ def table(summaries: Sequence[ConfigSummary]) -> list[str]:
     return lines
 
 
+def end_to_end_ratios(results: Sequence[Measured]) -> dict[str, list[float]]:
+    """Per configuration, its end-to-end rate over PgQueuer's best end-to-end rate of the
+    same round, one ratio per round that has both."""
+    reference: dict[int, float] = {}
+    for run in results:
+        if run.system == "pgqueuer" and (rate := end_to_end_rate(run)) is not None:
+            reference[run.round_number] = max(reference.get(run.round_number, 0.0), rate)
+    ratios: dict[str, list[float]] = {}
+    for run in results:
+        rate, best_of_round = end_to_end_rate(run), reference.get(run.round_number)
+        if rate is not None and best_of_round:
+            ratios.setdefault(run.label, []).append(rate / best_of_round)
+    return ratios
+
+
+def end_to_end_table(summaries: Sequence[ConfigSummary], results: Sequence[Measured]) -> list[str]:
+    """The end-to-end phase's table and a blank line (none: no lines): jobs/s and the ratio
+    to PgQueuer's best of the same round, each median (min) over the rounds, and the phase's
+    CPU per job."""
+    rows = [summary for summary in summaries if summary.end_to_end_rates]
+    if not rows:
+        return []
+    ratios = end_to_end_ratios(results)
+    lines = [
+        "| configuration, end to end | jobs/s median (min) | ÷ PgQueuer best, same round, "
+        "median (min) | CPU µs/job: worker | Kafka | Postgres | total | Postgres (all) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for summary in rows:
+        rates, ratio = summary.end_to_end_rates, ratios.get(summary.label)
+        lines.append(
+            f"| {summary.label} | {median(rates):,.0f} ({min(rates):,.0f}) | "
+            + ("—" if not ratio else f"{median(ratio):.2f} ({min(ratio):.2f})")
+            + " | "
+            + " | ".join(_figure(summary.cpu(c, end_to_end=True)) for c in CPU_COLUMNS)
+            + " |"
+        )
+    return [*lines, ""]
+
+
 def role_table(summaries: Sequence[ConfigSummary]) -> list[str]:
     """CPU µs/job of every process role, from each configuration's median-rate run."""
     lines = ["| configuration | group / role | µs/job |", "| --- | --- | ---: |"]
@@ -157,6 +216,17 @@ def _half_load(run: Measured) -> str:
     )
 
 
+def _end_to_end(run: Measured) -> str:
+    phase = run.end_to_end
+    if phase is None:
+        return ""
+    cpu = run.end_to_end_micros().get("total", 0.0)
+    return (
+        f"end to end {phase.jobs:,} jobs in {phase.seconds:.2f} s, {phase.rate:,.0f} jobs/s, "
+        f"CPU {cpu:,.0f} µs/job; "
+    )
+
+
 def background_text(run: Measured) -> str:
     """The servers' background CPU before the run started, per process group."""
     return ", ".join(f"{group} {rate * 1000:,.0f} ms/s" for group, rate in run.background.items())
@@ -173,6 +243,7 @@ def write_report(
     summaries = summarize(results)
     plots, plot_note = _plots(folder, summaries)
     lines = ["# Throughput: tenantq against PgQueuer", "", *header, "", *table(summaries), ""]
+    lines += end_to_end_table(summaries, results)
     lines += [*footer, ""]
     lines += [f"![{name}]({name})" for name in plots] + ([plot_note] if plot_note else [])
     lines += ["", "## Where the CPU goes (µs per job, median run)", "", *role_table(summaries)]
@@ -181,7 +252,7 @@ def write_report(
         f"- round {run.round_number}, {run.label}: {run.rate:,.0f} jobs/s over "
         f"{run.seconds:.2f} s, start-up {run.startup_seconds:.1f} s, CPU window "
         f"{run.cpu_jobs:,} jobs; at half load {_half_load(run)}; servers' background before "
-        f"start: {background_text(run)}; `{run.command}`"
+        f"start: {background_text(run)}; {_end_to_end(run)}`{run.command}`"
         + "".join(f"; {note}" for note in run.notes)
         for run in results
     ]

@@ -70,6 +70,9 @@ class RunOptions:
     report_dir: Path
     #: jobs/s of the latency phase; None: half the measured rate.
     latency_rate: float | None = None
+    #: Jobs of the end-to-end phase (0: none), enqueued as fast as the system takes them
+    #: while its workers, already running, are idle (``EndToEnd``).
+    end_to_end: int = 0
 
     def half_load(self, measured_rate: float) -> tuple[float, int]:
         """The latency phase after a backlog drained at ``measured_rate`` jobs/s: its rate
@@ -87,6 +90,21 @@ class Latency:
     p50: float
     p99: float
     max: float
+
+
+@dataclass(frozen=True)
+class EndToEnd:
+    """Jobs enqueued while the workers already ran idle, from the first enqueue call
+    (``started``, the host's clock) to the last job finished (the database's, same host)."""
+
+    jobs: int
+    seconds: float
+    cpu: CpuWindow | None
+    cpu_jobs: int
+
+    @property
+    def rate(self) -> float:
+        return self.jobs / self.seconds if self.seconds > 0 else 0.0
 
 
 @dataclass
@@ -109,6 +127,7 @@ class Measured:
     half_load_cpu: CpuWindow | None = None
     half_load_cpu_jobs: int = 0
     round_number: int = 1
+    end_to_end: EndToEnd | None = None
     #: The servers' CPU seconds per second just before the worker started, by group.
     background: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -153,6 +172,19 @@ class Measured:
             self.half_load_cpu = window
             self.half_load_cpu_jobs = jobs_between(finishes, window)
 
+    def record_end_to_end(
+        self, sampler: CpuSampler, started: float, finishes: list[float], expected: int
+    ) -> None:
+        """The end-to-end phase: ``expected`` jobs enqueued from ``started`` on, ``finishes``
+        (sorted) those recorded succeeded; a note if some are missing."""
+        if len(finishes) != expected:
+            self.notes.append(f"end to end: {len(finishes):,} of {expected:,} jobs succeeded")
+        if finishes:
+            window = sampler.window(started, finishes[-1])
+            self.end_to_end = EndToEnd(
+                len(finishes), finishes[-1] - started, window, jobs_between(finishes, window)
+            )
+
     @property
     def seconds(self) -> float:
         return self.last_finish - self.first_start
@@ -170,23 +202,12 @@ class Measured:
             if half_load
             else (self.cpu, self.cpu_jobs)
         )
-        if window is None or jobs == 0:
-            return {}
-        scale = 1e6 / jobs
-        # PgQueuer has no broker: the shared broker's CPU in its window is background only.
-        groups = (WORKER, KAFKA) if self.system in KAFKA_SYSTEMS else (WORKER,)
-        figures = {
-            group: window.by_group[group] * scale for group in groups if group in window.by_group
-        }
-        if POSTGRES in window.by_group:
-            figures["postgres (all)"] = window.by_group[POSTGRES] * scale
-            figures[POSTGRES] = scale * sum(
-                seconds
-                for (group, role), seconds in window.by_role.items()
-                if group == POSTGRES and (role.startswith(THIS_RUN) or role == SERVER_PROCESSES)
-            )
-        figures["total"] = sum(figures.get(group, 0.0) for group in (WORKER, KAFKA, POSTGRES))
-        return figures
+        return cpu_micros(self.system, window, jobs)
+
+    def end_to_end_micros(self) -> dict[str, float]:
+        """``micros_per_job`` of the end-to-end phase (none: no figures)."""
+        phase = self.end_to_end
+        return {} if phase is None else cpu_micros(self.system, phase.cpu, phase.cpu_jobs)
 
     def kafka_background(self) -> float | None:
         """CPU seconds per second of the broker in the window of a run that does not use it
@@ -222,8 +243,38 @@ class Measured:
             "half_load_cpu_us_per_job": {
                 k: round(v, 1) for k, v in self.micros_per_job(half_load=True).items()
             },
+            "end_to_end": None
+            if (phase := self.end_to_end) is None
+            else {
+                "jobs": phase.jobs,
+                "seconds": round(phase.seconds, 3),
+                "jobs_per_second": round(phase.rate, 1),
+                "cpu_us_per_job": {k: round(v, 1) for k, v in self.end_to_end_micros().items()},
+            },
             "notes": self.notes,
         }
+
+
+def cpu_micros(system: str, window: CpuWindow | None, jobs: int) -> dict[str, float]:
+    """CPU microseconds per job of each group in ``window`` of a run of ``system``
+    (``Measured.micros_per_job``)."""
+    if window is None or jobs == 0:
+        return {}
+    scale = 1e6 / jobs
+    # PgQueuer has no broker: the shared broker's CPU in its window is background only.
+    groups = (WORKER, KAFKA) if system in KAFKA_SYSTEMS else (WORKER,)
+    figures = {
+        group: window.by_group[group] * scale for group in groups if group in window.by_group
+    }
+    if POSTGRES in window.by_group:
+        figures["postgres (all)"] = window.by_group[POSTGRES] * scale
+        figures[POSTGRES] = scale * sum(
+            seconds
+            for (group, role), seconds in window.by_role.items()
+            if group == POSTGRES and (role.startswith(THIS_RUN) or role == SERVER_PROCESSES)
+        )
+    figures["total"] = sum(figures.get(group, 0.0) for group in (WORKER, KAFKA, POSTGRES))
+    return figures
 
 
 #: Jobs per enqueue call when the jobs are enqueued all at once.

@@ -31,6 +31,7 @@ from bench_ledger import (
     handler_environment,
     record_half_load,
     succeeded,
+    succeeded_since,
     succeeded_window,
     url_of,
 )
@@ -216,32 +217,38 @@ class GroupProgress:
 
 
 def enqueue(
-    settings: tenantq.Settings, count: int, rate: float | None = None, sink: Any = None
+    settings: tenantq.Settings,
+    count: int,
+    rate: float | None = None,
+    sink: Any = None,
+    *,
+    warm: bool = False,
 ) -> float:
     """``count`` no-op jobs of ``TENANTS`` tenants, all at once or at ``rate`` jobs/s; returns
     the wall-clock time at which the first of them was enqueued. With an OTLP ``sink``, in
     traced publications (one span per call), so the jobs carry a trace context.
 
-    At a rate, one more job goes first and is waited for: a new producer's first messages wait
-    for its idempotent-producer id, up to 0.5 s when they race librdkafka's start (its retry
-    timer), and that is the producer starting, not the queue's latency under load."""
+    At a rate, or when timed from the first call (``warm``), one more job goes first and is
+    waited for: a new producer's first messages wait for its idempotent-producer id, up to
+    0.5 s when they race librdkafka's start (its retry timer), and that is the producer
+    starting, not the queue's latency under load."""
     if sink is None:
-        return _enqueue(settings, count, rate)
+        return _enqueue(settings, count, rate, warm)
     from tenantq.observability import tracing
 
     provider = sink.tracer_provider()
     tracing.use_provider(provider)
     try:
-        return _enqueue(settings, count, rate)
+        return _enqueue(settings, count, rate, warm)
     finally:
         tracing.use_provider(None)
         provider.shutdown()
 
 
-def _enqueue(settings: tenantq.Settings, count: int, rate: float | None) -> float:
+def _enqueue(settings: tenantq.Settings, count: int, rate: float | None, warm: bool) -> float:
     # No placement table: the producer's database lookups are not what is measured.
     with Producer(settings, APP, placement_book=PlacementBook(None, 60.0)) as producer:
-        if rate is not None:
+        if rate is not None or warm:
             producer.enqueue_batch([EnqueueRequest(JOB_TYPE, "tenant-0", {})]).result(30)
         started = time.time()
         batches: list[BatchFuture] = []
@@ -367,6 +374,17 @@ class TenantqSide(KafkaSide):
                 self._half_load(
                     measured, settings, progress, monitor, worker, sampler, config.traced
                 )
+            if options.end_to_end > 0:
+                # The drained worker waits for work; the jobs of the backlog's tenants are
+                # enqueued as fast as the producer takes them (all acknowledged before the end
+                # offsets are read), timed from the first call to the last recorded succeeded.
+                count = options.end_to_end
+                sink = self._sink() if config.traced else None
+                started = enqueue(settings, count, sink=sink, warm=True)
+                ends = progress.ends()
+                wait_until(lambda: progress.reached(ends), [worker], 600, "end-to-end jobs")
+                finishes = succeeded_since(monitor, started)
+                measured.record_end_to_end(sampler, started, finishes, count)
         finally:
             statuses = stop_all(sampler, [worker], monitor)
         note_exits(measured, statuses, "the worker")

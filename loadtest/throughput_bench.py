@@ -19,7 +19,11 @@ a busy machine slows both alike):
    checkpointer and I/O workers; the dev server is shared with other users, and autovacuum
    workers, short-lived, count in the whole only);
 4. then, with the same workers running, jobs are enqueued at half the measured rate for
-   ``--latency-seconds`` and enqueue-to-start p50/p99 is read from the database.
+   ``--latency-seconds`` and enqueue-to-start p50/p99 is read from the database;
+5. with ``--end-to-end N``, the same workers, drained and waiting, get N more jobs enqueued
+   as fast as each system's own client takes them from this process, timed from the first
+   enqueue call to the last job recorded succeeded (a second table, and the ratio to
+   PgQueuer's best end-to-end rate of the same round).
 
 Completion checks cost nothing measurable: tenantq's reads the workers' committed offsets
 (one OffsetFetch to the broker every 0.5 s, no database query while jobs run); PgQueuer's
@@ -51,7 +55,16 @@ from pathlib import Path
 import machine_speed
 import psycopg
 from bench_pgqueuer import MISSING, PgqueuerConfig, PgqueuerSide
-from bench_report import background_text, best, round_ratios, summarize, table, write_report
+from bench_report import (
+    background_text,
+    best,
+    end_to_end_rate,
+    end_to_end_table,
+    round_ratios,
+    summarize,
+    table,
+    write_report,
+)
 from bench_run import Measured, RunOptions, Servers, median
 from bench_share import ShareConfig, ShareSide
 from bench_tenantq import (
@@ -107,6 +120,12 @@ def describe(run: Measured) -> str:
         parts.append(
             f"at {run.latency.rate:,.0f} jobs/s p50 {run.latency.p50 * 1000:,.0f} ms "
             f"p99 {run.latency.p99 * 1000:,.0f} ms"
+        )
+    if run.end_to_end is not None:
+        total = run.end_to_end_micros().get("total")
+        parts.append(
+            f"end to end {run.end_to_end.rate:,.0f} jobs/s over {run.end_to_end.seconds:.2f} s"
+            + ("" if total is None else f", CPU {total:,.0f} µs/job")
         )
     if run.background:
         parts.append("servers' background before start " + background_text(run))
@@ -213,6 +232,16 @@ def main(argv: list[str] | None = None) -> int:
         "rate); one rate for all compares latency at one load",
     )
     parser.add_argument(
+        "--end-to-end",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the latency phase, N more jobs (e.g. 100000) enqueued as fast as each "
+        "system's client takes them from this process while its workers, drained, wait; timed "
+        "from the first enqueue call to the last job recorded succeeded (default 0: no such "
+        "phase)",
+    )
+    parser.add_argument(
         "--history",
         type=int,
         default=100_000,
@@ -232,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     report_dir.mkdir(parents=True, exist_ok=True)
     servers = find_servers()
     header = [
-        f"{arguments.jobs:,} no-op jobs per run, {arguments.runs} round(s); Kafka "
+        f"{arguments.jobs:,} no-op jobs per run"
+        + (f", then {arguments.end_to_end:,} end to end" if arguments.end_to_end else "")
+        + f", {arguments.runs} round(s); Kafka "
         f"{servers.bootstrap_servers}, PostgreSQL {servers.database_url.rsplit('@', 1)[-1]}",
         machine_speed.measure().describe("at the start"),
     ]
@@ -263,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             arguments.sample_interval,
             report_dir,
             arguments.latency_rate,
+            arguments.end_to_end,
         )
         tenantq_side = TenantqSide(servers, tenantq_database, options, arguments.partitions)
         share_side = ShareSide(servers, tenantq_database, options, arguments.partitions)
@@ -323,6 +355,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{median(ratios):.2f}, min {min(ratios):.2f} over {len(ratios)} round(s); best "
             f"medians: {top_tenantq.label} against {top_pgqueuer.label}."
         )
+    end_to_end = round_ratios(results, end_to_end_rate)
+    if end_to_end:
+        footer.append(
+            f"**tenantq ÷ PgQueuer end to end** ({arguments.end_to_end:,} jobs enqueued to the "
+            f"running workers, the best of each in the same round): median "
+            f"{median(end_to_end):.2f}, min {min(end_to_end):.2f} over {len(end_to_end)} "
+            f"round(s)."
+        )
     defaults = defaults_ratios(results)
     if ratios and defaults:
         footer.append(
@@ -355,14 +395,19 @@ def main(argv: list[str] | None = None) -> int:
         "Kafka is the shared dev broker as a whole."
     )
     print()
-    for line in [*table(summaries), "", *footer]:
+    for line in [*table(summaries), "", *end_to_end_table(summaries, results), *footer]:
         print(line)
     files = write_report(
         report_dir,
         results,
         header,
         footer,
-        {"jobs": arguments.jobs, "rounds": arguments.runs, "raw_consumer_msg_per_s": raw_rate},
+        {
+            "jobs": arguments.jobs,
+            "rounds": arguments.runs,
+            "end_to_end_jobs": arguments.end_to_end,
+            "raw_consumer_msg_per_s": raw_rate,
+        },
     )
     print(f"\nreport: {report_dir}/ ({', '.join(files)})")
     return 0
