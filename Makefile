@@ -93,13 +93,14 @@ $(BENCH_STAMP): pyproject.toml | $(STAMP)
 
 # Producer SDK vs raw produce, then no-op jobs through `tenantq worker` against PgQueuer's
 # best configuration on the same Postgres, with CPU per job per process group and latency at
-# half load (a few minutes; reports/throughput-<time>/), each with a tracing-on variant (the
-# otel extra comes with .[dev]). The dev database is migrated first.
+# half load and end to end (100,000 jobs enqueued to running workers; a few minutes;
+# reports/throughput-<time>/), each with a tracing-on variant (the otel extra comes with
+# .[dev]). The dev database is migrated first.
 bench: install $(BENCH_STAMP)
 	$(BIN)/tenantq dev up
 	$(BIN)/tenantq db upgrade
 	$(BIN)/python loadtest/producer_bench.py --messages 50000 --rounds 2 --tracing
-	$(BIN)/python loadtest/throughput_bench.py
+	$(BIN)/python loadtest/throughput_bench.py --end-to-end 100000
 
 # The fault-scenario suite (minutes): every fault injected several times while a Zipf workload
 # flows through three workers, on a private Kafka + Postgres (the dev stack is never touched);
