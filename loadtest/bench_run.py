@@ -70,6 +70,9 @@ class RunOptions:
     report_dir: Path
     #: jobs/s of the latency phase; None: half the measured rate.
     latency_rate: float | None = None
+    #: tenantq's start path traced through the latency phase into this folder
+    #: (``bench_start_trace``); None: not traced.
+    start_trace: Path | None = None
 
     def half_load(self, measured_rate: float) -> tuple[float, int]:
         """The latency phase after a backlog drained at ``measured_rate`` jobs/s: its rate
