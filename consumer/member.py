@@ -115,6 +115,7 @@ class Member:
             lambda lane: JobStore.open(settings, worker_id, role=f"worker-{lane}"),
             health,
             on_answer=inbox.wake,
+            claim_connections=settings.worker.claim_connections,
         )
         self.publisher = Publisher(settings, f"tenantq-worker-{worker_id}")
         self.executor = executor_for(

@@ -30,11 +30,16 @@ class Rig:
     starter whose executor runs nothing."""
 
     def __init__(
-        self, claims_pending: int = 0, lane_claims_pending: int = 0, app: Any = None
+        self,
+        claims_pending: int = 0,
+        lane_claims_pending: int = 0,
+        app: Any = None,
+        claim_connections: int = 1,
     ) -> None:
         self.app = app or tenantq.App(tenantq.Settings())
         self.settings = self.app.settings.worker
-        self.main, self.lane = FakeLane(claims_pending), FakeLane(lane_claims_pending)
+        self.main = FakeLane(claims_pending, claim_connections)
+        self.lane = FakeLane(lane_claims_pending)
         self.executor = FakeExecutor()
         self.guard = DependencyGuard(policies_from(self.app.dependencies), clock=lambda: 0.0)
         self.released: list[WorkItem] = []
@@ -125,6 +130,21 @@ def test_nothing_is_dispatched_while_both_pipelines_are_full() -> None:
     rig.dispatch.round()
     assert rig.main.submitted == [] and rig.lane.submitted == []
     assert len(rig.dispatcher) == 2
+
+
+def test_a_claims_lane_of_two_connections_runs_two_claims_and_gathers_a_third() -> None:
+    """With two claim connections, a claim is handed over while two run (one per connection,
+    the next one gathering), and none past that: more would only wait in the lane, frozen,
+    where the dispatcher keeps gathering."""
+    rig = Rig(claims_pending=2, claim_connections=2)
+    first = work_item("acme")
+    rig.dispatcher.push(first)
+    rig.dispatch.round()
+    assert rig.claimed_batches(rig.main) == [[first]]
+    rig.dispatcher.push(work_item("acme"))
+    rig.dispatch.round()
+    assert rig.claimed_batches(rig.main) == [[first]]
+    assert len(rig.dispatcher) == 1
 
 
 def test_a_job_claimed_ahead_and_given_back_takes_no_dependency_token() -> None:
