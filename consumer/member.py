@@ -298,6 +298,7 @@ class LoopParts:
             slots=slots,
             claims=claims,
             busy=lambda: executor.busy,
+            queued_ahead=starter.queued_ahead,
             may_claim=member.may_claim,
             start_ready=starter.start_ready,
             stats=stats,
