@@ -104,13 +104,13 @@ def install(folder: str) -> None:
 
     execute = ledger.Lane._execute
 
-    def traced_execute(self: Any, operation: Any) -> None:
+    def traced_execute(self: Any, operation: Any, *rest: Any) -> None:
         if not isinstance(operation, ledger.Claim):
-            execute(self, operation)
+            execute(self, operation, *rest)
             return
         ids = [row.job_id for row in operation.rows]
         record("sent", ids)
-        execute(self, operation)
+        execute(self, operation, *rest)
         record("committed", ids)
 
     ledger.Lane._execute = traced_execute  # type: ignore[method-assign]
