@@ -52,6 +52,16 @@ GAPS = {
     "handed": "applied -> handed to the executor",
     "handler": "executor -> handler runs",
 }
+#: Steps taken together: (name, from the stage before the first, to the last).
+GROUPS = (
+    ("SDK, broker, fetch, decode (enqueue -> routed)", "produced", "routed"),
+    (
+        "claims pipeline: dispatcher, lane queue, claim (routed -> committed)",
+        "submitted",
+        "committed",
+    ),
+    ("answer, hand-over, handler running (committed -> handler)", "applied", "handler"),
+)
 SAMPLE_SECONDS = 0.005
 
 ACTIVITY = (
@@ -158,6 +168,15 @@ def report(folder: Path) -> list[str]:
         slow_mean = sum(row[2][stage] for row in slow) / len(slow)
         lines.append(
             f"| {GAPS[stage]} | {_percentile(values, 0.5) * 1000:.1f} |"
+            f" {_percentile(values, 0.99) * 1000:.1f} | {max(values) * 1000:.1f} |"
+            f" {slow_mean * 1000:.1f} |"
+        )
+    for name, first, last in GROUPS:
+        chosen = STAGES[STAGES.index(first) : STAGES.index(last) + 1]
+        values = [sum(row[2][stage] for stage in chosen) for row in rows]
+        slow_mean = sum(sum(row[2][stage] for stage in chosen) for row in slow) / len(slow)
+        lines.append(
+            f"| {name} | {_percentile(values, 0.5) * 1000:.1f} |"
             f" {_percentile(values, 0.99) * 1000:.1f} | {max(values) * 1000:.1f} |"
             f" {slow_mean * 1000:.1f} |"
         )
