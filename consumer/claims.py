@@ -49,9 +49,10 @@ log = logging.getLogger("tenantq.worker")
 PARK_RECHECK_SECONDS = 1.0
 #: When a job whose row another transaction holds is tried again.
 LOCKED_RECHECK_SECONDS = 1.0
-#: Claims per lane in flight at most: one running and one gathering, so freed slots wait for
-#: the next statement rather than each making its own.
-CLAIMS_IN_FLIGHT = 2
+#: Claims per lane in flight beyond one per connection of the lane (each running): one more,
+#: gathering, which a connection starts the moment it is free. Freed slots wait for the next
+#: statement rather than each making its own.
+CLAIMS_GATHERING = 1
 #: A job past its tenant's share waits this long before it is asked for again.
 SHARE_THROTTLE = Throttle(ThrottleReason.WEIGHT, SHARE_RETRY_SECONDS)
 
@@ -111,7 +112,8 @@ class Claims:
 
     def full(self, lane: bool) -> bool:
         """The claims lane of the hot lane (``lane``), or the other, takes no more now."""
-        return (self._lane if lane else self._main).pending >= CLAIMS_IN_FLIGHT
+        claims = self._lane if lane else self._main
+        return claims.pending >= claims.connections + CLAIMS_GATHERING
 
     def claim(self, items: list[WorkItem]) -> None:
         """Hand the chosen items to the claims lane, one statement for all; ``claimed`` sorts

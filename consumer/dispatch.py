@@ -28,8 +28,13 @@ class Dispatch:
     dispatcher: FairDispatcher[WorkItem]
     slots: SlotBook
     claims: Claims
-    #: Handler slots running now (the executor's).
+    #: Handler slots running now (the executor's; with the handler process, the jobs queued
+    #: there too).
     busy: Callable[[], int]
+    #: What the executor is given beyond its slots (``Starter.queued_ahead``): dispatch
+    #: chooses for it too, or the jobs queued in the handler process would use up what is
+    #: claimed ahead, and new jobs would wait unclaimed until the queue there drained.
+    queued_ahead: Callable[[], int]
     #: Not stopping, and the database is up.
     may_claim: Callable[[], bool]
     #: Start leased jobs in free slots (``Starter.start_ready``).
@@ -46,7 +51,7 @@ class Dispatch:
         if main_full and lane_full:
             return
         slots = self.slots
-        free = slots.free(self.busy())
+        free = slots.free(self.busy()) + self.queued_ahead()
         if free <= 0 or not len(self.dispatcher):
             return
         has_room = slots.has_room

@@ -208,23 +208,29 @@ class OperationLane(Protocol):
     @property
     def pending(self) -> int: ...
 
+    @property
+    def connections(self) -> int: ...
+
     def submit(self, operation: Operation[Any, Any]) -> None: ...
 
 
 class Lane:
-    """One connection and one thread running operations in the order they were given."""
+    """Connections, a thread each, running the operations given in turn. With one connection
+    the operations run in the order they were given; with several (the claims lane), up to
+    that many run at once, each on its own connection and transaction."""
 
     def __init__(
         self,
         name: str,
-        store: JobStore,
+        stores: Sequence[JobStore],
         health: DatabaseHealth,
         finished: queue.SimpleQueue[Operation[Any, Any]],
         on_answer: Callable[[], None] = lambda: None,
     ) -> None:
         self.name = name
         self._on_answer = on_answer
-        self._store = store
+        #: A connection per thread, each opened on its thread's first operation.
+        self._stores = list(stores)
         self._health = health
         self._finished = finished
         self._work: queue.SimpleQueue[Operation[Any, Any] | None] = queue.SimpleQueue()
@@ -233,10 +239,19 @@ class Lane:
         self._lock = threading.Lock()
         self._pending = 0
         self._idle = threading.Condition(self._lock)
-        self._thread = threading.Thread(target=self._main, name=f"tenantq-ledger-{name}")
+        self._threads = [
+            threading.Thread(target=self._main, args=(store,), name=f"tenantq-ledger-{name}")
+            for store in self._stores
+        ]
 
     def start(self) -> None:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
+
+    @property
+    def connections(self) -> int:
+        """Operations that may run at once."""
+        return len(self._stores)
 
     @property
     def pending(self) -> int:
@@ -254,17 +269,21 @@ class Lane:
 
     def stop(self, timeout: float) -> None:
         self._stop.set()
-        self._work.put(None)
-        self._thread.join(timeout)
-        self._store.close()
+        for _ in self._threads:
+            self._work.put(None)
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        for store in self._stores:
+            store.close()
 
-    def _main(self) -> None:
+    def _main(self, store: JobStore) -> None:
         while True:
             operation = self._work.get()
             if operation is None or self._stop.is_set():
                 return
             try:
-                self._execute(operation)
+                self._execute(operation, store)
             except Exception:  # a bug must not silently stop the lane: log, hand it back
                 log.exception("ledger lane %s: operation failed", self.name)
             self._finished.put(operation)
@@ -273,13 +292,13 @@ class Lane:
                 self._idle.notify_all()
             self._on_answer()
 
-    def _execute(self, operation: Operation[Any, Any]) -> None:
+    def _execute(self, operation: Operation[Any, Any], store: JobStore) -> None:
         attempt = 0
         again = False
         while True:
             operation.refused = []
             try:
-                operation.answer = self._split_on_refusal(operation, operation.rows, again)
+                operation.answer = self._split_on_refusal(operation, store, operation.rows, again)
             except DatabaseUnavailable as error:
                 self._health.failed(str(error), error.opened_at)
                 again = True
@@ -291,10 +310,10 @@ class Lane:
             return
 
     def _split_on_refusal(
-        self, operation: Operation[Any, Any], rows: Sequence[Any], again: bool
+        self, operation: Operation[Any, Any], store: JobStore, rows: Sequence[Any], again: bool
     ) -> Any:
         try:
-            return operation.run(self._store, list(rows), again)
+            return operation.run(store, list(rows), again)
         except psycopg.Error as error:
             if not is_refusal(error):
                 raise DatabaseUnavailable(describe_database_error(error)) from error
@@ -302,31 +321,40 @@ class Lane:
                 reason = describe_database_error(error)
                 log.warning("the database refused a row: %s", reason)
                 operation.refused.append((rows[0], reason))
-                return operation.run(self._store, [], again)
+                return operation.run(store, [], again)
             middle = len(rows) // 2
-            first = self._split_on_refusal(operation, rows[:middle], again)
-            second = self._split_on_refusal(operation, rows[middle:], again)
+            first = self._split_on_refusal(operation, store, rows[:middle], again)
+            second = self._split_on_refusal(operation, store, rows[middle:], again)
             return operation.merge(first, second)
 
 
 class Ledger:
     """The lanes of a worker (claims, the hot lane's claims, results) and the queue they hand
-    answers back on (``on_answer`` is called after each). A lane's connection opens on its
-    first operation."""
+    answers back on (``on_answer`` is called after each). A lane's connections open on their
+    first operation.
+
+    The claims lane has ``claim_connections`` connections: a claim's commit waits for its WAL
+    to reach the disk, and on one connection every claim behind it waits too (the tail of
+    enqueue-to-start when the disk is slow to flush). With two, the next claim runs while the
+    last one's commit waits; both flushes are then often one (Postgres flushes what has been
+    written by the time it gets to it). Each claim is still its own transaction, answered only
+    once committed: a job starts only after its lease is durable."""
 
     def __init__(
         self,
         open_store: Callable[[str], JobStore],
         health: DatabaseHealth,
         on_answer: Callable[[], None] = lambda: None,
+        claim_connections: int = 1,
     ) -> None:
         self.health = health
         self.finished: queue.SimpleQueue[Operation[Any, Any]] = queue.SimpleQueue()
 
-        def lane(name: str) -> Lane:
-            return Lane(name, open_store(name), health, self.finished, on_answer)
+        def lane(name: str, connections: int = 1) -> Lane:
+            stores = [open_store(name) for _ in range(connections)]
+            return Lane(name, stores, health, self.finished, on_answer)
 
-        self.claims = lane("claims")
+        self.claims = lane("claims", claim_connections)
         self.lane_claims = lane("lane-claims")
         self.results = lane("results")
         self._lanes = (self.claims, self.lane_claims, self.results)

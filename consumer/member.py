@@ -115,6 +115,7 @@ class Member:
             lambda lane: JobStore.open(settings, worker_id, role=f"worker-{lane}"),
             health,
             on_answer=inbox.wake,
+            claim_connections=settings.worker.claim_connections,
         )
         self.publisher = Publisher(settings, f"tenantq-worker-{worker_id}")
         self.executor = executor_for(
@@ -297,6 +298,7 @@ class LoopParts:
             slots=slots,
             claims=claims,
             busy=lambda: executor.busy,
+            queued_ahead=starter.queued_ahead,
             may_claim=member.may_claim,
             start_ready=starter.start_ready,
             stats=stats,

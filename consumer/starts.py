@@ -86,12 +86,7 @@ class Starter:
             return
         stopping = self.stopping()
         executor = self.executor
-        room = self.slots.size - executor.busy
-        if executor.queues_ahead:
-            # Beyond its free slots, what its slots end in a short while at the recent rate:
-            # short jobs start without a round trip through the member between two, and a
-            # slow handler's jobs wait here, where a revoke or the stop gives them back.
-            room += self.slots.claim_ahead.finishing_within(HANDLER_QUEUE_SECONDS)
+        room = self.slots.size - executor.busy + self.queued_ahead()
         starting: list[Task] = []
         started: Started = []
         # One reading of the clocks for the jobs started together.
@@ -132,6 +127,15 @@ class Starter:
             starting.append(self._task(item, job_type, monotonic, wall, started))
         if starting:
             self._submit(starting, started)
+
+    def queued_ahead(self) -> int:
+        """Jobs the executor is given beyond its free slots. The handler process: what its
+        slots end in a short while at the recent rate, so short jobs start without a round
+        trip through the member between two, and a slow handler's jobs wait here, where a
+        revoke or the stop gives them back. Threads: none."""
+        if not self.executor.queues_ahead:
+            return 0
+        return self.slots.claim_ahead.finishing_within(HANDLER_QUEUE_SECONDS)
 
     def run_again(self, tasks: list[Task]) -> None:
         """Start crashed attempts again, same lease and attempt (their crash was not theirs)."""

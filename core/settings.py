@@ -202,6 +202,17 @@ class WorkerSettings(BaseModel):
         "rate wait there and start the moment a slot frees (their timeout runs from their "
         "start); the rest wait in the member, where a revoke or the stop gives them back.",
     )
+    claim_connections: int = Field(
+        2,
+        ge=1,
+        le=8,
+        description="Connections the claims of main-topic and retry jobs use, each running "
+        "one claim at a time. A claim's commit waits for its WAL to reach the disk, and the "
+        "jobs of the claims behind it wait too: with two, the next claim runs while the "
+        "last one's flush is under way, which shortens enqueue-to-start when the disk is slow "
+        "to flush (every claim still commits before its jobs start). Each is one more "
+        "Postgres connection per worker process; 1: one claim at a time.",
+    )
     default_timeout_seconds: float = Field(300.0, gt=0, description="Handler timeout default.")
     default_max_attempts: int = Field(8, ge=1, le=1_000, description="Max attempts default.")
     stale_owner_seconds: float = Field(

@@ -73,6 +73,9 @@ class RunOptions:
     #: Jobs of the end-to-end phase (0: none), enqueued as fast as the system takes them
     #: while its workers, already running, are idle (``EndToEnd``).
     end_to_end: int = 0
+    #: tenantq's start path traced through the latency phase into this folder
+    #: (``bench_start_trace``); None: not traced.
+    start_trace: Path | None = None
 
     def half_load(self, measured_rate: float) -> tuple[float, int]:
         """The latency phase after a backlog drained at ``measured_rate`` jobs/s: its rate

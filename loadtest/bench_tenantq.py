@@ -51,9 +51,11 @@ from bench_run import (
     wait_until,
     worker_labeler,
 )
+from bench_start_trace import ActivitySampler, save_jobs
 from bench_topics import reading_rate
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec  # type: ignore[attr-defined]
+from start_trace import START_TRACE_VARIABLE
 from throughput_app import APP, JOB_TYPE, QUEUE
 
 import tenantq
@@ -333,6 +335,8 @@ class TenantqSide(KafkaSide):
     ) -> Measured:
         options = self.options
         environment = handler_environment(settings, kafka_config, config)
+        if options.start_trace is not None:
+            environment[START_TRACE_VARIABLE] = str(options.start_trace / tag)
         spans_before = 0
         if config.traced:
             environment.update(self._sink().environment())
@@ -372,7 +376,7 @@ class TenantqSide(KafkaSide):
             )
             if options.latency_seconds > 0:
                 self._half_load(
-                    measured, settings, progress, monitor, worker, sampler, config.traced
+                    measured, settings, progress, monitor, worker, sampler, config.traced, tag
                 )
             if options.end_to_end > 0:
                 # The drained worker waits for work; the jobs of the backlog's tenants are
@@ -401,15 +405,24 @@ class TenantqSide(KafkaSide):
         worker: Any,
         sampler: Any,
         traced: bool,
+        tag: str,
     ) -> None:
         """Enqueue at half the measured rate (or ``latency_rate``) for ``latency_seconds``
         while the workers run; enqueue-to-start per job from the rows
         (``bench_ledger.record_half_load``)."""
         rate, count = self.options.half_load(measured.rate)
-        phase_start = enqueue(settings, count, rate, self._sink() if traced else None)
-        ends = progress.ends()
-        wait_until(lambda: progress.reached(ends), [worker], 300, "half-load jobs drained")
+        trace = self.options.start_trace
+        activity = None if trace is None else ActivitySampler(psycopg_url(self.url), trace / tag)
+        try:
+            phase_start = enqueue(settings, count, rate, self._sink() if traced else None)
+            ends = progress.ends()
+            wait_until(lambda: progress.reached(ends), [worker], 300, "half-load jobs drained")
+        finally:
+            if activity is not None:
+                activity.stop()
         record_half_load(measured, monitor, sampler, rate, phase_start)
+        if trace is not None:
+            save_jobs(monitor, QUEUE, phase_start, trace / tag)
 
 
 def _label_backends(connection: psycopg.Connection[Any], sampler: Any) -> None:

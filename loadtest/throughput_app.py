@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import start_trace
+from start_trace import START_TRACE_VARIABLE
+
 import tenantq
 
 #: The benchmark's only queue; every run has topics of its own under a fresh prefix.
@@ -33,4 +36,20 @@ async def noop_async(ctx: object, payload: dict[str, Any]) -> None:
     return None
 
 
-APP.job(JOB_TYPE, queue=QUEUE)(noop_async if os.environ.get(ASYNC_HANDLER_VARIABLE) else noop)
+def noop_traced(ctx: Any, payload: dict[str, Any]) -> None:
+    start_trace.handler_started(ctx.job_id)
+
+
+async def noop_async_traced(ctx: Any, payload: dict[str, Any]) -> None:
+    start_trace.handler_started(ctx.job_id)
+
+
+_TRACE_FOLDER = os.environ.get(START_TRACE_VARIABLE)
+if _TRACE_FOLDER:
+    start_trace.install(_TRACE_FOLDER)
+    _handlers = (noop_traced, noop_async_traced)
+else:
+    _handlers = (noop, noop_async)
+APP.job(JOB_TYPE, queue=QUEUE)(
+    _handlers[1] if os.environ.get(ASYNC_HANDLER_VARIABLE) else _handlers[0]
+)

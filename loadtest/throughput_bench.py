@@ -251,6 +251,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-interval", type=float, default=0.1, help="CPU sampling, s")
     parser.add_argument("--no-raw", action="store_true", help="skip the raw consumer")
     parser.add_argument("--report-dir", type=Path, default=None)
+    parser.add_argument(
+        "--start-trace",
+        type=Path,
+        default=None,
+        help="trace tenantq's start path through the latency phase into this folder: per-job "
+        "stage timestamps from the workers, the ledger's stamps, pg_stat_activity every 5 ms "
+        "(python loadtest/bench_start_trace.py DIR prints the breakdown); the wrapping costs "
+        "the workers a little: not for reported throughput",
+    )
     arguments = parser.parse_args(argv)
 
     tenantq_configs = [TenantqConfig.parse(text) for text in arguments.tenantq.split(",") if text]
@@ -295,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             report_dir,
             arguments.latency_rate,
             arguments.end_to_end,
+            arguments.start_trace,
         )
         tenantq_side = TenantqSide(servers, tenantq_database, options, arguments.partitions)
         share_side = ShareSide(servers, tenantq_database, options, arguments.partitions)

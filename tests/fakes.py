@@ -288,10 +288,12 @@ class FakePlacementTable:
 
 class FakeLane:
     """A lane of the worker's ledger: ``submit`` records each operation in ``submitted`` and
-    counts it in ``pending`` (what the lane has not answered), which a test sets back."""
+    counts it in ``pending`` (what the lane has not answered), which a test sets back;
+    ``connections``: operations it runs at once."""
 
-    def __init__(self, pending: int = 0) -> None:
+    def __init__(self, pending: int = 0, connections: int = 1) -> None:
         self.pending = pending
+        self.connections = connections
         self.submitted: list[Any] = []
 
     def submit(self, operation: Any) -> None:

@@ -30,11 +30,16 @@ class Rig:
     starter whose executor runs nothing."""
 
     def __init__(
-        self, claims_pending: int = 0, lane_claims_pending: int = 0, app: Any = None
+        self,
+        claims_pending: int = 0,
+        lane_claims_pending: int = 0,
+        app: Any = None,
+        claim_connections: int = 1,
     ) -> None:
         self.app = app or tenantq.App(tenantq.Settings())
         self.settings = self.app.settings.worker
-        self.main, self.lane = FakeLane(claims_pending), FakeLane(lane_claims_pending)
+        self.main = FakeLane(claims_pending, claim_connections)
+        self.lane = FakeLane(lane_claims_pending)
         self.executor = FakeExecutor()
         self.guard = DependencyGuard(policies_from(self.app.dependencies), clock=lambda: 0.0)
         self.released: list[WorkItem] = []
@@ -84,6 +89,7 @@ class Rig:
             slots=self.slots,
             claims=self.claims,
             busy=lambda: self.executor.busy,
+            queued_ahead=self.starter.queued_ahead,
             may_claim=lambda: True,
             start_ready=self.starter.start_ready,
             stats=self.stats,
@@ -125,6 +131,41 @@ def test_nothing_is_dispatched_while_both_pipelines_are_full() -> None:
     rig.dispatch.round()
     assert rig.main.submitted == [] and rig.lane.submitted == []
     assert len(rig.dispatcher) == 2
+
+
+def test_a_claims_lane_of_two_connections_runs_two_claims_and_gathers_a_third() -> None:
+    """With two claim connections, a claim is handed over while two run (one per connection,
+    the next one gathering), and none past that: more would only wait in the lane, frozen,
+    where the dispatcher keeps gathering."""
+    rig = Rig(claims_pending=2, claim_connections=2)
+    first = work_item("acme")
+    rig.dispatcher.push(first)
+    rig.dispatch.round()
+    assert rig.claimed_batches(rig.main) == [[first]]
+    rig.dispatcher.push(work_item("acme"))
+    rig.dispatch.round()
+    assert rig.claimed_batches(rig.main) == [[first]]
+    assert len(rig.dispatcher) == 1
+
+
+def test_jobs_queued_in_the_handler_process_leave_the_claim_ahead_its_room() -> None:
+    """The handler process is given what its slots end within a short while beyond them
+    (``Starter.queued_ahead``). Dispatch chooses for that queue too: counted against the
+    slots alone, a full queue there would leave no room to claim, and new jobs would wait
+    unclaimed until it drained."""
+    rig = Rig()
+    rig.executor.queues_ahead = True
+    claim_ahead = rig.slots.claim_ahead
+    claim_ahead.finished(0, 0.0)
+    claim_ahead.finished(1_000, 1.0)  # 1,000 finishes a second: 25 within 50 ms (smoothed)
+    queued = rig.starter.queued_ahead()
+    assert queued == 25
+    rig.executor.busy = SLOTS + 10  # every slot running, 10 more queued there
+    waiting = [work_item("acme") for _ in range(40)]
+    for each in waiting:
+        rig.dispatcher.push(each)
+    rig.dispatch.round()
+    assert rig.claimed_batches(rig.main) == [waiting[: SLOTS + queued - (SLOTS + 10)]]
 
 
 def test_a_job_claimed_ahead_and_given_back_takes_no_dependency_token() -> None:
