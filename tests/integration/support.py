@@ -156,6 +156,14 @@ def _high_watermark(consumer: Any, partition: Any) -> int:
             time.sleep(0.2)
 
 
+def member_arguments(members: int | None) -> tuple[str, ...]:
+    """``tenantq worker``'s ``--processes`` for a test's worker: one member unless the test is
+    about several (a second member joining moves partitions while the test's jobs run, and
+    work read again after the move changes which copy of a record runs, or gives back a
+    lease the test is watching); None: the default (one per CPU, at most four)."""
+    return () if members is None else ("--processes", str(members))
+
+
 def start_worker_command(
     environment: dict[str, str],
     app: str,
@@ -198,15 +206,19 @@ class WorkerProcess:
         *extra: str,
         env: dict[str, str] | None = None,
         runner: tuple[str, ...] = ("tenantq.cli", "worker"),
+        members: int | None = 1,
     ) -> None:
         """``runner``: the module (and its command) run with ``python -m``; the share-group
-        spike's member is ``("tenantq.consumer.share",)``."""
+        spike's member is ``("tenantq.consumer.share",)``. ``members``: see
+        ``member_arguments``."""
         environment = dict(os.environ)
         environment.update(settings_environment(settings))
         environment.update(env or {})
         # A file, not a pipe: nobody reads a pipe while the worker runs, and a full one would
         # block the worker's logging.
         self._log = tempfile.TemporaryFile()
+        if runner == ("tenantq.cli", "worker"):
+            extra = (*extra, *member_arguments(members))
         self.process = start_worker_command(
             environment, app, extra, self._log, new_session=True, runner=runner
         )
@@ -436,7 +448,7 @@ class LoggedWorkerProcess:
     in ``unset`` are removed even from this process's environment, so a test can show a
     default (the metrics port) really is the default. ``new_session`` puts the worker and its
     members in a process group of their own, for signals to the whole worker (kill -9 of a
-    service, SIGSTOP of a host)."""
+    service, SIGSTOP of a host). ``members``: ``member_arguments``."""
 
     def __init__(
         self,
@@ -446,6 +458,7 @@ class LoggedWorkerProcess:
         log_path: Path,
         unset: tuple[str, ...] = (),
         new_session: bool = False,
+        members: int | None = 1,
     ) -> None:
         merged = dict(os.environ)
         merged.update(environment)
@@ -454,7 +467,12 @@ class LoggedWorkerProcess:
         self.log_path = log_path
         self._log = log_path.open("ab")
         self.process = start_worker_command(
-            merged, app, extra, self._log, new_session=new_session, stdin=subprocess.DEVNULL
+            merged,
+            app,
+            (*extra, *member_arguments(members)),
+            self._log,
+            new_session=new_session,
+            stdin=subprocess.DEVNULL,
         )
 
     @property

@@ -43,9 +43,8 @@ def test_jobs_beside_a_crash_run_again_within_two_seconds_without_losing_an_atte
     pool = LoggedWorkerProcess(
         settings_environment(settings),
         "apps:APP",
-        "--processes",
-        "2",
         log_path=tmp_path / "pool.log",
+        members=2,
     )
     stop_probes = threading.Event()
     probes: list[uuid.UUID] = []

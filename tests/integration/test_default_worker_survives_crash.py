@@ -28,7 +28,7 @@ def test_a_handler_that_exits_does_not_end_the_default_worker(
 ) -> None:
     settings = make_settings(worker=short_leases())
     worker = LoggedWorkerProcess(
-        settings_environment(settings), "apps:APP", log_path=tmp_path / "worker.log"
+        settings_environment(settings), "apps:APP", log_path=tmp_path / "worker.log", members=None
     )
     try:
         with tenantq.Producer(settings) as producer:

@@ -25,7 +25,7 @@ def test_exit_and_hang_end_dead_and_the_pool_recovers(
             .job_id
             for i in range(20)
         ]
-    pool = WorkerProcess(settings, "apps:APP", "--processes", "2")
+    pool = WorkerProcess(settings, "apps:APP", members=2)
     try:
         wait_for(lambda: all_in(db, [exit_id, hang_id], {"dead"}), timeout=150, what="poison dead")
         wait_for(lambda: all_in(db, good, {"succeeded"}), timeout=60, what="good jobs")

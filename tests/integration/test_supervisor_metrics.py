@@ -35,7 +35,7 @@ def test_restarts_are_counted_and_a_dead_members_leases_freed(
     settings = make_settings(
         metrics_port=port, worker={"lease_seconds": 30.0, "heartbeat_interval_seconds": 0.5}
     )
-    pool = WorkerProcess(settings, "apps:APP", "--processes", "2")
+    pool = WorkerProcess(settings, "apps:APP", members=2)
     try:
         wait_for(lambda: _answers(port), timeout=60, what="the supervisor's /metrics")
         assert counted(port, "tenantq_worker_restarts_total") == 0

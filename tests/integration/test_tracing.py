@@ -59,14 +59,9 @@ def hex_id(value: int) -> str:
 def test_one_trace_from_the_enqueue_to_every_attempt_in_the_worker(
     settings: tenantq.Settings, db: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
-    # One member: a second one joining moves partitions while the jobs run, and a record read
-    # again after the move may run the replayed job before its replayed record does (one run
-    # all the same, but its span then has no link to the replay).
     worker = LoggedWorkerProcess(
         {**settings_environment(settings), **TRACING},
         "traced_apps:APP",
-        "--processes",
-        "1",
         log_path=tmp_path / "worker.log",
     )
     try:
