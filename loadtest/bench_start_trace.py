@@ -3,7 +3,7 @@
 
 Three sources, one folder per run (``DIR/<run tag>/``):
 
-- ``<pid>.csv`` of each worker process: the stages of each job on its start path, stamped by
+- ``<pid>.bin`` of each worker process: the stages of each job on its start path, stamped by
   the worker (``start_trace``);
 - ``jobs.csv``: each half-load job's id, ``enqueued_at`` (the producer's stamp) and
   ``started_at`` (the claim statement's ``now()``), from the ledger;
@@ -28,19 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from start_trace import STAGES, decode
 
-#: Stages in path order (``start_trace``); each gap is named by the stage it ends at.
-STAGES = (
-    "produced",
-    "read",
-    "routed",
-    "submitted",
-    "sent",
-    "committed",
-    "applied",
-    "handed",
-    "handler",
-)
+#: Each gap is named by the stage it ends at.
 GAPS = {
     "produced": "SDK to produce() (enqueue -> Kafka timestamp, ms)",
     "read": "broker, fetch, poll wait (Kafka timestamp -> read)",
@@ -123,11 +113,10 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 def _load_stages(folder: Path) -> dict[uuid.UUID, dict[str, float]]:
     stages: dict[uuid.UUID, dict[str, float]] = defaultdict(dict)
-    for path in folder.glob("[0-9]*.csv"):
-        with path.open() as file:
-            for stage, job_id, at in csv.reader(file):
-                # The first time a job reached a stage (a claim run again keeps its first).
-                stages[uuid.UUID(job_id)].setdefault(stage, float(at))
+    for path in folder.glob("[0-9]*.bin"):
+        for stage, job_id, at in decode(path.read_bytes()):
+            # The first time a job reached a stage (a claim run again keeps its first).
+            stages[job_id].setdefault(stage, at)
     return stages
 
 

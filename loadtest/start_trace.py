@@ -3,8 +3,9 @@
 Installed by ``throughput_app`` in every process of a benchmark worker (members and handler
 processes) when ``START_TRACE_VARIABLE`` names a folder; otherwise nothing here runs. It wraps
 a few of the worker's steps, records ``(stage, job id, wall-clock time)`` for each job that
-passes, and appends them to ``<folder>/<pid>.csv`` every half second. Measurement only: the
-wrapping reaches into the worker's parts, which no tenantq code may do.
+passes, and appends them to ``<folder>/<pid>.bin`` every half second (``decode`` reads
+them). Measurement only: the wrapping reaches into the worker's parts, which no tenantq code
+may do.
 
 Only while ``<folder>/on`` exists (the benchmark makes it for the latency phase; checked
 every half second): the backlog before it is not traced, so the wrapping costs it nothing but
@@ -25,10 +26,13 @@ a test of a flag per step.
 
 from __future__ import annotations
 
+import array
 import os
+import struct
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,21 +40,67 @@ from typing import Any
 START_TRACE_VARIABLE = "THROUGHPUT_START_TRACE"
 FLUSH_SECONDS = 0.5
 
-_lines: list[str] = []
-_lock = threading.Lock()
+#: Stages in path order; a record names its stage by its index here.
+STAGES = (
+    "produced",
+    "read",
+    "routed",
+    "submitted",
+    "sent",
+    "committed",
+    "applied",
+    "handed",
+    "handler",
+)
+_STAGE_INDEX = {stage: index for index, stage in enumerate(STAGES)}
+#: A record's head: stage index, time (0 when each job has its own), job count.
+HEAD = struct.Struct("<BdI")
+
+#: (stage, time or None, job ids, each job's time or None), turned into bytes by the
+#: flushing thread: the traced steps only append a tuple (a few microseconds per job in
+#: all, where formatting each job's line there cost the poll loop about ten).
+_batches: list[tuple[str, float | None, list[uuid.UUID], list[float] | None]] = []
 #: Recording (``<folder>/on`` exists), and when the poll loop last took messages.
 _state = {"on": False, "read_at": 0.0}
 
 
-def record(stage: str, job_ids: Any, at: float | None = None) -> None:
+def record(stage: str, job_ids: list[uuid.UUID], at: float | None = None) -> None:
     """``stage`` reached by each of ``job_ids`` at ``at`` (now when None)."""
-    if not _state["on"]:
-        return
-    now = time.time() if at is None else at
-    text = f",{now:.6f}\n"
-    batch = [f"{stage},{job_id}{text}" for job_id in job_ids]
-    with _lock:
-        _lines.extend(batch)
+    if _state["on"] and job_ids:
+        _batches.append((stage, time.time() if at is None else at, job_ids, None))
+
+
+def record_each(stage: str, job_ids: list[uuid.UUID], times: list[float]) -> None:
+    """``stage`` reached by each of ``job_ids`` at its own time."""
+    if _state["on"] and job_ids:
+        _batches.append((stage, None, job_ids, times))
+
+
+def encode(batch: tuple[str, float | None, list[uuid.UUID], list[float] | None]) -> bytes:
+    stage, at, job_ids, times = batch
+    parts = [HEAD.pack(_STAGE_INDEX[stage], at or 0.0, len(job_ids))]
+    parts.extend(job_id.bytes for job_id in job_ids)
+    if times is not None:
+        parts.append(array.array("d", times).tobytes())
+    return b"".join(parts)
+
+
+def decode(data: bytes) -> Iterator[tuple[str, uuid.UUID, float]]:
+    """(stage, job id, time) of each job in a file's bytes."""
+    offset = 0
+    while offset < len(data):
+        index, at, count = HEAD.unpack_from(data, offset)
+        offset += HEAD.size
+        ids = [uuid.UUID(bytes=data[offset + 16 * i : offset + 16 * (i + 1)]) for i in range(count)]
+        offset += 16 * count
+        if at == 0.0:
+            times = array.array("d", data[offset : offset + 8 * count]).tolist()
+            offset += 8 * count
+        else:
+            times = [at] * count
+        stage = STAGES[index]
+        for job_id, when in zip(ids, times, strict=True):
+            yield stage, job_id, when
 
 
 def _flush_forever(path: Path) -> None:
@@ -58,12 +108,12 @@ def _flush_forever(path: Path) -> None:
     while True:
         time.sleep(FLUSH_SECONDS)
         _state["on"] = flag.exists()
-        with _lock:
-            taken = _lines[:]
-            _lines.clear()
+        # Appends only ever go to the end: the first len(taken) are the ones taken.
+        taken = _batches[:]
+        del _batches[: len(taken)]
         if taken:
-            with path.open("a") as file:
-                file.writelines(taken)
+            with path.open("ab") as file:
+                file.write(b"".join(encode(batch) for batch in taken))
 
 
 def install(folder: str) -> None:
@@ -71,7 +121,7 @@ def install(folder: str) -> None:
     from tenantq.consumer import dispatch, intake, ledger, starts
 
     Path(folder).mkdir(parents=True, exist_ok=True)
-    path = Path(folder) / f"{os.getpid()}.csv"
+    path = Path(folder) / f"{os.getpid()}.bin"
     threading.Thread(target=_flush_forever, args=(path,), daemon=True).start()
 
     take = intake.Intake.take
@@ -86,10 +136,11 @@ def install(folder: str) -> None:
 
     def traced_finish(self: Any, routed: Any) -> None:
         if _state["on"] and routed.items:
-            for item in routed.items:
-                record("produced", (item.job_id,), (item.timestamp_ms or 0) / 1000)
-            record("read", [item.job_id for item in routed.items], _state["read_at"])
-            record("routed", [item.job_id for item in routed.items])
+            ids = [item.job_id for item in routed.items]
+            times = [(item.timestamp_ms or 0) / 1000 for item in routed.items]
+            record_each("produced", ids, times)
+            record("read", ids, _state["read_at"])
+            record("routed", ids)
         finish(self, routed)
 
     intake.Intake._finish = traced_finish  # type: ignore[method-assign]
@@ -134,4 +185,4 @@ def install(folder: str) -> None:
 
 def handler_started(job_id: uuid.UUID) -> None:
     """Called by the traced no-op handler as it runs."""
-    record("handler", (job_id,))
+    record("handler", [job_id])
