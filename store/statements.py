@@ -263,12 +263,6 @@ _ATTEMPT_ROWS = """attempt_rows AS (
 """
 
 
-#: Write a batch of results in one statement, each fenced by (job id, attempt, owner), with
-#: the attempt records in the same statement: a success on its job row (``success_*``), any
-#: other outcome as a row of ``tenantq_attempt_log``. ``give_back`` returns the attempt
-#: (shutdown, revoke, snooze: they never consume one). Results of stale attempts match no job
-#: row: they are refused, recorded as 'stale' attempt rows. Returns (job id, locked): the
-#: results applied, and those set aside because their job's row was locked (``_LOCKED``).
 def _complete_batch(results: str, locked: str) -> str:
     """The batch's rows (``results``) and those set aside (``locked``), then the writes."""
     return (
@@ -283,6 +277,12 @@ UNION ALL SELECT id, true FROM locked
     )
 
 
+#: Write a batch of results in one statement, each fenced by (job id, attempt, owner), with
+#: the attempt records in the same statement: a success on its job row (``success_*``), any
+#: other outcome as a row of ``tenantq_attempt_log``. ``give_back`` returns the attempt
+#: (shutdown, revoke, snooze: they never consume one). Results of stale attempts match no job
+#: row: they are refused, recorded as 'stale' attempt rows. Returns (job id, locked): the
+#: results applied, and those set aside because their job's row was locked (``_LOCKED``).
 JOB_COMPLETE_BATCH = _complete_batch(_RESULTS, _LOCKED)
 
 #: The results with a bound on every row lock wait of the statement: ``set_config`` (local
