@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import threading
 import time
 import uuid
@@ -46,7 +47,14 @@ CREATE TABLE IF NOT EXISTS fault_executions (
 #: any outage the suite injects, so an outage shows up in the worker, not as a failed job.
 LEDGER_PATIENCE_SECONDS = 90.0
 
-_local = threading.local()
+#: Ledger connections per handler process, shared by its handler threads: one per thread
+#: (32 by default, and a worker of several members has a handler process each) would take
+#: the database's ``max_connections`` from the workers themselves, and the suite would be
+#: measuring that rather than its faults.
+LEDGER_CONNECTIONS = 4
+
+_idle: queue.LifoQueue[psycopg.Connection[tuple[object, ...]]] = queue.LifoQueue()
+_slots = threading.BoundedSemaphore(LEDGER_CONNECTIONS)
 
 
 class Work(BaseModel):
@@ -54,14 +62,25 @@ class Work(BaseModel):
     work_ms: float = Field(0.0, ge=0, le=10_000)
 
 
-def _connection() -> psycopg.Connection[tuple[object, ...]]:
-    # One connection per handler thread: a connect per job would fork a backend per job.
-    conn: psycopg.Connection[tuple[object, ...]] | None = getattr(_local, "conn", None)
-    if conn is None or conn.closed:
-        url = os.environ.get("FAULT_LEDGER_URL") or os.environ["TENANTQ_DATABASE_URL"]
-        conn = psycopg.connect(url, autocommit=True, connect_timeout=3)
-        _local.conn = conn
-    return conn
+def _insert(row: tuple[object, ...]) -> None:
+    """One ledger insert on one of this process's few connections (a broken one is closed
+    and not given back, so the next insert connects afresh)."""
+    with _slots:
+        try:
+            conn = _idle.get_nowait()
+        except queue.Empty:
+            url = os.environ.get("FAULT_LEDGER_URL") or os.environ["TENANTQ_DATABASE_URL"]
+            conn = psycopg.connect(url, autocommit=True, connect_timeout=3)
+        try:
+            conn.execute(
+                "INSERT INTO fault_executions (run, note, job_id, attempt, pid) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                row,
+            )
+        except BaseException:
+            conn.close()
+            raise
+        _idle.put(conn)
 
 
 def record(ctx: tenantq.JobContext, note: str, started: float | None = None) -> None:
@@ -72,15 +91,10 @@ def record(ctx: tenantq.JobContext, note: str, started: float | None = None) -> 
     delay = 0.05
     while True:
         try:
-            _connection().execute(
-                "INSERT INTO fault_executions (run, note, job_id, attempt, pid) "
-                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (run, note, ctx.job_id, ctx.attempt, os.getpid()),
-            )
+            _insert((run, note, ctx.job_id, ctx.attempt, os.getpid()))
             _append_execution(run, note, ctx, started)
             return
         except psycopg.OperationalError:
-            _local.conn = None
             if time.monotonic() > deadline:
                 raise
             time.sleep(delay)

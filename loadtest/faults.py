@@ -482,10 +482,12 @@ class Workers:
         environments: list[dict[str, str]],
         log_dir: Path,
         concurrency: int | None = None,
+        processes: int | None = None,
     ) -> None:
         self.environments = environments
         #: Extra CLI flags of every worker: none by default, as a user starts it.
         self.flags = [] if concurrency is None else ["--concurrency", str(concurrency)]
+        self.processes = processes
         self.log_dir = log_dir
         self.slots: list[LoggedWorkerProcess] = []
         #: pid -> what the suite did to it ("killed", "stopped gracefully").
@@ -505,6 +507,7 @@ class Workers:
             *self.flags,
             log_path=self.log_dir / f"worker{slot}-{self.generation}.log",
             new_session=True,
+            members=self.processes,
         )
         self.groups.append(worker.pid)
         return worker
@@ -621,6 +624,8 @@ class SuiteOptions:
     workers: int = 3
     #: Each worker's ``--concurrency``; None passes none (the worker's own default).
     concurrency: int | None = None
+    #: Each worker's ``--processes`` (members); None passes none (the worker's own default).
+    processes: int | None = None
     #: Seed of the workload and of the faults' choices.
     seed: int = 7
     #: Tenants of the Zipf workload.
@@ -668,7 +673,7 @@ class Run:
                 }
                 for proxy in self.proxies
             ]
-        self.workers = Workers(environments, self.log_dir, options.concurrency)
+        self.workers = Workers(environments, self.log_dir, options.concurrency, options.processes)
         self.workload = plan_workload(max(scenario.jobs, 10), max(options.tenants, 3), options.seed)
         self.light = [t for t, c in self.workload.tenant_classes.items() if c == "light"]
         self.enqueued: list[Enqueued] = []
@@ -1887,6 +1892,7 @@ def run_suite(
         "seed": options.seed,
         "workers": options.workers,
         "concurrency": options.concurrency or "default",
+        "processes": options.processes or "default",
         "tenants": options.tenants,
         "kafka": "",
         "postgres": "",
@@ -1937,6 +1943,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="each worker's --concurrency (default: none passed, the worker's own default)",
     )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="each worker's --processes (default: none passed, the worker's own default)",
+    )
     parser.add_argument("--tenants", type=int, default=40, help="tenants of the Zipf workload")
     parser.add_argument("--seed", type=int, default=7, help="seed of the workload")
     parser.add_argument("--report-dir", type=Path, help="default: reports/faults-<time>")
@@ -1956,6 +1968,7 @@ def main(argv: list[str] | None = None) -> int:
         report_dir,
         workers=args.workers,
         concurrency=args.concurrency,
+        processes=args.processes,
         seed=args.seed,
         tenants=args.tenants,
     )
