@@ -1,6 +1,7 @@
-"""``tenantq worker``: P member processes (``--processes``, 1 by default), each one group
-member, watched by this supervisor; and the background services of the app (outbox relay,
-periodic scheduler, pruner), once per supervisor.
+"""``tenantq worker``: P member processes (``--processes``; by default one per CPU, at most
+4: ``WorkerSettings.member_processes``), each one group member, watched by this supervisor;
+and the background services of the app (outbox relay, periodic scheduler, pruner), once per
+supervisor.
 
 A member that dies is noticed at once: the supervisor stops it in the worker registry and
 frees its leases in one statement (the jobs it ran count the crash and get their attempt

@@ -121,12 +121,34 @@ class QueueSettings(BaseModel):
         return self.retry_partitions or self.partitions
 
 
+#: The most member processes a worker starts unless told (``WorkerSettings.processes``): each
+#: holds a Kafka consumer and a handful of database connections, which a large host's cores
+#: would multiply past what one PostgreSQL serves comfortably.
+DEFAULT_PROCESSES_CAP = 4
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the platform tells it)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        return len(affinity(0))
+    return os.cpu_count() or 1
+
+
 class WorkerSettings(BaseModel):
     """Defaults of ``tenantq worker``; each can be overridden per job type or on the CLI."""
 
     model_config = {"extra": "forbid"}
 
     concurrency: int = Field(32, ge=1, le=10_000, description="Handler slots per process.")
+    processes: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description="Member processes of `tenantq worker` (each a consumer group member with "
+        "its own handler process and `concurrency` slots); `--processes` overrides it. None: "
+        f"one per CPU the worker may run on, at most {DEFAULT_PROCESSES_CAP}.",
+    )
     lease_seconds: float = Field(30.0, gt=0, le=86_400, description="Length of a job lease.")
     heartbeat_interval_seconds: float = Field(
         5.0, gt=0, le=3_600, description="How often leases of running jobs are extended."
@@ -240,6 +262,13 @@ class WorkerSettings(BaseModel):
         "the last transactions loses no job (what it lacked runs again). 0: offsets follow "
         "the primary alone (no standby, or synchronous replication, which loses nothing).",
     )
+
+    def member_processes(self) -> int:
+        """``processes``, or one per CPU the worker may run on, at most
+        ``DEFAULT_PROCESSES_CAP``."""
+        if self.processes is not None:
+            return self.processes
+        return min(usable_cpus(), DEFAULT_PROCESSES_CAP)
 
 
 class TenantIsolationSettings(BaseModel):

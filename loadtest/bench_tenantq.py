@@ -62,6 +62,7 @@ import tenantq
 from tenantq.group_reader import group_reader
 from tenantq.partitioner.placement_book import PlacementBook
 from tenantq.producer.producer import BatchFuture, EnqueueRequest, Producer
+from tenantq.settings import WorkerSettings
 from tenantq.store import migrate
 from tenantq.store.engine import psycopg_url
 from tenantq.topics import consumer_group
@@ -73,12 +74,12 @@ DEFAULT_METRICS_PORT = int(tenantq.Settings.model_fields["metrics_port"].default
 
 @dataclass(frozen=True)
 class TenantqConfig:
-    """``--concurrency`` (None: the default) and ``--processes`` of ``tenantq worker``,
+    """``--concurrency`` and ``--processes`` (None: the defaults) of ``tenantq worker``,
     whether handlers run in threads of the member instead of a handler process, and whether
     the no-op handler is ``async def``."""
 
     concurrency: int | None
-    processes: int
+    processes: int | None
     threads: bool = False
     asynchronous: bool = False
     #: OpenTelemetry tracing on: the jobs enqueued in a traced publication, the worker
@@ -101,7 +102,7 @@ class TenantqConfig:
         traced = text.endswith("o")
         text = text.removesuffix("o")
         if text == "default":
-            return cls(None, 1, traced=traced, tenant_rows=tenant_rows)
+            return cls(None, None, traced=traced, tenant_rows=tenant_rows)
         asynchronous = text.endswith("a")
         text = text.removesuffix("a")
         threads = text.endswith("t")
@@ -110,12 +111,13 @@ class TenantqConfig:
             int(concurrency), int(processes or 1), threads, asynchronous, traced, tenant_rows
         )
 
-    def label(self, default_concurrency: int) -> str:
-        """``tenantq c32 p1 (defaults)``; the default concurrency is the settings' (the
-        workers get the benchmark's ``TENANTQ_WORKER__*``)."""
-        concurrency = self.concurrency or default_concurrency
-        defaults = concurrency == default_concurrency and self.processes == 1
-        label = f"tenantq c{concurrency} p{self.processes}"
+    def label(self, worker: WorkerSettings) -> str:
+        """``tenantq c32 p2 (defaults)``; the defaults are the settings' (the workers get the
+        benchmark's ``TENANTQ_WORKER__*``)."""
+        concurrency = self.concurrency or worker.concurrency
+        processes = self.processes or worker.member_processes()
+        defaults = concurrency == worker.concurrency and processes == worker.member_processes()
+        label = f"tenantq c{concurrency} p{processes}"
         if self.threads:
             label += " threads"
         if self.asynchronous:
@@ -127,7 +129,7 @@ class TenantqConfig:
 
     def arguments(self) -> list[str]:
         flags = [] if self.concurrency is None else ["--concurrency", str(self.concurrency)]
-        return flags + ([] if self.processes == 1 else ["--processes", str(self.processes)])
+        return flags + ([] if self.processes is None else ["--processes", str(self.processes)])
 
 
 def prepare_database(servers: Servers, name: str) -> str:
@@ -365,7 +367,7 @@ class TenantqSide(KafkaSide):
             measured = Measured.of_window(
                 sampler,
                 system="tenantq",
-                label=config.label(settings.worker.concurrency),
+                label=config.label(settings.worker),
                 command=" ".join(["tenantq worker throughput_app:APP", *config.arguments()]),
                 first_start=first_start,
                 finishes=finishes,

@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     concurrency = config.concurrency or "default"
                     tag = (
-                        f"r{round_number}-tenantq-c{concurrency}-p{config.processes}"
+                        f"r{round_number}-tenantq-c{concurrency}-p{config.processes or 'default'}"
                         f"{'t' if config.threads else ''}{'a' if config.asynchronous else ''}"
                     )
                     want_raw = round_number == 1 and index == 0 and not arguments.no_raw

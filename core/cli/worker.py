@@ -29,7 +29,12 @@ def worker_command(
     queues: str = typer.Option(None, "--queues", "-q", help="Comma-separated queues to serve."),
     concurrency: int = typer.Option(None, "--concurrency", "-c", min=1, help="Handler slots."),
     processes: int = typer.Option(
-        1, "--processes", "-p", min=1, help="Member processes (each a group member)."
+        None,
+        "--processes",
+        "-p",
+        min=1,
+        help="Member processes (each a group member); default TENANTQ_WORKER__PROCESSES, "
+        "else one per CPU, at most 4.",
     ),
     strict_priority: bool = typer.Option(
         False, "--strict-priority", help="Serve queues strictly in the order given."
@@ -37,8 +42,9 @@ def worker_command(
     member: bool = typer.Option(False, "--member", hidden=True),
     worker_id: str = typer.Option(None, "--worker-id", hidden=True),
 ) -> None:
-    """Run a worker: supervised member processes (1 unless --processes), each one group
-    member running handlers in its own handler process, and the app's background services."""
+    """Run a worker: supervised member processes (one per CPU, at most 4, unless
+    --processes), each one group member running handlers in its own handler process, and the
+    app's background services."""
     settings = load_settings()
     from tenantq.log import configure_logging
 
@@ -87,7 +93,8 @@ def worker_command(
     served = queue_list or app.queues() or ["default"]
     services = background_services(app, settings, served)
     try:
-        code = Supervisor(arguments, processes, settings, queue_list, services).run()
+        members = processes or settings.worker.member_processes()
+        code = Supervisor(arguments, members, settings, queue_list, services).run()
     finally:
         tracing.shutdown()
     raise typer.Exit(code)

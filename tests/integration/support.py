@@ -160,7 +160,7 @@ def member_arguments(members: int | None) -> tuple[str, ...]:
     """``tenantq worker``'s ``--processes`` for a test's worker: one member unless the test is
     about several (a second member joining moves partitions while the test's jobs run, and
     work read again after the move changes which copy of a record runs, or gives back a
-    lease the test is watching); None: the default (`--processes` not given)."""
+    lease the test is watching); None: the default (one per CPU, at most four)."""
     return () if members is None else ("--processes", str(members))
 
 

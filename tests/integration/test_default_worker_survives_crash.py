@@ -1,10 +1,11 @@
-"""Guarantee: ``tenantq worker app:app`` without ``--processes`` survives a handler that kills
-its process (``os._exit(1)``, as a segfault or an OOM kill would): the process the user
-started stays up, the poison job ends dead after its attempts, and the other jobs keep
-running, retries of other jobs included."""
+"""Guarantee: ``tenantq worker app:app`` without ``--processes`` (one member per CPU, at most
+four) survives a handler that kills its process (``os._exit(1)``, as a segfault or an OOM
+kill would): the process the user started stays up, the poison job ends dead after its
+attempts, and the other jobs keep running, retries of other jobs included."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,11 @@ def test_a_handler_that_exits_does_not_end_the_default_worker(
             db, later, {"succeeded"}, worker, timeout=60, what="jobs enqueued after the crashes"
         )
         assert_alive(worker)
+        members = db.execute(
+            "SELECT count(*) FROM tenantq_workers WHERE deployment = %s AND stopped_at IS NULL",
+            (settings.topic_prefix,),
+        ).fetchone()
+        assert members == (min(len(os.sched_getaffinity(0)), 4),)
     finally:
         status = worker.terminate(90)
     assert status == 0, worker.output()[-4000:]
