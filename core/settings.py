@@ -147,7 +147,9 @@ class WorkerSettings(BaseModel):
         le=64,
         description="Member processes of `tenantq worker` (each a consumer group member with "
         "its own handler process and `concurrency` slots); `--processes` overrides it. None: "
-        f"one per CPU the worker may run on, at most {DEFAULT_PROCESSES_CAP}.",
+        f"one per CPU the worker may run on, at most {DEFAULT_PROCESSES_CAP}. Each member holds "
+        "`claim_connections` + 4 PostgreSQL connections (results, heartbeat, placement and "
+        "quota watchers), the supervisor two more: size `max_connections` for the fleet.",
     )
     lease_seconds: float = Field(30.0, gt=0, le=86_400, description="Length of a job lease.")
     heartbeat_interval_seconds: float = Field(
