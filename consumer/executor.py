@@ -140,20 +140,15 @@ class ProcessExecutor:
 
     def __init__(
         self,
-        app_reference: str,
-        slots: int,
-        settings: Settings,
-        worker_id: str,
-        policy: RetryPolicy,
+        spec: HandlerProcessSpec,
         *,
         on_finished: Callable[[list[Task]], None],
         on_crash: CrashHandler,
     ) -> None:
-        self._app_reference = app_reference
-        self._slots = slots
-        self._settings = settings
-        self._worker_id = worker_id
-        self._policy = policy
+        #: What every handler process it starts is started with (its slots, its retry policy).
+        self._spec = spec
+        self._slots = spec.slots
+        self._policy = spec.policy
         self._on_finished = on_finished
         self._on_crash = on_crash
         self._lock = threading.Lock()
@@ -259,15 +254,7 @@ class ProcessExecutor:
     # -- the handler process ------------------------------------------------------------------
 
     def _spawn(self) -> _HandlerProcess:
-        spec = HandlerProcessSpec(
-            app_reference=self._app_reference,
-            slots=self._slots,
-            settings=self._settings,
-            worker_id=self._worker_id,
-            policy=self._policy,
-            log_level=self._settings.log_level,
-        )
-        return _HandlerProcess(spec, self._received, self._died)
+        return _HandlerProcess(self._spec, self._received, self._died)
 
     def _received(self, rows: list[tuple[Any, ...]]) -> None:
         finished = []
@@ -457,12 +444,11 @@ def executor_for(
     """A handler process when the worker knows the app's reference and the settings allow it
     (``worker.handler_process``), threads otherwise; either hands what ends to ``inbox``."""
     if app_reference is not None and settings.worker.handler_process:
+        spec = HandlerProcessSpec(
+            app_reference, slots, settings, worker_id, policy, settings.log_level
+        )
         return ProcessExecutor(
-            app_reference,
-            slots,
-            settings,
-            worker_id,
-            policy,
+            spec,
             on_finished=inbox.attempts_finished,
             on_crash=inbox.crashed,
         )

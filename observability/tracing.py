@@ -36,6 +36,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -546,34 +547,23 @@ class PublicationScope:
         publication.end()
 
 
+@dataclass(eq=False, repr=False, slots=True)
 class AttemptSpan:
     """The span of one attempt. ``begin`` where the handler runs (it is the current span
     there, so the handler's own spans are its children), ``leave`` when the handler is done,
     ``end`` when the attempt is judged; ``end`` without ``begin`` (a timeout or crash before
     the handler ran) makes the span then. Whatever thread ends it first wins."""
 
-    __slots__ = (
-        "_attributes", "_ended", "_links", "_lock", "_name", "_parent", "_span", "_token",
-        "_tracer",
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        tracer: JobTracer,
-        name: str,
-        parent: Context | None,
-        attributes: dict[str, Any],
-        links: list[Link],
-    ) -> None:
-        self._tracer = tracer
-        self._name = name
-        self._parent = parent
-        self._attributes = attributes
-        self._links = links
-        self._span: Span | None = None
-        self._token: object = None
-        self._ended = False
-        self._lock = threading.Lock()
+    tracer: JobTracer
+    #: What the span is started with, whichever thread starts it.
+    name: str
+    parent: Context | None
+    attributes: dict[str, Any]
+    links: list[Link]
+    _span: Span | None = field(init=False, default=None)
+    _token: object = field(init=False, default=None)
+    _ended: bool = field(init=False, default=False)
+    _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
 
     @property
     def span(self) -> Span | None:
@@ -585,17 +575,17 @@ class AttemptSpan:
         with self._lock:
             if self._ended or self._span is not None:
                 return
-            self._span = span = self._tracer._start(
-                self._name, self._parent, self._attributes, self._links
+            self._span = span = self.tracer._start(
+                self.name, self.parent, self.attributes, self.links
             )
-        context = self._tracer._context
-        self._token = context.attach(self._tracer._trace.set_span_in_context(span))
+        context = self.tracer._context
+        self._token = context.attach(self.tracer._trace.set_span_in_context(span))
 
     def leave(self) -> None:
         """The handler is done in this thread: its span is no longer the current one."""
         token, self._token = self._token, None
         if token is not None:
-            self._tracer._context.detach(token)  # type: ignore[arg-type]
+            self.tracer._context.detach(token)  # type: ignore[arg-type]
 
     def end(
         self,
@@ -619,8 +609,8 @@ class AttemptSpan:
                 start = None
                 if started_seconds_ago is not None:
                     start = time.time_ns() - int(started_seconds_ago * 1e9)
-                self._span = span = self._tracer._start(
-                    self._name, self._parent, self._attributes, self._links, start
+                self._span = span = self.tracer._start(
+                    self.name, self.parent, self.attributes, self.links, start
                 )
         attributes: dict[str, Any] = {OUTCOME: outcome}
         if delay_seconds is not None and outcome in ("retrying", "snoozed", "timeout"):
@@ -629,7 +619,7 @@ class AttemptSpan:
         if outcome in FAILED_OUTCOMES:
             if error is not None and isinstance(error, Exception):
                 span.record_exception(error)
-            self._tracer._fail(span, error_class, error_message)
+            self.tracer._fail(span, error_class, error_message)
         elif error_message:
             # Not a failure (snoozed, released, canceled): why, without an error status.
             span.set_attribute(REASON, error_message)

@@ -16,6 +16,7 @@ import itertools
 import logging
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import InvalidStateError
+from dataclasses import dataclass
 from typing import Any, overload
 
 from confluent_kafka import KafkaError
@@ -30,6 +31,7 @@ from tenantq.producer.rows import Rows
 logger = logging.getLogger("tenantq.producer")
 
 
+@dataclass(eq=False, repr=False, slots=True)
 class JobRefs(Rows[JobRef]):
     """The ``JobRef`` of every job of a batch, in request order: a read-only sequence that
     makes each ``JobRef`` when it is read.
@@ -39,25 +41,16 @@ class JobRefs(Rows[JobRef]):
     never pays it. ``list(refs)`` gives a plain list.
     """
 
-    __slots__ = ("_existing", "_job_ints", "_offsets", "_partitions", "_topics")
-
-    def __init__(
-        self,
-        job_ints: list[int],
-        topics: list[str],
-        partitions: list[int],
-        offsets: list[int],
-        existing: frozenset[int] = frozenset(),
-    ) -> None:
-        self._job_ints = job_ints
-        self._topics = topics
-        self._partitions = partitions
-        self._offsets = offsets
-        #: Indexes whose idempotency key named an existing job (``created=False``).
-        self._existing = existing
+    #: The columns, a row per job: its id as an integer, its topic, partition and offset.
+    job_ints: list[int]
+    topics: list[str]
+    partitions: list[int]
+    offsets: list[int]
+    #: Indexes whose idempotency key named an existing job (``created=False``).
+    existing: frozenset[int] = frozenset()
 
     def __len__(self) -> int:
-        return len(self._job_ints)
+        return len(self.job_ints)
 
     @overload
     def __getitem__(self, index: int) -> JobRef: ...
@@ -68,20 +61,20 @@ class JobRefs(Rows[JobRef]):
     def __getitem__(self, index: int | slice) -> JobRef | list[JobRef]:
         if isinstance(index, slice):
             return [self[position] for position in range(*index.indices(len(self)))]
-        position = range(len(self._job_ints))[index]
+        position = range(len(self.job_ints))[index]
         return JobRef(
-            uuid_of_int(self._job_ints[position]),
-            self._topics[position],
-            self._partitions[position],
-            self._offsets[position],
-            position not in self._existing,
+            uuid_of_int(self.job_ints[position]),
+            self.topics[position],
+            self.partitions[position],
+            self.offsets[position],
+            position not in self.existing,
         )
 
     def __iter__(self) -> Iterator[JobRef]:
         make = uuid_of_int
-        existing = self._existing
+        existing = self.existing
         for position, (job_int, topic, partition, offset) in enumerate(
-            zip(self._job_ints, self._topics, self._partitions, self._offsets, strict=True)
+            zip(self.job_ints, self.topics, self.partitions, self.offsets, strict=True)
         ):
             yield JobRef(make(job_int), topic, partition, offset, position not in existing)
 

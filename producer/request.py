@@ -6,7 +6,7 @@ import datetime as dt
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple, overload
 
 from pydantic import BaseModel
@@ -89,33 +89,23 @@ class EncodedJob(NamedTuple):
         return [(header_names.JOB_ID, self.job_id), *self.extra_headers]
 
 
+@dataclass(eq=False, repr=False, slots=True)
 class Destination:
     """Where a job goes and what it carries besides its id and envelope: the fields of an
     ``EncodedJob`` that the jobs of a batch share (one per route and partition).
 
     A class with slots, not a named tuple: the producer's loops read four of its fields per
-    job, and a slot is read in a third of the time of a named tuple's field."""
+    job, and a slot is read in a third of the time of a named tuple's field. Equal only to
+    itself and hashed by identity (``PreparedJobs.tenant_counts`` counts the shared ones)."""
 
-    __slots__ = ("extra_headers", "key", "keyed", "partition", "queue", "tenant_id", "topic")
-
-    def __init__(
-        self,
-        queue: str,
-        tenant_id: str,
-        topic: str,
-        partition: int,
-        key: bytes,
-        extra_headers: tuple[tuple[str, str], ...],
-        keyed: bool = False,
-    ) -> None:
-        self.queue = queue
-        self.tenant_id = tenant_id
-        self.topic = topic
-        self.partition = partition
-        self.key = key
-        #: Every header but the job id's (``EncodedJob.extra_headers``).
-        self.extra_headers = extra_headers
-        self.keyed = keyed
+    queue: str
+    tenant_id: str
+    topic: str
+    partition: int
+    key: bytes
+    #: Every header but the job id's (``EncodedJob.extra_headers``).
+    extra_headers: tuple[tuple[str, str], ...]
+    keyed: bool = False
 
     def __repr__(self) -> str:
         return (
@@ -124,6 +114,7 @@ class Destination:
         )
 
 
+@dataclass(eq=False, repr=False, slots=True)
 class PreparedJobs(Rows[EncodedJob]):
     """The jobs of one ``prepare_all`` call: a read-only sequence of ``EncodedJob`` kept as
     columns, each ``EncodedJob`` made when it is read.
@@ -136,29 +127,18 @@ class PreparedJobs(Rows[EncodedJob]):
     columns directly.
     """
 
-    __slots__ = ("destinations", "generic", "ids", "job_ints", "keyed", "values")
-
-    def __init__(
-        self,
-        job_ints: list[int],
-        ids: list[bytes],
-        values: list[bytes],
-        destinations: list[Destination],
-        keyed: bool,
-        generic: int = 0,
-    ) -> None:
-        #: The job ids as integers, and as the ASCII of their text (the ``tenantq-job-id``
-        #: header, which Kafka stores as bytes either way).
-        self.job_ints = job_ints
-        self.ids = ids
-        #: The envelopes.
-        self.values = values
-        self.destinations = destinations
-        #: At least one job has an idempotency key.
-        self.keyed = keyed
-        #: How many jobs had options (``prepare``'s generic path). The others go to the
-        #: topic of their queue (or its hot lane) and have no key: they run now.
-        self.generic = generic
+    #: The job ids as integers, and as the ASCII of their text (the ``tenantq-job-id``
+    #: header, which Kafka stores as bytes either way).
+    job_ints: list[int]
+    ids: list[bytes]
+    #: The envelopes.
+    values: list[bytes]
+    destinations: list[Destination]
+    #: At least one job has an idempotency key.
+    keyed: bool
+    #: How many jobs had options (``prepare``'s generic path). The others go to the
+    #: topic of their queue (or its hot lane) and have no key: they run now.
+    generic: int = 0
 
     def __len__(self) -> int:
         return len(self.values)
@@ -223,49 +203,37 @@ def _destination_of(job: EncodedJob) -> Destination:
     )
 
 
+@dataclass(eq=False, repr=False, slots=True)
 class _Route:
     """Everything about a (job type, tenant, queue) that does not depend on the job: checked
     once per batch, then shared by every plain job of the batch with those three values."""
 
-    __slots__ = (
-        "base_headers", "destination", "hashed", "identity", "job_type", "key", "lane", "model",
-        "partition", "partition_key", "partitions", "placement", "queue", "requested_queue",
-        "sent_to_partition", "tenant_id", "topic",
-    )  # fmt: skip
+    job_type: str
+    model: type[BaseModel] | None
+    tenant_id: str
+    queue: str
+    topic: str
+    partitions: int
+    placement: Placement
+    base_headers: tuple[tuple[str, str], ...]
+    #: The queue the requests named (None: the job type's).
+    requested_queue: str | None
+    # Hashed placement (the default) does not depend on the job id: place once.
+    hashed: bool = field(init=False)
+    #: The hot lane: one partition for a run of jobs of a batch (``_lane_partition``).
+    lane: bool = field(init=False)
+    sent_to_partition: int = field(init=False, default=0)
+    partition_key: str = field(init=False)
+    partition: int = field(init=False, default=-1)
+    key: bytes = field(init=False, default=b"")
+    identity: bytes = field(init=False, default=b"")
+    #: Of a hashed route: where all its jobs go.
+    destination: Destination | None = field(init=False, default=None)
 
-    def __init__(
-        self,
-        job_type: str,
-        model: type[BaseModel] | None,
-        tenant_id: str,
-        queue: str,
-        topic: str,
-        partitions: int,
-        placement: Placement,
-        base_headers: tuple[tuple[str, str], ...],
-        requested_queue: str | None,
-    ) -> None:
-        self.job_type = job_type
-        self.model = model
-        self.tenant_id = tenant_id
-        self.queue = queue
-        self.topic = topic
-        self.partitions = partitions
-        self.placement = placement
-        self.base_headers = base_headers
-        # Hashed placement (the default) does not depend on the job id: place once.
-        self.hashed = placement.mode == "hashed"
-        #: The hot lane: one partition for a run of jobs of a batch (``_lane_partition``).
-        self.lane = placement.mode == "lane"
-        self.sent_to_partition = 0
-        self.partition_key = tenant_id
-        self.partition = -1
-        self.key = b""
-        self.identity = b""
-        #: Of a hashed route: where all its jobs go.
-        self.destination: Destination | None = None
-        #: The queue the requests named (None: the job type's).
-        self.requested_queue = requested_queue
+    def __post_init__(self) -> None:
+        self.hashed = self.placement.mode == "hashed"
+        self.lane = self.placement.mode == "lane"
+        self.partition_key = self.tenant_id
 
 
 class _Batch:

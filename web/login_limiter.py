@@ -32,7 +32,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 #: The sliding window, in seconds.
@@ -73,33 +73,27 @@ def client_key(address: str) -> str:
     return str(parsed)
 
 
+@dataclass(eq=False, repr=False, slots=True, kw_only=True)
 class FailedLogins:
     """Counts wrong tokens and refuses token checks past the limits (module docstring)."""
 
-    def __init__(
-        self,
-        *,
-        per_client: int,
-        overall: int,
-        events: LoginEvents,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.per_client = per_client
-        self.overall = overall
-        self._events = events
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._all: deque[float] = deque()
-        self._by_client: dict[str, deque[float]] = {}
-        #: When each client's last refusal was logged (one log line per client and minute).
-        self._refusal_logged: dict[str, float] = {}
+    per_client: int
+    overall: int
+    events: LoginEvents
+    clock: Callable[[], float] = time.monotonic
+    _lock: threading.Lock = field(init=False, default_factory=threading.Lock)
+    #: The times of the wrong tokens within the window: from every client, and per client.
+    _all: deque[float] = field(init=False, default_factory=deque)
+    _by_client: dict[str, deque[float]] = field(init=False, default_factory=dict)
+    #: When each client's last refusal was logged (one log line per client and minute).
+    _refusal_logged: dict[str, float] = field(init=False, default_factory=dict)
 
     def refusal(self, address: str) -> Refusal | None:
         """None if a token from ``address`` may be compared now, else why not and for how
         long (reported to the events)."""
         key = client_key(address)
         with self._lock:
-            now = self._clock()
+            now = self.clock()
             self._forget_before(now - WINDOW_SECONDS)
             refusal = None
             mine = self._by_client.get(key)
@@ -115,20 +109,20 @@ class FailedLogins:
             first = logged_as not in self._refusal_logged
             if first:
                 self._refusal_logged[logged_as] = now
-        self._events.token_refused(address, refusal, first=first)
+        self.events.token_refused(address, refusal, first=first)
         return refusal
 
     def failed(self, address: str, via: str) -> None:
         """Count a wrong token from ``address``."""
         key = client_key(address)
         with self._lock:
-            now = self._clock()
+            now = self.clock()
             self._forget_before(now - WINDOW_SECONDS)
             self._all.append(now)
             mine = self._by_client.setdefault(key, deque())
             mine.append(now)
             failures = len(mine)
-        self._events.token_failed(address, via, failures)
+        self.events.token_failed(address, via, failures)
 
     def _forget_before(self, horizon: float) -> None:
         # Only compared tokens are counted, and none is compared past the overall limit: the

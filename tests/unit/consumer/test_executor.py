@@ -15,7 +15,7 @@ import tenantq
 from tenantq.consumer import handler_process
 from tenantq.consumer.context import JobContext
 from tenantq.consumer.executor import ProcessExecutor, _spec
-from tenantq.consumer.handler_process import TaskOutcome, TaskSpec
+from tenantq.consumer.handler_process import HandlerProcessSpec, TaskOutcome, TaskSpec
 from tenantq.consumer.outcomes import Verdict
 from tenantq.consumer.retry_policy import RetryPolicy
 from tenantq.consumer.runner import Task
@@ -122,6 +122,14 @@ def _nap_task(job_type: str, seconds: float, timeout: float) -> Task:
     return Task(NAPS.job_type(job_type), payload, context, deadline)
 
 
+def _naps_process(slots: int) -> HandlerProcessSpec:
+    """A handler process of ``slots`` slots running the handlers of ``NAPS``."""
+    settings = tenantq.Settings()
+    return HandlerProcessSpec(
+        f"{__name__}:NAPS", slots, settings, "worker-test", RetryPolicy(), settings.log_level
+    )
+
+
 def _run_in_handler_process(naps: list[tuple[str, float, float]], slots: int) -> list[Task]:
     """Tasks of ``naps`` (job type, seconds, timeout) handed to a real handler process of
     ``slots`` slots in one batch, with the member's timeout checks every 10 ms; the tasks as
@@ -129,11 +137,7 @@ def _run_in_handler_process(naps: list[tuple[str, float, float]], slots: int) ->
     finished: list[Task] = []
     crashes: list[str] = []
     executor = ProcessExecutor(
-        f"{__name__}:NAPS",
-        slots,
-        tenantq.Settings(),
-        "worker-test",
-        RetryPolicy(),
+        _naps_process(slots),
         on_finished=finished.extend,
         on_crash=lambda running, culprit, how: crashes.append(how),
     )
@@ -184,11 +188,7 @@ def test_async_attempts_sent_beyond_the_slots_run_no_more_than_the_slots_at_once
 def test_a_task_canceled_while_it_waits_in_the_handler_process_never_starts() -> None:
     finished: list[Task] = []
     executor = ProcessExecutor(
-        f"{__name__}:NAPS",
-        1,
-        tenantq.Settings(),
-        "worker-test",
-        RetryPolicy(),
+        _naps_process(1),
         on_finished=finished.extend,
         on_crash=lambda running, culprit, how: None,
     )
