@@ -125,6 +125,9 @@ class QueueSettings(BaseModel):
 #: holds a Kafka consumer and a handful of database connections, which a large host's cores
 #: would multiply past what one PostgreSQL serves comfortably.
 DEFAULT_PROCESSES_CAP = 4
+#: The bounds of a worker's members and handler slots, whether set here or on the CLI.
+MAX_PROCESSES = 64
+MAX_CONCURRENCY = 10_000
 
 
 def usable_cpus() -> int:
@@ -140,11 +143,11 @@ class WorkerSettings(BaseModel):
 
     model_config = {"extra": "forbid"}
 
-    concurrency: int = Field(32, ge=1, le=10_000, description="Handler slots per process.")
+    concurrency: int = Field(32, ge=1, le=MAX_CONCURRENCY, description="Handler slots per process.")
     processes: int | None = Field(
         None,
         ge=1,
-        le=64,
+        le=MAX_PROCESSES,
         description="Member processes of `tenantq worker` (each a consumer group member with "
         "its own handler process and `concurrency` slots); `--processes` overrides it. None: "
         f"one per CPU the worker may run on, at most {DEFAULT_PROCESSES_CAP}. Each member holds "

@@ -18,7 +18,7 @@ from tenantq.app import load_app
 from tenantq.cli.otel import trace_from_environment
 from tenantq.errors import ConfigurationError
 from tenantq.observability import tracing
-from tenantq.settings import load_settings
+from tenantq.settings import MAX_CONCURRENCY, MAX_PROCESSES, load_settings
 
 console = Console()
 jobs_app = typer.Typer(help="Inspect and cancel single jobs.")
@@ -27,12 +27,15 @@ jobs_app = typer.Typer(help="Inspect and cancel single jobs.")
 def worker_command(
     app_reference: str = typer.Argument(..., metavar="MODULE:APP"),
     queues: str = typer.Option(None, "--queues", "-q", help="Comma-separated queues to serve."),
-    concurrency: int = typer.Option(None, "--concurrency", "-c", min=1, help="Handler slots."),
+    concurrency: int = typer.Option(
+        None, "--concurrency", "-c", min=1, max=MAX_CONCURRENCY, help="Handler slots."
+    ),
     processes: int = typer.Option(
         None,
         "--processes",
         "-p",
         min=1,
+        max=MAX_PROCESSES,
         help="Member processes (each a group member); default TENANTQ_WORKER__PROCESSES, "
         "else one per CPU, at most 4.",
     ),

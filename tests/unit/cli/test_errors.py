@@ -66,6 +66,9 @@ def test_a_bug_is_not_dressed_up() -> None:
         (["dlq", "show", "nope"], "neither a job id (a UUID) nor PARTITION@OFFSET"),
         (["prune", "--older-than", "99999999d", "--dry-run"], "at most 36500d (100 years)"),
         (["jobs", "cancel", "not-a-uuid"], "'not-a-uuid' is not a job id"),
+        # The flags hold the bounds TENANTQ_WORKER__PROCESSES and __CONCURRENCY hold.
+        (["worker", "x:app", "--processes", "65"], "less than or equal to 64"),
+        (["worker", "x:app", "--concurrency", "10001"], "less than or equal to 10000"),
     ],
 )
 def test_bad_input_is_one_line_and_status_2(command: list[str], said: str) -> None:
