@@ -34,7 +34,8 @@ import logging
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any, overload
+from itertools import repeat
+from typing import Any, cast, overload
 
 from confluent_kafka import KafkaError
 
@@ -65,8 +66,18 @@ class DeliveryFuture(JobFuture[JobRef]):
 
     def __init__(self, job_int: int, destination: Destination, lock: _thread.RLock) -> None:
         """``destination``: where the job was produced to (only its topic and partition are
-        read)."""
-        super().__init__(lock)
+        read).
+
+        ``JobFuture.__init__`` written out: a call that reads every future at once makes
+        them by ``map`` (``JobFutures.__iter__``), and a second constructor call would cost
+        about as much as all the assignments."""
+        self._lock = lock
+        self._state = PENDING
+        self._result = None
+        self._exception = None
+        self._waiter_list = None
+        self._callback_list = None
+        self._sleepers = None
         self._job_int = job_int
         self._destination = destination
 
@@ -93,18 +104,20 @@ class DeliveryFuture(JobFuture[JobRef]):
         lock = self._lock
         lock.acquire()
         try:
-            if self._state is not PENDING and self._state in SETTLED:
+            state = self._state
+            if state is not PENDING and state in SETTLED:
                 return
             if isinstance(outcome, BaseException):
                 self._exception = outcome
-                report = "add_exception"
+                failed = True
             else:
                 self._result = outcome  # type: ignore[assignment]
-                report = "add_result"
+                failed = False
             self._state = FINISHED
-            if self._waiter_list:
-                for waiter in self._waiter_list:
-                    getattr(waiter, report)(self)
+            waiters = self._waiter_list
+            if waiters:
+                for waiter in waiters:
+                    (waiter.add_exception if failed else waiter.add_result)(self)
             if self._sleepers:
                 self.notify_all()
         finally:
@@ -185,8 +198,11 @@ class JobFutures(Sequence[Future[JobRef]]):
         return self._made(position)
 
     def __iter__(self) -> Iterator[Future[JobRef]]:
-        for position in range(self._size):
-            yield self[position]
+        futures = self._futures
+        if futures is None or None in futures:
+            futures = self._made_all()
+        # Every entry is a future now; only list invariance objects.
+        return iter(cast("list[Future[JobRef]]", futures))
 
     def __repr__(self) -> str:
         waiting = self._outcomes.count(None)
@@ -208,6 +224,31 @@ class JobFutures(Sequence[Future[JobRef]]):
                 if outcome is not None:
                     future.settle(outcome)
         return future
+
+    def _made_all(self) -> list[DeliveryFuture | None]:
+        """Every future of the call, those not read yet made now (by ``map``: a caller
+        that reads them all at once, as ``list(futures)`` does, pays what a future per job
+        made at enqueue cost, no more). Listed first, then settled where the job's outcome
+        is known, as ``_made`` does."""
+        with self._lock:
+            futures = self._futures
+            if futures is None:
+                made = list(
+                    map(
+                        DeliveryFuture,
+                        self._job_ints,
+                        self._destinations,
+                        repeat(self._lock, self._size),
+                    )
+                )
+                futures = self._futures = cast("list[DeliveryFuture | None]", made)
+                for future, outcome in zip(made, self._outcomes, strict=True):
+                    if outcome is not None:
+                        future.settle(outcome)
+            else:
+                for index in [i for i, future in enumerate(futures) if future is None]:
+                    self._made(index)
+        return futures
 
     def on_delivery(self, error: KafkaError | None, message: Any) -> None:
         """The ``on_delivery`` callback of every message of the call."""
