@@ -144,7 +144,7 @@ class JobFutures(Sequence[Future[JobRef]]):
     """
 
     __slots__ = (
-        "_by_value", "_destinations", "_futures", "_job_ints", "_lock", "_lone", "_outcomes",
+        "_by_value", "_destinations", "_futures", "_job_ints", "_lock", "_outcomes",
         "_outgoing", "_resender", "_sent_again", "_settled", "_size",
     )  # fmt: skip
 
@@ -173,9 +173,8 @@ class JobFutures(Sequence[Future[JobRef]]):
         # next() on itertools.count is atomic under the GIL: reports are served by the
         # delivery thread and by the publishing thread, and exactly one sees the last.
         self._settled = itertools.count(1 + size - len(published)).__next__
-        #: The index of the one job published (-1: more, found by ``_by_value``).
-        self._lone = published[0] if len(published) == 1 else -1
-        self._by_value = index_by_value(outgoing.values, published) if self._lone < 0 else {}
+        #: {envelope: its job's index} (``index_by_value``), until every job is settled.
+        self._by_value = index_by_value(outgoing.values, published)
 
     def __len__(self) -> int:
         return self._size
@@ -252,20 +251,18 @@ class JobFutures(Sequence[Future[JobRef]]):
 
     def on_delivery(self, error: KafkaError | None, message: Any) -> None:
         """The ``on_delivery`` callback of every message of the call."""
-        index = self._lone
-        entry: list[int] | None = None
-        if index < 0:
-            try:
-                found = self._by_value[message.value()]
-                if type(found) is list:
-                    entry, index = found, found.pop()
-                else:
-                    index = found  # type: ignore[assignment]
-            except (KeyError, AttributeError, IndexError):
-                # Not one of ours, or no message at all: nothing to record, and raising
-                # here would surface in whichever thread happens to be polling.
-                logger.error("delivery report for an unknown message of a call: %r", error)
-                return
+        try:
+            index = self._by_value[message.value()]
+            if type(index) is list:
+                entry: list[int] | None = index
+                index = index.pop()
+            else:
+                entry = None
+        except (KeyError, AttributeError, IndexError):
+            # Not one of ours, or no message at all: nothing to record, and raising here
+            # would surface in whichever thread happens to be polling.
+            logger.error("delivery report for an unknown message of a call: %r", error)
+            return
         outcome: int | BaseException
         if error is None:
             offset = message.offset()

@@ -261,8 +261,9 @@ def test_jobs_named_by_their_key_are_settled_from_the_start() -> None:
     futures = JobFutures(jobs(3), {0: known, 2: known})
     assert futures[0].result(0) is known and futures[2].result(0) is known
     assert not futures[1].done()
-    # The one job published is the only one its reports can be about.
-    report(futures, b"whatever the envelope", 3)
+    report(futures, b"envelope-0", 8)  # not published: not one of its reports
+    assert futures[0].result(0) is known
+    report(futures, b"envelope-1", 3)
     assert futures[1].result(0) == JobRef(uuid.UUID(int=JOB.int + 1), "q.main", 3, 3)
 
 
