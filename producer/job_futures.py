@@ -186,15 +186,15 @@ class JobFutures(Sequence[Future[JobRef]]):
     def __getitem__(self, index: slice) -> list[Future[JobRef]]: ...
 
     def __getitem__(self, index: int | slice) -> Future[JobRef] | list[Future[JobRef]]:
-        if isinstance(index, slice):
-            return [self[position] for position in range(self._size)[index]]
-        position = range(self._size)[index]
         futures = self._futures
-        if futures is not None:
-            future = futures[position]
+        if futures is not None and type(index) is int:
+            # The futures list raises the IndexError and counts from the end as this would.
+            future = futures[index]
             if future is not None:
                 return future
-        return self._made(position)
+        if isinstance(index, slice):
+            return [self[position] for position in range(self._size)[index]]
+        return self._made(range(self._size)[index])
 
     def __iter__(self) -> Iterator[Future[JobRef]]:
         futures = self._futures
@@ -325,6 +325,8 @@ def index_by_value(values: Sequence[bytes], positions: Sequence[int]) -> dict[by
     """{envelope: its index} of the jobs at ``positions``; an envelope that is there twice
     (the same explicit job id and content) maps to the list of its indexes, as either
     delivery may stand for either job."""
+    if len(positions) == 1:  # ``enqueue``: a dict built from an iterable costs more
+        return {values[positions[0]]: positions[0]}
     if type(positions) is range and len(positions) == len(values):
         by_value: dict[bytes, Any] = dict(zip(values, positions, strict=True))
     else:
