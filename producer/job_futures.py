@@ -229,25 +229,22 @@ class JobFutures(Sequence[Future[JobRef]]):
         """Every future of the call, those not read yet made now (by ``map``, in C: a
         caller that reads them all as the call returns, as ``list(futures)`` does, pays
         about what a future per job made at enqueue cost). Listed first, then settled where
-        the job's outcome is known, as ``_made`` does."""
+        the job's outcome is known, as ``_made`` does; made and settled without holding the
+        call's lock, which the delivery thread takes to settle a future."""
+        made = list(
+            map(DeliveryFuture, self._job_ints, self._destinations, repeat(self._lock, self._size))
+        )
         with self._lock:
             futures = self._futures
             if futures is None:
-                made = list(
-                    map(
-                        DeliveryFuture,
-                        self._job_ints,
-                        self._destinations,
-                        repeat(self._lock, self._size),
-                    )
-                )
                 futures = self._futures = cast("list[DeliveryFuture | None]", made)
-                for future, outcome in zip(made, self._outcomes, strict=True):
-                    if outcome is not None:
-                        future.settle(outcome)
             else:
                 for index in [i for i, future in enumerate(futures) if future is None]:
                     self._made(index)
+                return futures
+        for future, outcome in zip(made, self._outcomes, strict=True):
+            if outcome is not None:
+                future.settle(outcome)
         return futures
 
     def on_delivery(self, error: KafkaError | None, message: Any) -> None:
