@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from concurrent.futures import Future
 from pathlib import Path
 
 from rich.console import Console
@@ -27,7 +28,7 @@ from tenantq.demo.report import print_summary, summarize, write_report
 from tenantq.demo.workload import APP
 from tenantq.devstack.stack import DevStack, external_endpoints
 from tenantq.job_ids import new_job_id
-from tenantq.producer.producer import Producer
+from tenantq.producer.producer import JobRef, Producer
 from tenantq.settings import QueueSettings, Settings, WorkerSettings, load_settings
 from tenantq.store import migrate
 from tenantq.store.engine import connect
@@ -93,7 +94,7 @@ class Enqueuer(threading.Thread):
         try:
             with Producer(self.settings, APP) as producer:
                 started = time.monotonic()
-                futures = []
+                futures: list[Future[JobRef]] = []
                 jobs = self.workload.jobs
                 for start in range(0, len(jobs), ENQUEUE_CHUNK):
                     chunk = jobs[start : start + ENQUEUE_CHUNK]

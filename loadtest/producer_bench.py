@@ -8,7 +8,8 @@ topic prefix, then alternates runs of
   (``--raw-positional`` adds a run passing ``produce`` its arguments positionally, as the
   SDK does: confluent-kafka parses them faster);
 * many: ``tenantq.Producer.enqueue_many`` of the equivalent requests (validation, UUIDv7,
-  JSON, Avro envelope, placement, one future per job) until every future is resolved;
+  JSON, Avro envelope, placement, one future per job, read once all are resolved;
+  ``--eager`` adds a run reading them as each call returns) until every job is settled;
 * batch: ``tenantq.Producer.enqueue_batch`` of the same requests (same work, one future per
   call) until every batch is resolved;
 
@@ -36,7 +37,7 @@ import pstats
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, wait
 from typing import Any
 
@@ -95,20 +96,33 @@ def run_sdk(
     requests: list[EnqueueRequest],
     chunk: int,
     finish: Callable[[], object] = lambda: None,
+    eager: bool = False,
 ) -> float:
-    """``enqueue_many``: one future per job (``chunk`` per call; 1: ``enqueue``'s cost).
-    ``finish`` runs inside the clock at the end (a traced run exports its last spans)."""
+    """``enqueue_many``: one future per job (``chunk`` per call; 1: ``enqueue``'s cost),
+    read once every job is acknowledged, outside the clock (``JobFutures`` makes a job's
+    future when it is first read); ``eager``: read as each call returns, inside the clock,
+    as code that keeps a list of every future does. ``finish`` runs inside the clock at the
+    end (a traced run exports its last spans)."""
+    calls: list[Sequence[Future[JobRef]]] = []
     futures: list[Future[JobRef]] = []
 
     def submit(producer: Producer) -> None:
         for start in range(0, len(requests), chunk):
-            futures.extend(producer.enqueue_many(requests[start : start + chunk]))
+            call = producer.enqueue_many(requests[start : start + chunk])
+            if eager:
+                futures.extend(call)
+            else:
+                calls.append(call)
 
     with clocked(settings, requests, submit, finish) as (elapsed, remaining):
+        if not eager:
+            futures = [future for call in calls for future in call]
         done, pending = wait(futures, timeout=120)
         failed = sum(1 for future in done if future.exception() is not None) + remaining
-        if pending or failed:
-            raise SystemExit(f"sdk run: {len(pending)} pending, {failed} failed")
+        if pending or failed or len(futures) != len(requests):
+            raise SystemExit(
+                f"sdk run: {len(pending)} pending, {failed} failed, {len(futures)} futures"
+            )
     return len(requests) / elapsed
 
 
@@ -218,9 +232,8 @@ BUCKETS = (
     ("validation.py", "validation, routing, JSON, envelope"),
     ("method 'produce'", "confluent-kafka produce"),
     ("batch.py", "delivery callbacks"),
-    ("delivery_futures", "futures made"),
-    ("delivery.py(__init__)", "futures made"),
-    ("delivery.py", "delivery callbacks (futures)"),
+    ("job_futures.py", "delivery callbacks"),
+    ("delivery.py", "delivery callbacks"),
     ("job_future.py", "delivery callbacks (futures)"),
     ("_base.py", "delivery callbacks (futures)"),
     ("method 'poll'", "poll/flush wait (librdkafka)"),
@@ -290,6 +303,10 @@ def compare(settings: tenantq.Settings, arguments: argparse.Namespace, sink: Any
     }
     if arguments.raw_positional:
         runs["raw_positional"] = lambda: run_raw(settings, requests, positional=True)
+    if arguments.eager:
+        runs["enqueue_many eager"] = lambda: run_sdk(
+            settings, requests, arguments.chunk, eager=True
+        )
     if sink is not None:
         runs.update(traced_runs(settings, requests, arguments, sink))
     rates: dict[str, list[float]] = {name: [] for name in runs}
@@ -399,6 +416,12 @@ def main(argv: list[str] | None = None) -> int:
         "--raw-positional",
         action="store_true",
         help="also run raw produce with positional arguments, as the SDK calls it",
+    )
+    parser.add_argument(
+        "--eager",
+        action="store_true",
+        help="also run enqueue_many reading every future as each call returns (as code that "
+        "keeps a list of them does: each future is then made while its job is in flight)",
     )
     parser.add_argument(
         "--tune-gc",

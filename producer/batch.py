@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import InvalidStateError
 from dataclasses import dataclass
 from typing import Any, overload
@@ -25,6 +25,7 @@ from tenantq.errors import BatchEnqueueFailed, EnqueueFailed
 from tenantq.job_ids import uuid_of_int
 from tenantq.producer.delivery import JobRef, Resender, enqueue_failure, unconfirmed_failure
 from tenantq.producer.job_future import JobFuture
+from tenantq.producer.job_futures import index_by_value
 from tenantq.producer.request import PreparedJobs
 from tenantq.producer.rows import Rows
 
@@ -120,20 +121,12 @@ class BatchFuture(JobFuture[JobRefs]):
         # next() on itertools.count is atomic under the GIL: deliveries are served by the
         # poller thread and by the enqueuing thread, and exactly one of them sees the last.
         self._settle = itertools.count(1 + len(existing)).__next__
-        by_value: dict[bytes, Any] = {}
-        setdefault = by_value.setdefault
-        published: Iterable[tuple[int, bytes]] = (
-            enumerate(values)
+        self._by_value = index_by_value(
+            values,
+            range(self._size)
             if not existing
-            else ((index, value) for index, value in enumerate(values) if index not in existing)
+            else [index for index in range(self._size) if index not in existing],
         )
-        for index, value in published:
-            if setdefault(value, index) != index:
-                # The same envelope twice (the same explicit job id and content): either
-                # delivery may stand for either job, so keep a stack of their indexes.
-                earlier = by_value[value]
-                by_value[value] = [*earlier, index] if type(earlier) is list else [earlier, index]
-        self._by_value = by_value
         if len(existing) == self._size:
             self.set_result(
                 JobRefs(

@@ -35,14 +35,10 @@ from tenantq.producer.admission import TenantAdmission
 from tenantq.producer.batch import BatchFuture, JobRefs
 from tenantq.producer.channel import Channel
 from tenantq.producer.config import producer_config
-from tenantq.producer.delivery import (
-    JobRef,
-    Resender,
-    Resends,
-    delivery_futures,
-)
+from tenantq.producer.delivery import JobRef, Resender
 from tenantq.producer.delivery_reports import DeliveryReports
 from tenantq.producer.flood_meter import FloodChange, FloodMeter
+from tenantq.producer.job_futures import JobFutures
 from tenantq.producer.latency_guard import CommittedOffsetAgeProbe, LatencyGuard
 from tenantq.producer.pending_rows import PendingRecorder
 from tenantq.producer.publication_span import describe_publication, publishing_call
@@ -60,7 +56,7 @@ Callback = Callable[[Any, Any], None]
 #: ``produce(topic, value, key, partition, callback, on_delivery, timestamp, headers)``.
 Produce = Callable[[str, bytes, bytes, int, Callback, None, int, list[Any]], None]
 
-__all__ = ["BatchFuture", "EnqueueRequest", "JobRef", "JobRefs", "Producer"]
+__all__ = ["BatchFuture", "EnqueueRequest", "JobFutures", "JobRef", "JobRefs", "Producer"]
 
 logger = logging.getLogger("tenantq.producer")
 
@@ -241,22 +237,22 @@ class Producer:
 
     def enqueue_many(
         self, requests: Iterable[EnqueueRequest | Mapping[str, Any]]
-    ) -> list[Future[JobRef]]:
+    ) -> Sequence[Future[JobRef]]:
         """Publish a batch: every request is validated and admitted before any is published.
 
-        Returns one future per request, in order. If the local buffer stays full past the
-        buffer timeout, ``QueueFull`` is raised when nothing was accepted yet; otherwise the
-        futures of the jobs that could not be handed over fail with ``QueueFull`` and the
-        accepted ones are kept.
+        Returns one future per request, in order: a read-only sequence (``JobFutures``)
+        whose futures are made when first read, so that jobs in flight cost the cyclic
+        garbage collector nothing until the caller looks at them (``list(...)`` makes them
+        all). If the local buffer stays full past the buffer timeout, ``QueueFull`` is
+        raised when nothing was accepted yet; otherwise the futures of the jobs that could
+        not be handed over fail with ``QueueFull`` and the accepted ones are kept.
         """
         started = time.monotonic()
         with publishing_call(self._publishing, self._published, started) as publication:
             outgoing, existing = self._prepare_and_admit(requests, publication)
             if not outgoing:
                 return []
-            if existing:
-                return self._publish_new(outgoing, existing, started)
-            futures = self._publish(outgoing)
+            futures = self._publish(outgoing, existing)
             self._serve_ready(started)
             return futures
 
@@ -428,40 +424,27 @@ class Producer:
                     self._latency_guard.check(queue)
         return outgoing, existing
 
-    def _publish_new(
-        self, outgoing: PreparedJobs, existing: dict[int, JobRef], started: float
-    ) -> list[Future[JobRef]]:
-        """``_publish`` of the jobs not named by their key; the others resolve at once."""
-        positions = [index for index in range(len(outgoing)) if index not in existing]
-        published = iter(self._publish(outgoing.subset(positions)))
-        futures: list[Future[JobRef]] = []
-        for index in range(len(outgoing)):
-            if index in existing:
-                known: Future[JobRef] = Future()
-                known.set_result(existing[index])
-                futures.append(known)
-            else:
-                futures.append(next(published))
-        self._serve_ready(started)
-        return futures
+    def _publish(self, outgoing: PreparedJobs, existing: dict[int, JobRef]) -> JobFutures:
+        """The jobs of ``outgoing`` not named by their key (``existing``), published with one
+        callback for all of them; after a full buffer, the rest fail with ``QueueFull``."""
+        futures = JobFutures(outgoing, existing, self._resender)
+        positions: list[int] = []
+        if existing:
+            positions = [index for index in range(len(outgoing)) if index not in existing]
+            if not positions:
+                return futures
+            outgoing = outgoing.subset(positions)
 
-    def _publish(self, outgoing: PreparedJobs) -> list[Future[JobRef]]:
-        """One ``DeliveryFuture`` per job; after a full buffer, the rest fail with ``QueueFull``."""
-        futures = delivery_futures(
-            outgoing.job_ints, outgoing.destinations, Resends(outgoing, self._resender)
-        )
+        def fail(index: int, failure: BaseException) -> None:
+            futures.fail(positions[index] if existing else index, failure)
 
-        def refused(index: int, failure: EnqueueFailed) -> None:
-            futures[index].set_exception(failure)
-
-        stopped = self._hand_over(outgoing, futures, refused)
+        stopped = self._hand_over(outgoing, itertools.repeat(futures.on_delivery), fail)
         if stopped is not None:
             unsent, full = stopped
-            futures[unsent[0]].set_exception(full)
+            fail(unsent[0], full)
             for index in unsent[1:]:
-                futures[index].set_exception(QueueFull(str(full), retry_after=full.retry_after))
-        # A list of DeliveryFuture is one of Future[JobRef]; only list invariance objects.
-        return cast("list[Future[JobRef]]", futures)
+                fail(index, QueueFull(str(full), retry_after=full.retry_after))
+        return futures
 
     def _publish_batch(
         self, outgoing: PreparedJobs, batch: BatchFuture, positions: list[int] | None = None
