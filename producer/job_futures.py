@@ -276,23 +276,21 @@ class JobFutures(Sequence[Future[JobRef]]):
             outcome = enqueue_failure(
                 error, uuid_of_int(self._job_ints[index]), self._destinations[index].topic
             )
+        self._settle(index, outcome)
+
+    def fail(self, index: int, failure: BaseException) -> None:
+        """Settle the job at ``index``, which never reached the client's queue."""
+        self._settle(index, failure)
+
+    def _settle(self, index: int, outcome: int | JobRef | BaseException) -> None:
+        """Record the job's outcome, then settle its future if it was read already (in this
+        order: see the module's note on a future made while the report arrives)."""
         self._outcomes[index] = outcome
         futures = self._futures
         if futures is not None:
             future = futures[index]
             if future is not None:
                 future.settle(outcome)
-        if self._settled() == self._size:
-            self._release()
-
-    def fail(self, index: int, failure: BaseException) -> None:
-        """Settle the job at ``index``, which never reached the client's queue."""
-        self._outcomes[index] = failure
-        futures = self._futures
-        if futures is not None:
-            future = futures[index]
-            if future is not None:
-                future.settle(failure)
         if self._settled() == self._size:
             self._release()
 
