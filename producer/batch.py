@@ -23,7 +23,13 @@ from confluent_kafka import KafkaError
 
 from tenantq.errors import BatchEnqueueFailed, EnqueueFailed
 from tenantq.job_ids import uuid_of_int
-from tenantq.producer.delivery import JobRef, Resender, enqueue_failure, unconfirmed_failure
+from tenantq.producer.delivery import (
+    JobRef,
+    Resender,
+    Resends,
+    enqueue_failure,
+    unconfirmed_failure,
+)
 from tenantq.producer.job_future import JobFuture
 from tenantq.producer.job_futures import index_by_value
 from tenantq.producer.request import PreparedJobs
@@ -98,9 +104,7 @@ class BatchFuture(JobFuture[JobRefs]):
         super().__init__()
         # Kept until the batch settles, to send again a job acknowledged without an offset
         # (``tenantq.producer.delivery``).
-        self._outgoing = outgoing if resender is not None else None
-        self._resender = resender
-        self._sent_again: dict[int, int] = {}
+        self._resends = Resends(outgoing, resender) if resender is not None else None
         # Columns rather than the messages: the envelopes can go once delivered.
         self._job_ints = list(outgoing.job_ints)
         destinations = outgoing.destinations
@@ -153,7 +157,8 @@ class BatchFuture(JobFuture[JobRefs]):
         if error is None:
             offset = message.offset()
             if offset is None:
-                if self._send_again(index, entry):
+                resends = self._resends
+                if resends is not None and resends.again(index, entry, self.on_delivery):
                     return
                 self._failures[index] = unconfirmed_failure(
                     uuid_of_int(self._job_ints[index]), self._topics[index]
@@ -167,21 +172,6 @@ class BatchFuture(JobFuture[JobRefs]):
         if self._settle() == self._size:
             self._finish()
 
-    def _send_again(self, index: int, entry: list[int] | None) -> bool:
-        """Produce the job at ``index`` again (acknowledged without an offset); False when
-        its resends are used up or the client refuses it."""
-        if self._outgoing is None or self._resender is None:
-            return False
-        sent_again = self._sent_again.get(index, 0)
-        self._sent_again[index] = sent_again + 1
-        if entry is not None:
-            entry.append(index)  # the same envelope twice: its next report may be either
-        if self._resender.again(self._outgoing[index], self.on_delivery, sent_again):
-            return True
-        if entry is not None:
-            entry.remove(index)
-        return False
-
     def fail(self, index: int, failure: EnqueueFailed) -> None:
         """Settle a job that never reached Kafka's queue (refused by ``produce``)."""
         self._failures[index] = failure
@@ -190,7 +180,7 @@ class BatchFuture(JobFuture[JobRefs]):
 
     def _finish(self) -> None:
         self._by_value = {}
-        self._outgoing = None
+        self._resends = None
         refs = JobRefs(
             self._job_ints, self._topics, self._partitions, self._offsets, self._existing
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from confluent_kafka import KafkaError, KafkaException
@@ -152,3 +152,31 @@ def produce_when_room(producer: Any, topic: str, **arguments: Any) -> None:
             return
         except BufferError:
             producer.poll(FULL_QUEUE_POLL_SECONDS)
+
+
+class Resends:
+    """The jobs of one call (``enqueue_many``, ``enqueue_batch``), for its delivery callback
+    to send again one acknowledged without an offset: how often each was sent again so far,
+    and the index put back on its envelope's stack when the same envelope is there twice
+    (its next report may stand for either job)."""
+
+    __slots__ = ("_counts", "_jobs", "_resender")
+
+    def __init__(self, jobs: Sequence[EncodedJob], resender: Resender) -> None:
+        self._jobs = jobs
+        self._resender = resender
+        self._counts: dict[int, int] = {}
+
+    def again(self, index: int, entry: list[int] | None, on_delivery: Callback) -> bool:
+        """Produce the job at ``index`` again, reported to ``on_delivery``; False when its
+        resends are used up or the client refuses it. ``entry``: the stack of indexes of
+        its envelope, when the call has that envelope twice."""
+        sent_again = self._counts.get(index, 0)
+        self._counts[index] = sent_again + 1
+        if entry is not None:
+            entry.append(index)
+        if self._resender.again(self._jobs[index], on_delivery, sent_again):
+            return True
+        if entry is not None:
+            entry.remove(index)
+        return False

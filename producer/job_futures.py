@@ -42,7 +42,13 @@ from typing import Any, cast, overload
 from confluent_kafka import KafkaError
 
 from tenantq.job_ids import uuid_of_int
-from tenantq.producer.delivery import JobRef, Resender, enqueue_failure, unconfirmed_failure
+from tenantq.producer.delivery import (
+    JobRef,
+    Resender,
+    Resends,
+    enqueue_failure,
+    unconfirmed_failure,
+)
 from tenantq.producer.job_future import FINISHED, PENDING, SETTLED, JobFuture
 from tenantq.producer.request import Destination, PreparedJobs
 
@@ -147,7 +153,7 @@ class JobFutures(Sequence[Future[JobRef]]):
 
     __slots__ = (
         "_by_value", "_destinations", "_futures", "_job_ints", "_lock", "_outcomes",
-        "_outgoing", "_resender", "_sent_again", "_settled", "_size",
+        "_resends", "_settled", "_size",
     )  # fmt: skip
 
     def __init__(
@@ -164,9 +170,7 @@ class JobFutures(Sequence[Future[JobRef]]):
         self._futures: list[DeliveryFuture | None] | None = None
         self._lock = _thread.RLock()
         # Kept until every job is settled, to send again one acknowledged without an offset.
-        self._outgoing: PreparedJobs | None = outgoing
-        self._resender = resender
-        self._sent_again: dict[int, int] = {}
+        self._resends = Resends(outgoing, resender) if resender is not None else None
         published: Sequence[int] = range(size)
         if existing:
             for index, ref in existing.items():
@@ -265,7 +269,8 @@ class JobFutures(Sequence[Future[JobRef]]):
         if error is None:
             offset = message.offset()
             if offset is None:
-                if self._send_again(index, entry):
+                resends = self._resends
+                if resends is not None and resends.again(index, entry, self.on_delivery):
                     return
                 outcome = unconfirmed_failure(
                     uuid_of_int(self._job_ints[index]), self._destinations[index].topic
@@ -294,27 +299,10 @@ class JobFutures(Sequence[Future[JobRef]]):
         if self._settled() == self._size:
             self._release()
 
-    def _send_again(self, index: int, entry: list[int] | None) -> bool:
-        """Produce the job at ``index`` again (acknowledged without an offset); False when
-        its resends are used up or the client refuses it."""
-        outgoing = self._outgoing
-        if outgoing is None or self._resender is None:
-            return False
-        sent_again = self._sent_again.get(index, 0)
-        self._sent_again[index] = sent_again + 1
-        if entry is not None:
-            entry.append(index)  # the same envelope twice: its next report may be either
-        if self._resender.again(outgoing[index], self.on_delivery, sent_again):
-            return True
-        if entry is not None:
-            entry.remove(index)
-        return False
-
     def _release(self) -> None:
         """Every job is settled: the envelopes may go."""
         self._by_value = {}
-        self._outgoing = None
-        self._sent_again = {}
+        self._resends = None
 
 
 def index_by_value(values: Sequence[bytes], positions: Sequence[int]) -> dict[bytes, Any]:
