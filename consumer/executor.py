@@ -147,8 +147,6 @@ class ProcessExecutor:
     ) -> None:
         #: What every handler process it starts is started with (its slots, its retry policy).
         self._spec = spec
-        self._slots = spec.slots
-        self._policy = spec.policy
         self._on_finished = on_finished
         self._on_crash = on_crash
         self._lock = threading.Lock()
@@ -186,7 +184,7 @@ class ProcessExecutor:
             if not running:
                 self._last_deadline = 0.0
             # Beyond these, a task waits in the handler process for a slot.
-            free = self._slots - len(running)
+            free = self._spec.slots - len(running)
             for task in tasks:
                 task.started = started
                 waits = free <= 0
@@ -232,7 +230,7 @@ class ProcessExecutor:
             self.cancel(task, "timeout")
             task.finished = now
             task.timed_out = True
-            task.judge(self._policy)
+            task.judge(self._spec.policy)
         if expired:
             self._on_finished(expired)
         return expired
