@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from bench_run import percentile
 from start_trace import STAGES, decode
 
 #: Each gap is named by the stage it ends at.
@@ -106,11 +107,6 @@ def save_jobs(connection: psycopg.Connection[Any], queue: str, since: float, fol
         csv.writer(file).writerows(rows)
 
 
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else 0.0
-
-
 def _load_stages(folder: Path) -> dict[uuid.UUID, dict[str, float]]:
     stages: dict[uuid.UUID, dict[str, float]] = defaultdict(dict)
     for path in folder.glob("[0-9]*.bin"):
@@ -142,11 +138,11 @@ def report(folder: Path) -> list[str]:
     ledger = [row[0] for row in rows]
     real = [row[1] for row in rows]
     lines.append(
-        f"enqueue->started_at (ledger): p50 {_percentile(ledger, 0.5) * 1000:.1f} ms,"
-        f" p99 {_percentile(ledger, 0.99) * 1000:.1f} ms; enqueue->handler runs: p50"
-        f" {_percentile(real, 0.5) * 1000:.1f}, p99 {_percentile(real, 0.99) * 1000:.1f} ms"
+        f"enqueue->started_at (ledger): p50 {percentile(ledger, 0.5) * 1000:.1f} ms,"
+        f" p99 {percentile(ledger, 0.99) * 1000:.1f} ms; enqueue->handler runs: p50"
+        f" {percentile(real, 0.5) * 1000:.1f}, p99 {percentile(real, 0.99) * 1000:.1f} ms"
     )
-    threshold = _percentile(real, 0.99)
+    threshold = percentile(real, 0.99)
     slow = [row for row in rows if row[1] >= threshold]
     lines.append(
         f"| stage | p50 ms | p99 ms | max ms | mean in slowest 1 % ({len(slow)}) ms |\n"
@@ -156,8 +152,8 @@ def report(folder: Path) -> list[str]:
         values = [row[2][stage] for row in rows]
         slow_mean = sum(row[2][stage] for row in slow) / len(slow)
         lines.append(
-            f"| {GAPS[stage]} | {_percentile(values, 0.5) * 1000:.1f} |"
-            f" {_percentile(values, 0.99) * 1000:.1f} | {max(values) * 1000:.1f} |"
+            f"| {GAPS[stage]} | {percentile(values, 0.5) * 1000:.1f} |"
+            f" {percentile(values, 0.99) * 1000:.1f} | {max(values) * 1000:.1f} |"
             f" {slow_mean * 1000:.1f} |"
         )
     for name, first, last in GROUPS:
@@ -165,8 +161,8 @@ def report(folder: Path) -> list[str]:
         values = [sum(row[2][stage] for stage in chosen) for row in rows]
         slow_mean = sum(sum(row[2][stage] for stage in chosen) for row in slow) / len(slow)
         lines.append(
-            f"| {name} | {_percentile(values, 0.5) * 1000:.1f} |"
-            f" {_percentile(values, 0.99) * 1000:.1f} | {max(values) * 1000:.1f} |"
+            f"| {name} | {percentile(values, 0.5) * 1000:.1f} |"
+            f" {percentile(values, 0.99) * 1000:.1f} | {max(values) * 1000:.1f} |"
             f" {slow_mean * 1000:.1f} |"
         )
     lines.extend(_activity_lines(folder, slow))
