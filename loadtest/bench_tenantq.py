@@ -115,8 +115,9 @@ class TenantqConfig:
         """``tenantq c32 p2 (defaults)``; the defaults are the settings' (the workers get the
         benchmark's ``TENANTQ_WORKER__*``)."""
         concurrency = self.concurrency or worker.concurrency
-        processes = self.processes or worker.member_processes()
-        defaults = concurrency == worker.concurrency and processes == worker.member_processes()
+        default_processes = worker.member_processes()
+        processes = self.processes or default_processes
+        defaults = concurrency == worker.concurrency and processes == default_processes
         label = f"tenantq c{concurrency} p{processes}"
         if self.threads:
             label += " threads"
